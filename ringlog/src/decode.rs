@@ -1,0 +1,152 @@
+//! Reading frames back from bytes: from any `Read` (files, sockets), or fed
+//! incrementally (live connections).
+
+use std::io::Read;
+
+use crate::frame::{decode_frame, Frame, HEADER_LEN, MAX_PAYLOAD};
+use crate::DecodeError;
+
+/// A decode error with the byte offset of the frame it concerns.
+#[derive(Debug)]
+pub struct StreamError {
+    pub offset: u64,
+    pub error: DecodeError,
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at byte {}: {}", self.offset, self.error)
+    }
+}
+
+impl std::error::Error for StreamError {}
+
+/// Accumulates bytes from a live connection and hands out whole frames.
+///
+/// Its buffer never holds more than one frame's worth of unparsed bytes plus
+/// what was fed in one call, since every frame's length is checked against
+/// `MAX_PAYLOAD` before waiting for the rest.
+#[derive(Default)]
+pub struct FrameBuffer {
+    buf: Vec<u8>,
+    start: usize,
+    offset: u64,
+    failed: bool,
+}
+
+impl FrameBuffer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed. After an
+    /// error the buffer stays failed: the stream cannot be trusted further.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, StreamError> {
+        if self.failed {
+            return Err(StreamError { offset: self.offset, error: DecodeError::AfterError });
+        }
+        match decode_frame(&self.buf[self.start..]) {
+            Ok(Some((frame, used))) => {
+                self.start += used;
+                self.offset += used as u64;
+                Ok(Some(frame))
+            }
+            Ok(None) => Ok(None),
+            Err(error) => {
+                self.failed = true;
+                Err(StreamError { offset: self.offset, error })
+            }
+        }
+    }
+
+    /// Bytes held that do not form a whole frame yet.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Byte offset of the next frame from the start of the stream.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Call at end of input: an incomplete frame left over is an error.
+    pub fn finish(&self) -> Result<(), StreamError> {
+        if self.pending() == 0 || self.failed {
+            Ok(())
+        } else {
+            Err(StreamError {
+                offset: self.offset,
+                error: DecodeError::Truncated { have: self.pending() as u64 },
+            })
+        }
+    }
+}
+
+/// Iterates over the frames of a byte stream (a file, a socket). Stops after
+/// the first error, which it yields.
+pub struct Decoder<R> {
+    inner: R,
+    frames: FrameBuffer,
+    chunk: Vec<u8>,
+    done: bool,
+}
+
+impl<R: Read> Decoder<R> {
+    pub fn new(inner: R) -> Self {
+        Decoder { inner, frames: FrameBuffer::new(), chunk: vec![0; 1 << 16], done: false }
+    }
+
+    fn next_inner(&mut self) -> Option<Result<Frame, StreamError>> {
+        loop {
+            match self.frames.next_frame() {
+                Ok(Some(f)) => return Some(Ok(f)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+            let n = loop {
+                match self.inner.read(&mut self.chunk) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        let offset = self.frames.offset();
+                        return Some(Err(StreamError { offset, error: DecodeError::Io(e.to_string()) }));
+                    }
+                }
+            };
+            if n == 0 {
+                return match self.frames.finish() {
+                    Ok(()) => None,
+                    Err(e) => Some(Err(e)),
+                };
+            }
+            // Never buffer more than a frame can be long: a reader that keeps
+            // sending without a complete frame is cut off by decode_frame's
+            // size checks once the header is in.
+            debug_assert!(self.frames.pending() <= HEADER_LEN + MAX_PAYLOAD + self.chunk.len());
+            self.frames.feed(&self.chunk[..n]);
+        }
+    }
+}
+
+impl<R: Read> Iterator for Decoder<R> {
+    type Item = Result<Frame, StreamError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.next_inner();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}

@@ -1,0 +1,553 @@
+//! Frames: the unit written to a sink and read back. See `FORMAT.md`.
+
+use crate::record::{Kind, Record};
+use crate::varint::{self, Reader};
+use crate::DecodeError;
+
+pub const MAGIC: [u8; 4] = *b"RLOG";
+/// The format version this crate writes and the only one it reads.
+pub const VERSION: u16 = 1;
+pub const HEADER_LEN: usize = 72;
+/// Largest payload (as stored) a reader accepts: bounds every allocation.
+pub const MAX_PAYLOAD: usize = 16 << 20;
+/// Largest decompressed payload a reader accepts.
+pub const MAX_RAW: usize = 64 << 20;
+/// `worker` value for frames that concern the whole process.
+pub const PROCESS_WIDE: u32 = u32::MAX;
+const FLAG_ZSTD: u8 = 1;
+const MAX_NAME: usize = 4096;
+const MAX_ADDR: usize = 256;
+
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Process-wide (worker = PROCESS_WIDE): who is writing. Worker-specific:
+    /// the stream starts.
+    Hello = 1,
+    Metadata = 2,
+    Clock = 3,
+    Records = 4,
+    /// The stream (or, process-wide, the process) ended cleanly.
+    End = 5,
+}
+
+impl FrameKind {
+    fn from_u8(v: u8) -> Option<FrameKind> {
+        Some(match v {
+            1 => FrameKind::Hello,
+            2 => FrameKind::Metadata,
+            3 => FrameKind::Clock,
+            4 => FrameKind::Records,
+            5 => FrameKind::End,
+            _ => return None,
+        })
+    }
+}
+
+/// The clock a stream's timestamps are read from.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClockDomain {
+    /// Raw time-stamp counter ticks of the host (invariant TSC).
+    Tsc = 0,
+    /// CLOCK_MONOTONIC nanoseconds of the host.
+    MonotonicNs = 1,
+}
+
+/// Identifies one stream: one worker of one process on one host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId {
+    pub host: u64,
+    pub process: u32,
+    pub worker: u32,
+}
+
+impl StreamId {
+    pub fn is_process_wide(&self) -> bool {
+        self.worker == PROCESS_WIDE
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_process_wide() {
+            write!(f, "host {:016x} pid {}", self.host, self.process)
+        } else {
+            write!(f, "host {:016x} pid {} worker {}", self.host, self.process, self.worker)
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub kind: FrameKind,
+    pub compressed: bool,
+    pub stream: StreamId,
+    /// Sequence number of this frame in its stream, from 0, no gaps.
+    pub seq: u64,
+    /// Timestamp of the first record (Records frames); 0 otherwise.
+    pub first_ts: u64,
+    /// Records of this stream lost since the previous frame (full ring or a
+    /// failed sink).
+    pub lost: u64,
+    /// Records (Records frames) or entries (Metadata, Clock).
+    pub count: u32,
+    pub raw_len: u32,
+    pub payload_len: u32,
+    pub domain: ClockDomain,
+}
+
+/// Who is writing: sent process-wide at the start of every connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub host_name: String,
+    pub program: String,
+    pub pid: u32,
+    /// Workers the engine said it runs (0 = not said).
+    pub workers: u32,
+    /// Whether the host's TSC is invariant (the domain is then `Tsc`).
+    pub invariant_tsc: bool,
+    /// The probe's start-up estimate of ticks per second.
+    pub ticks_per_sec: u64,
+}
+
+/// The clocks of one host read together, as close in time as possible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockSample {
+    /// The stream clock (TSC ticks, or CLOCK_MONOTONIC ns where no TSC).
+    pub ticks: u64,
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
+}
+
+/// Slow-path descriptions of what record ids mean.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Meta {
+    Operator { id: u32, name: String, addr: Vec<u32> },
+    Channel { id: u32, src: (u32, u32), dst: (u32, u32) },
+    Span { id: u64, name: String },
+}
+
+/// Final accounting of a stream, carried by its End frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndStats {
+    /// Records the worker produced (published + lost).
+    pub produced: u64,
+    pub lost: u64,
+    /// Schedule pairs elided.
+    pub elided: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    Hello(Hello),
+    Metadata(Vec<Meta>),
+    Clock(Vec<ClockSample>),
+    Records(Vec<Record>),
+    End(EndStats),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub header: FrameHeader,
+    pub body: Body,
+}
+
+/// Writes frames into a byte buffer. Holds a zstd context so that encoding
+/// many frames does not allocate one per frame.
+pub struct Encoder {
+    zstd: zstd::bulk::Compressor<'static>,
+    raw: Vec<u8>,
+    packed: Vec<u8>,
+}
+
+/// The zstd level frames are compressed at: fast levels keep the writer
+/// thread above 20 M events/s.
+pub const ZSTD_LEVEL: i32 = 1;
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder {
+    pub fn new() -> Self {
+        let zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("zstd context");
+        Encoder { zstd, raw: Vec::with_capacity(1 << 16), packed: Vec::with_capacity(1 << 16) }
+    }
+
+    /// Appends a Records frame holding `parts` (in order) to `out`; returns
+    /// the number of records written. At most `u32::MAX` records and
+    /// `MAX_RAW` encoded bytes go into one frame: callers split larger runs
+    /// (the probe's writer drains in bounded batches).
+    pub fn records(
+        &mut self,
+        stream: StreamId,
+        seq: u64,
+        lost: u64,
+        domain: ClockDomain,
+        parts: &[&[Record]],
+        out: &mut Vec<u8>,
+    ) -> usize {
+        self.raw.clear();
+        let first_ts = parts.iter().find_map(|p| p.first()).map_or(0, |r| r.ts);
+        let mut prev = first_ts;
+        let mut n = 0usize;
+        for r in parts.iter().flat_map(|p| p.iter()) {
+            encode_record(&mut self.raw, r, prev);
+            prev = r.ts;
+            n += 1;
+        }
+        let header = FrameHeader {
+            kind: FrameKind::Records,
+            compressed: true,
+            stream,
+            seq,
+            first_ts,
+            lost,
+            count: n as u32,
+            raw_len: 0,
+            payload_len: 0,
+            domain,
+        };
+        self.finish(header, true, out);
+        n
+    }
+
+    pub fn hello(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, h: &Hello, out: &mut Vec<u8>) {
+        self.raw.clear();
+        varint::put_bytes(&mut self.raw, h.host_name.as_bytes());
+        varint::put_bytes(&mut self.raw, h.program.as_bytes());
+        varint::put_u64(&mut self.raw, h.pid as u64);
+        varint::put_u64(&mut self.raw, h.workers as u64);
+        self.raw.push(h.invariant_tsc as u8);
+        varint::put_u64(&mut self.raw, h.ticks_per_sec);
+        self.finish(plain_header(FrameKind::Hello, stream, seq, 0, 0, domain), false, out);
+    }
+
+    pub fn metadata(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, entries: &[Meta], out: &mut Vec<u8>) {
+        self.raw.clear();
+        for m in entries {
+            match m {
+                Meta::Operator { id, name, addr } => {
+                    self.raw.push(1);
+                    varint::put_u64(&mut self.raw, *id as u64);
+                    varint::put_bytes(&mut self.raw, truncate_utf8(name, MAX_NAME).as_bytes());
+                    let addr = &addr[..addr.len().min(MAX_ADDR)];
+                    varint::put_u64(&mut self.raw, addr.len() as u64);
+                    for a in addr {
+                        varint::put_u64(&mut self.raw, *a as u64);
+                    }
+                }
+                Meta::Channel { id, src, dst } => {
+                    self.raw.push(2);
+                    for v in [*id, src.0, src.1, dst.0, dst.1] {
+                        varint::put_u64(&mut self.raw, v as u64);
+                    }
+                }
+                Meta::Span { id, name } => {
+                    self.raw.push(3);
+                    varint::put_u64(&mut self.raw, *id);
+                    varint::put_bytes(&mut self.raw, truncate_utf8(name, MAX_NAME).as_bytes());
+                }
+            }
+        }
+        let h = plain_header(FrameKind::Metadata, stream, seq, entries.len() as u32, 0, domain);
+        self.finish(h, true, out);
+    }
+
+    pub fn clock(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, samples: &[ClockSample], out: &mut Vec<u8>) {
+        self.raw.clear();
+        for s in samples {
+            for v in [s.ticks, s.monotonic_ns, s.realtime_ns] {
+                self.raw.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let h = plain_header(FrameKind::Clock, stream, seq, samples.len() as u32, 0, domain);
+        self.finish(h, false, out);
+    }
+
+    pub fn end(&mut self, stream: StreamId, seq: u64, lost: u64, domain: ClockDomain, s: &EndStats, out: &mut Vec<u8>) {
+        self.raw.clear();
+        for v in [s.produced, s.lost, s.elided] {
+            varint::put_u64(&mut self.raw, v);
+        }
+        self.finish(plain_header(FrameKind::End, stream, seq, 0, lost, domain), false, out);
+    }
+
+    fn finish(&mut self, mut h: FrameHeader, compress: bool, out: &mut Vec<u8>) {
+        let payload: &[u8] = if compress && !self.raw.is_empty() {
+            self.packed.clear();
+            let bound = zstd::zstd_safe::compress_bound(self.raw.len());
+            self.packed.reserve(bound);
+            match self.zstd.compress_to_buffer(&self.raw, &mut self.packed) {
+                Ok(_) => {
+                    h.compressed = true;
+                    &self.packed
+                }
+                Err(_) => {
+                    h.compressed = false;
+                    &self.raw
+                }
+            }
+        } else {
+            h.compressed = false;
+            &self.raw
+        };
+        h.raw_len = self.raw.len() as u32;
+        h.payload_len = payload.len() as u32;
+        write_header(&h, payload, out);
+        out.extend_from_slice(payload);
+    }
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn plain_header(kind: FrameKind, stream: StreamId, seq: u64, count: u32, lost: u64, domain: ClockDomain) -> FrameHeader {
+    FrameHeader { kind, compressed: false, stream, seq, first_ts: 0, lost, count, raw_len: 0, payload_len: 0, domain }
+}
+
+#[inline]
+fn encode_record(out: &mut Vec<u8>, r: &Record, prev_ts: u64) {
+    out.push(r.kind);
+    varint::put_u64(out, varint::zigzag(r.ts.wrapping_sub(prev_ts) as i64));
+    let f = match Kind::from_u8(r.kind) {
+        Some(k) => k.fields(),
+        // The probe only writes known kinds; an unknown one is kept whole so
+        // nothing is silently changed (and the reader rejects it by name).
+        None => crate::record::Fields { a: true, b: true, c: true, d: true },
+    };
+    if f.a {
+        varint::put_u64(out, r.a);
+    }
+    if f.b {
+        varint::put_u64(out, r.b as u64);
+    }
+    if f.c {
+        varint::put_u64(out, r.c as u64);
+    }
+    if f.d {
+        varint::put_u64(out, r.d as u64);
+    }
+}
+
+fn write_header(h: &FrameHeader, payload: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.push(h.kind as u8);
+    out.push(if h.compressed { FLAG_ZSTD } else { 0 });
+    out.extend_from_slice(&h.stream.host.to_le_bytes());
+    out.extend_from_slice(&h.stream.process.to_le_bytes());
+    out.extend_from_slice(&h.stream.worker.to_le_bytes());
+    out.extend_from_slice(&h.seq.to_le_bytes());
+    out.extend_from_slice(&h.first_ts.to_le_bytes());
+    out.extend_from_slice(&h.lost.to_le_bytes());
+    out.extend_from_slice(&h.count.to_le_bytes());
+    out.extend_from_slice(&h.raw_len.to_le_bytes());
+    out.extend_from_slice(&h.payload_len.to_le_bytes());
+    out.push(h.domain as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(out.len() - start, HEADER_LEN);
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Parses and checks a frame header from the first `HEADER_LEN` bytes of `b`.
+pub fn parse_header(b: &[u8]) -> Result<(FrameHeader, u32), DecodeError> {
+    debug_assert!(b.len() >= HEADER_LEN);
+    if b[0..4] != MAGIC {
+        return Err(DecodeError::BadMagic { found: b[0..4].try_into().unwrap() });
+    }
+    let version = u16::from_le_bytes([b[4], b[5]]);
+    if version != VERSION {
+        return Err(DecodeError::UnsupportedVersion { found: version, supported: VERSION });
+    }
+    let crc = le_u32(b, 68);
+    if crc32fast::hash(&b[..68]) != crc {
+        return Err(DecodeError::HeaderChecksum);
+    }
+    let kind = FrameKind::from_u8(b[6]).ok_or(DecodeError::UnknownFrameKind(b[6]))?;
+    if b[7] & !FLAG_ZSTD != 0 {
+        return Err(DecodeError::UnknownFlags(b[7]));
+    }
+    let domain = match b[60] {
+        0 => ClockDomain::Tsc,
+        1 => ClockDomain::MonotonicNs,
+        d => return Err(DecodeError::UnknownClockDomain(d)),
+    };
+    if b[61..64] != [0, 0, 0] {
+        return Err(DecodeError::BadHeader { why: "reserved bytes are not zero" });
+    }
+    let h = FrameHeader {
+        kind,
+        compressed: b[7] & FLAG_ZSTD != 0,
+        stream: StreamId { host: le_u64(b, 8), process: le_u32(b, 16), worker: le_u32(b, 20) },
+        seq: le_u64(b, 24),
+        first_ts: le_u64(b, 32),
+        lost: le_u64(b, 40),
+        count: le_u32(b, 48),
+        raw_len: le_u32(b, 52),
+        payload_len: le_u32(b, 56),
+        domain,
+    };
+    if h.payload_len as usize > MAX_PAYLOAD {
+        return Err(DecodeError::FrameTooLarge { len: h.payload_len as u64, max: MAX_PAYLOAD as u64 });
+    }
+    if h.raw_len as usize > MAX_RAW {
+        return Err(DecodeError::FrameTooLarge { len: h.raw_len as u64, max: MAX_RAW as u64 });
+    }
+    if !h.compressed && h.raw_len != h.payload_len {
+        return Err(DecodeError::BadHeader { why: "uncompressed frame with raw length != payload length" });
+    }
+    Ok((h, le_u32(b, 64)))
+}
+
+/// Tries to decode one frame from the start of `buf`. `Ok(None)` means more
+/// bytes are needed; `Ok(Some((frame, used)))` consumed `used` bytes.
+pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, DecodeError> {
+    if buf.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    let (header, payload_crc) = parse_header(&buf[..HEADER_LEN])?;
+    let total = HEADER_LEN + header.payload_len as usize;
+    if buf.len() < total {
+        return Ok(None);
+    }
+    let payload = &buf[HEADER_LEN..total];
+    if crc32fast::hash(payload) != payload_crc {
+        return Err(DecodeError::PayloadChecksum { kind: header.kind, seq: header.seq });
+    }
+    let raw_owned;
+    let raw: &[u8] = if header.compressed {
+        raw_owned = zstd::bulk::decompress(payload, header.raw_len as usize)
+            .map_err(|e| DecodeError::Decompress(e.to_string()))?;
+        if raw_owned.len() != header.raw_len as usize {
+            return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
+        }
+        &raw_owned
+    } else {
+        payload
+    };
+    let body = decode_body(&header, raw).map_err(|e| match e {
+        DecodeError::PayloadTruncated { .. } | DecodeError::BadPayload { .. } => {
+            DecodeError::InFrame { kind: header.kind, seq: header.seq, inner: Box::new(e) }
+        }
+        e => e,
+    })?;
+    Ok(Some((Frame { header, body }, total)))
+}
+
+fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
+    let mut r = Reader::new(raw);
+    let body = match h.kind {
+        FrameKind::Records => {
+            // Every record takes at least two bytes, which bounds `count`.
+            if h.count as usize > raw.len() / 2 {
+                return Err(DecodeError::BadHeader { why: "record count larger than the payload can hold" });
+            }
+            let mut out = Vec::with_capacity(h.count as usize);
+            let mut prev = h.first_ts;
+            for _ in 0..h.count {
+                let kind_byte = r.u8("record kind")?;
+                let kind = Kind::from_u8(kind_byte).ok_or(DecodeError::UnknownRecordKind(kind_byte))?;
+                let ts = prev.wrapping_add(varint::unzigzag(r.u64("timestamp delta")?) as u64);
+                let f = kind.fields();
+                let a = if f.a { r.u64("field a")? } else { 0 };
+                let b = if f.b { r.u32("field b")? } else { 0 };
+                let c = if f.c { r.u32("field c")? } else { 0 };
+                let d = if f.d { r.u32("field d")? } else { 0 };
+                out.push(Record::new(kind, ts, a, b, c, d));
+                prev = ts;
+            }
+            if out.first().is_some_and(|f| f.ts != h.first_ts) {
+                return Err(DecodeError::BadPayload { what: "first record", why: "timestamp differs from the header" });
+            }
+            Body::Records(out)
+        }
+        FrameKind::Hello => Body::Hello(Hello {
+            host_name: r.string(MAX_NAME, "host name")?,
+            program: r.string(MAX_NAME, "program")?,
+            pid: r.u32("pid")?,
+            workers: r.u32("workers")?,
+            invariant_tsc: match r.u8("invariant tsc")? {
+                0 => false,
+                1 => true,
+                _ => return Err(DecodeError::BadPayload { what: "invariant tsc", why: "not 0 or 1" }),
+            },
+            ticks_per_sec: r.u64("ticks per second")?,
+        }),
+        FrameKind::Metadata => {
+            if h.count as usize > raw.len() / 2 {
+                return Err(DecodeError::BadHeader { why: "metadata count larger than the payload can hold" });
+            }
+            let mut out = Vec::with_capacity(h.count as usize);
+            for _ in 0..h.count {
+                out.push(match r.u8("metadata tag")? {
+                    1 => {
+                        let id = r.u32("operator id")?;
+                        let name = r.string(MAX_NAME, "operator name")?;
+                        let n = r.u64("operator address length")?;
+                        if n > MAX_ADDR as u64 {
+                            return Err(DecodeError::BadPayload { what: "operator address", why: "longer than 256" });
+                        }
+                        let mut addr = Vec::with_capacity(n as usize);
+                        for _ in 0..n {
+                            addr.push(r.u32("operator address")?);
+                        }
+                        Meta::Operator { id, name, addr }
+                    }
+                    2 => Meta::Channel {
+                        id: r.u32("channel id")?,
+                        src: (r.u32("channel source")?, r.u32("channel source port")?),
+                        dst: (r.u32("channel target")?, r.u32("channel target port")?),
+                    },
+                    3 => Meta::Span { id: r.u64("span id")?, name: r.string(MAX_NAME, "span name")? },
+                    _ => return Err(DecodeError::BadPayload { what: "metadata tag", why: "unknown tag" }),
+                });
+            }
+            Body::Metadata(out)
+        }
+        FrameKind::Clock => {
+            if h.count as usize * 24 != raw.len() {
+                return Err(DecodeError::BadHeader { why: "clock sample count does not match the payload" });
+            }
+            let mut out = Vec::with_capacity(h.count as usize);
+            for _ in 0..h.count {
+                out.push(ClockSample {
+                    ticks: r.fixed_u64("clock ticks")?,
+                    monotonic_ns: r.fixed_u64("monotonic ns")?,
+                    realtime_ns: r.fixed_u64("realtime ns")?,
+                });
+            }
+            Body::Clock(out)
+        }
+        FrameKind::End => Body::End(EndStats {
+            produced: r.u64("produced")?,
+            lost: r.u64("lost")?,
+            elided: r.u64("elided")?,
+        }),
+    };
+    if !r.is_empty() {
+        return Err(DecodeError::BadPayload { what: "payload", why: "bytes left over after the last entry" });
+    }
+    Ok(body)
+}

@@ -1,0 +1,195 @@
+//! The fixed-size record every worker writes into its ring, and its typed view.
+
+/// What a record says happened. The discriminants are part of the wire format.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    ScheduleStart = 1,
+    ScheduleStop = 2,
+    MessageSend = 3,
+    MessageRecv = 4,
+    ProgressSend = 5,
+    ProgressRecv = 6,
+    SpanStart = 7,
+    SpanStop = 8,
+    Step = 9,
+    Park = 10,
+    Unpark = 11,
+    Mark = 12,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::ScheduleStart,
+        Kind::ScheduleStop,
+        Kind::MessageSend,
+        Kind::MessageRecv,
+        Kind::ProgressSend,
+        Kind::ProgressRecv,
+        Kind::SpanStart,
+        Kind::SpanStop,
+        Kind::Step,
+        Kind::Park,
+        Kind::Unpark,
+        Kind::Mark,
+    ];
+
+    pub fn from_u8(v: u8) -> Option<Kind> {
+        if (1..=12).contains(&v) {
+            Some(Kind::ALL[v as usize - 1])
+        } else {
+            None
+        }
+    }
+
+    /// Which of the generic fields (`a`, `b`, `c`, `d`) this kind uses; the
+    /// others are always zero, on the wire and in decoded records.
+    pub(crate) fn fields(self) -> Fields {
+        use Kind::*;
+        match self {
+            ScheduleStart | ScheduleStop => Fields { a: false, b: true, c: false, d: false },
+            MessageSend | MessageRecv => Fields { a: true, b: true, c: true, d: true },
+            ProgressSend => Fields { a: true, b: true, c: false, d: false },
+            ProgressRecv => Fields { a: true, b: true, c: true, d: false },
+            SpanStart | SpanStop | Mark => Fields { a: true, b: false, c: false, d: false },
+            Step => Fields { a: true, b: false, c: true, d: true },
+            Park | Unpark => Fields { a: true, b: false, c: false, d: false },
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Fields {
+    pub a: bool,
+    pub b: bool,
+    pub c: bool,
+    pub d: bool,
+}
+
+/// One event as it sits in a worker's ring: 32 bytes, written with plain
+/// stores on the engine's thread. The meaning of `a`..`d` depends on `kind`;
+/// [`Record::event`] gives the typed view.
+///
+/// | kind | a | b | c | d |
+/// |---|---|---|---|---|
+/// | ScheduleStart/Stop | | operator | | |
+/// | MessageSend | seq no | channel | to worker | records |
+/// | MessageRecv | seq no | channel | from worker | records |
+/// | ProgressSend | seq no | channel | | |
+/// | ProgressRecv | seq no | channel | from worker | |
+/// | SpanStart/Stop, Mark | id | | | |
+/// | Step | elided pairs | | spin ticks (low 32) | spin ticks (high 32) |
+/// | Park | park duration hint ticks (0 = unknown) | | | |
+/// | Unpark | 0 | | | |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// Timestamp in the stream's clock domain (TSC ticks or nanoseconds).
+    pub ts: u64,
+    pub a: u64,
+    pub b: u32,
+    pub c: u32,
+    pub d: u32,
+    pub kind: u8,
+    pub _pad: [u8; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<Record>() == 32);
+
+/// The typed view of a [`Record`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    ScheduleStart { op: u32 },
+    ScheduleStop { op: u32 },
+    MessageSend { channel: u32, to: u32, seq: u64, records: u32 },
+    MessageRecv { channel: u32, from: u32, seq: u64, records: u32 },
+    ProgressSend { channel: u32, seq: u64 },
+    ProgressRecv { channel: u32, from: u32, seq: u64 },
+    SpanStart { id: u64 },
+    SpanStop { id: u64 },
+    /// End of an engine step: how many schedule pairs were elided since the
+    /// previous step, and the ticks spent in them (see the probe's docs).
+    Step { elided: u64, spin_ticks: u64 },
+    Park { hint: u64 },
+    Unpark,
+    Mark { id: u64 },
+}
+
+impl Record {
+    #[inline(always)]
+    pub const fn new(kind: Kind, ts: u64, a: u64, b: u32, c: u32, d: u32) -> Record {
+        Record { ts, a, b, c, d, kind: kind as u8, _pad: [0; 3] }
+    }
+
+    #[inline]
+    pub fn kind(&self) -> Option<Kind> {
+        Kind::from_u8(self.kind)
+    }
+
+    /// Builds the record for an event at time `ts`.
+    pub fn from_event(ts: u64, ev: Event) -> Record {
+        use Event::*;
+        match ev {
+            ScheduleStart { op } => Record::new(Kind::ScheduleStart, ts, 0, op, 0, 0),
+            ScheduleStop { op } => Record::new(Kind::ScheduleStop, ts, 0, op, 0, 0),
+            MessageSend { channel, to, seq, records } => {
+                Record::new(Kind::MessageSend, ts, seq, channel, to, records)
+            }
+            MessageRecv { channel, from, seq, records } => {
+                Record::new(Kind::MessageRecv, ts, seq, channel, from, records)
+            }
+            ProgressSend { channel, seq } => Record::new(Kind::ProgressSend, ts, seq, channel, 0, 0),
+            ProgressRecv { channel, from, seq } => {
+                Record::new(Kind::ProgressRecv, ts, seq, channel, from, 0)
+            }
+            SpanStart { id } => Record::new(Kind::SpanStart, ts, id, 0, 0, 0),
+            SpanStop { id } => Record::new(Kind::SpanStop, ts, id, 0, 0, 0),
+            Step { elided, spin_ticks } => {
+                Record::new(Kind::Step, ts, elided, 0, spin_ticks as u32, (spin_ticks >> 32) as u32)
+            }
+            Park { hint } => Record::new(Kind::Park, ts, hint, 0, 0, 0),
+            Unpark => Record::new(Kind::Unpark, ts, 0, 0, 0, 0),
+            Mark { id } => Record::new(Kind::Mark, ts, id, 0, 0, 0),
+        }
+    }
+
+    /// The typed view; `None` for an unknown kind byte.
+    pub fn event(&self) -> Option<Event> {
+        use Event::*;
+        Some(match self.kind()? {
+            Kind::ScheduleStart => ScheduleStart { op: self.b },
+            Kind::ScheduleStop => ScheduleStop { op: self.b },
+            Kind::MessageSend => MessageSend { channel: self.b, to: self.c, seq: self.a, records: self.d },
+            Kind::MessageRecv => MessageRecv { channel: self.b, from: self.c, seq: self.a, records: self.d },
+            Kind::ProgressSend => ProgressSend { channel: self.b, seq: self.a },
+            Kind::ProgressRecv => ProgressRecv { channel: self.b, from: self.c, seq: self.a },
+            Kind::SpanStart => SpanStart { id: self.a },
+            Kind::SpanStop => SpanStop { id: self.a },
+            Kind::Step => Step { elided: self.a, spin_ticks: self.c as u64 | (self.d as u64) << 32 },
+            Kind::Park => Park { hint: self.a },
+            Kind::Unpark => Unpark,
+            Kind::Mark => Mark { id: self.a },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_round_trips_through_record() {
+        let evs = [
+            Event::ScheduleStart { op: 7 },
+            Event::MessageSend { channel: 1, to: 2, seq: u64::MAX, records: 9 },
+            Event::ProgressRecv { channel: 3, from: 4, seq: 5 },
+            Event::Step { elided: 10, spin_ticks: 0x1234_5678_9abc },
+            Event::Unpark,
+        ];
+        for ev in evs {
+            assert_eq!(Record::from_event(42, ev).event(), Some(ev));
+        }
+        assert_eq!(Record { kind: 0, ..Default::default() }.event(), None);
+        assert_eq!(Record { kind: 13, ..Default::default() }.event(), None);
+    }
+}
