@@ -1,1 +1,305 @@
+//! The engine-facing half of the tracer: per-worker event rings stamped with
+//! the TSC, inactive-schedule elision at the source, and one writer thread
+//! that ships compressed [`ringlog`] frames to a sidecar, a socket or a file.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), probe::Error> {
+//! let probe = probe::Probe::builder()
+//!     .sink(probe::Sink::from_env_or(probe::Sink::file("trace.ringlog")))
+//!     .ring_capacity(1 << 16)
+//!     .on_full(probe::OnFull::Drop)
+//!     .start()?;
+//! let mut w = probe.worker(0);
+//! w.operator(1, "Map", &[0, 3]);
+//! w.schedule_start(1);
+//! w.message_send(7, 1, 0, 100);
+//! w.schedule_stop(1);
+//! w.schedule_start(1);
+//! w.schedule_stop(1); // nothing in between: elided and counted
+//! w.step();
+//! drop(w);
+//! let stats = probe.shutdown()?;
+//! assert_eq!(stats.elided(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Cost: one clock read and one 32-byte record per event; an elided
+//! schedule pair costs one clock read and no record; a disabled probe
+//! (`PROBE_SINK=off`, [`Probe::disabled`]) costs one predictable branch.
 
+mod clock;
+mod io;
+mod sink;
+mod stats;
+mod worker;
+mod writer;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use clock::{invariant_tsc, rdtsc};
+pub use io::IoBackend;
+pub use sink::Sink;
+pub use stats::{Stats, WorkerStats};
+pub use worker::{OnFull, WorkerProbe};
+
+/// Why a probe could not start or stop.
+#[derive(Debug)]
+pub enum Error {
+    /// `PROBE_SINK` (or the sink given) could not be read.
+    InvalidSink(String),
+    /// A setting is out of range.
+    Config(String),
+    /// The writer thread could not be started.
+    Spawn(std::io::Error),
+    /// The writer thread panicked.
+    WriterPanicked,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InvalidSink(s) => write!(
+                f,
+                "invalid probe sink {s:?}: expected unix:PATH, tcp:HOST:PORT, file:PATH or off"
+            ),
+            Error::Config(s) => write!(f, "invalid probe configuration: {s}"),
+            Error::Spawn(e) => write!(f, "could not start the probe's writer thread: {e}"),
+            Error::WriterPanicked => write!(f, "the probe's writer thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Configures and starts a [`Probe`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    sink: Sink,
+    ring_capacity: usize,
+    on_full: OnFull,
+    io: IoBackend,
+    idle: Duration,
+    writer_core: Option<usize>,
+    workers: u32,
+    program: Option<String>,
+}
+
+impl Builder {
+    /// Where frames go. Default: `Sink::from_env_or(Sink::Off)`.
+    pub fn sink(mut self, sink: Sink) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// Records per worker ring (default 65536, i.e. 2 MiB per worker).
+    pub fn ring_capacity(mut self, records: usize) -> Self {
+        self.ring_capacity = records;
+        self
+    }
+
+    pub fn on_full(mut self, policy: OnFull) -> Self {
+        self.on_full = policy;
+        self
+    }
+
+    /// Force the write(2) path (also `PROBE_IO=syscall`).
+    pub fn io_backend(mut self, io: IoBackend) -> Self {
+        self.io = io;
+        self
+    }
+
+    /// How long the writer sleeps when it found nothing to do (default 2 ms).
+    pub fn idle_interval(mut self, d: Duration) -> Self {
+        self.idle = d;
+        self
+    }
+
+    /// Pin the writer thread to a core.
+    pub fn writer_core(mut self, core: usize) -> Self {
+        self.writer_core = Some(core);
+        self
+    }
+
+    /// How many workers the engine runs (tells readers when all are there).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n as u32;
+        self
+    }
+
+    /// The program name readers show (default: this executable's name).
+    pub fn program(mut self, name: impl Into<String>) -> Self {
+        self.program = Some(name.into());
+        self
+    }
+
+    pub fn start(self) -> Result<Probe, Error> {
+        match &self.sink {
+            Sink::Off => return Ok(Probe::disabled()),
+            Sink::Invalid(s) => return Err(Error::InvalidSink(s.clone())),
+            _ => {}
+        }
+        if self.ring_capacity < 2 || self.ring_capacity > 1 << 28 {
+            return Err(Error::Config(format!("ring capacity {} is not in 2..=2^28", self.ring_capacity)));
+        }
+        let clock = clock::Source::detect();
+        let host_name = host_name();
+        let cfg = writer::Config {
+            sink: self.sink,
+            io: self.io,
+            idle: self.idle,
+            core: self.writer_core,
+            clock,
+            host: host_id(&host_name),
+            host_name,
+            program: self.program.unwrap_or_else(program_name),
+            workers: self.workers,
+        };
+        let shared = Arc::new(writer::Shared {
+            new_streams: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            stats: Mutex::new(Stats::default()),
+        });
+        let alive = Arc::new(AtomicBool::new(true));
+        let (s2, a2) = (shared.clone(), alive.clone());
+        let handle = std::thread::Builder::new()
+            .name("probe-writer".into())
+            .spawn(move || {
+                let w = writer::Writer::new(cfg, s2);
+                let stats = w.run();
+                a2.store(false, Ordering::Release);
+                stats
+            })
+            .map_err(Error::Spawn)?;
+        Ok(Probe {
+            inner: Some(Inner {
+                shared,
+                alive,
+                handle: Some(handle),
+                clock,
+                capacity: self.ring_capacity,
+                on_full: self.on_full,
+                used: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+struct Inner {
+    shared: Arc<writer::Shared>,
+    alive: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Stats>>,
+    clock: clock::Source,
+    capacity: usize,
+    on_full: OnFull,
+    used: AtomicU64,
+}
+
+/// A running probe: one writer thread, any number of worker handles.
+pub struct Probe {
+    inner: Option<Inner>,
+}
+
+impl Probe {
+    pub fn builder() -> Builder {
+        Builder {
+            sink: Sink::from_env_or(Sink::Off),
+            ring_capacity: 1 << 16,
+            on_full: OnFull::Drop,
+            io: IoBackend::Auto,
+            idle: Duration::from_millis(2),
+            writer_core: None,
+            workers: 0,
+            program: None,
+        }
+    }
+
+    /// A probe that records nothing: every worker call is one branch.
+    pub fn disabled() -> Probe {
+        Probe { inner: None }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// The handle for engine worker `index` (a stream of its own). Call once
+    /// per worker thread; the handle moves to that thread.
+    pub fn worker(&self, index: usize) -> WorkerProbe {
+        let Some(inner) = &self.inner else {
+            return WorkerProbe::disabled();
+        };
+        let writer = inner.handle.as_ref().expect("running").thread().clone();
+        let (prod, cons) = rtrb::RingBuffer::new(inner.capacity);
+        let shared = Arc::new(worker::WorkerShared {
+            index: index as u32,
+            lost: AtomicU64::new(0),
+            elided: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            meta: Mutex::new(Vec::new()),
+            writer_alive: inner.alive.clone(),
+            writer,
+        });
+        inner.used.fetch_add(1, Ordering::Relaxed);
+        inner.shared.new_streams.lock().unwrap_or_else(|p| p.into_inner()).push((shared.clone(), cons));
+        WorkerProbe::new(prod, inner.clock, inner.on_full, shared)
+    }
+
+    /// A snapshot of the accounting so far (updated by the writer each pass).
+    pub fn stats(&self) -> Stats {
+        match &self.inner {
+            Some(i) => i.shared.stats.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            None => Stats { io_backend: "none", sink: "off".into(), ..Stats::default() },
+        }
+    }
+
+    /// Flushes everything workers published and stops the writer. Workers
+    /// should be dropped first; one still alive keeps recording into a ring
+    /// nobody drains (losing, counted, under `OnFull::Drop`).
+    pub fn shutdown(mut self) -> Result<Stats, Error> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<Stats, Error> {
+        let Some(mut inner) = self.inner.take() else {
+            return Ok(self.stats());
+        };
+        inner.shared.stop.store(true, Ordering::Release);
+        let h = inner.handle.take().expect("running");
+        h.thread().unpark();
+        h.join().map_err(|_| Error::WriterPanicked)
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
+    // within it on success.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A stable id for this host: FNV-1a of /etc/machine-id, or of the host
+/// name where there is none.
+fn host_id(host_name: &str) -> u64 {
+    let src = std::fs::read_to_string("/etc/machine-id").unwrap_or_else(|_| host_name.to_string());
+    src.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+fn program_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".into())
+}

@@ -1,0 +1,133 @@
+//! The clock records are stamped with: the TSC where it is invariant (one
+//! `rdtsc`, no fences), CLOCK_MONOTONIC otherwise.
+
+use ringlog::{ClockDomain, ClockSample};
+
+/// Reads the time-stamp counter. No `lfence`/`rdtscp`: the probe wants the
+/// cheapest read, and the few cycles of reordering it allows are far below
+/// the durations the sidecar reasons about.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: `rdtsc` exists on every x86_64 CPU and has no memory effects.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    monotonic_ns()
+}
+
+/// Whether the CPU says its TSC runs at a constant rate in all power states
+/// (CPUID leaf 0x8000_0007, EDX bit 8), so ticks can stand for time.
+#[cfg(target_arch = "x86_64")]
+pub fn invariant_tsc() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // Leaf 0x8000_0000 reports the highest extended leaf; check it before
+    // reading 0x8000_0007.
+    if __cpuid(0x8000_0000).eax < 0x8000_0007 {
+        return false;
+    }
+    __cpuid(0x8000_0007).edx & (1 << 8) != 0
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub fn invariant_tsc() -> bool {
+    false
+}
+
+fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids used are
+    // ones Linux always provides.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// CPU time of the calling thread.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Which clock a probe stamps with; fixed for the life of a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Tsc,
+    Monotonic,
+}
+
+impl Source {
+    pub fn detect() -> Source {
+        if std::env::var_os("PROBE_CLOCK").is_some_and(|v| v == "monotonic") || !invariant_tsc() {
+            Source::Monotonic
+        } else {
+            Source::Tsc
+        }
+    }
+
+    #[inline(always)]
+    pub fn now(self) -> u64 {
+        match self {
+            Source::Tsc => rdtsc(),
+            Source::Monotonic => monotonic_ns(),
+        }
+    }
+
+    pub fn domain(self) -> ClockDomain {
+        match self {
+            Source::Tsc => ClockDomain::Tsc,
+            Source::Monotonic => ClockDomain::MonotonicNs,
+        }
+    }
+
+    /// Reads the stream clock, CLOCK_MONOTONIC and CLOCK_REALTIME together.
+    /// The ticks are the midpoint of two reads around the system clocks, so
+    /// the sample's error is half the read time.
+    pub fn sample(self) -> ClockSample {
+        let t0 = self.now();
+        let monotonic_ns = monotonic_ns();
+        let realtime_ns = realtime_ns();
+        let t1 = self.now();
+        ClockSample { ticks: t0 + (t1.wrapping_sub(t0) / 2), monotonic_ns, realtime_ns }
+    }
+}
+
+/// Ticks per second from two samples (the writer takes them some tens of
+/// milliseconds apart at start, then keeps sampling so readers can refine).
+pub fn ticks_per_sec(a: &ClockSample, b: &ClockSample) -> u64 {
+    let dt = b.monotonic_ns.saturating_sub(a.monotonic_ns);
+    if dt == 0 {
+        return 1_000_000_000;
+    }
+    ((b.ticks.wrapping_sub(a.ticks)) as u128 * 1_000_000_000 / dt as u128) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_matches_the_system_clock() {
+        let src = Source::detect();
+        let a = src.sample();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = src.sample();
+        let tps = ticks_per_sec(&a, &b);
+        // A TSC runs at 0.1 to 10 GHz; the monotonic fallback at exactly 1 GHz.
+        assert!((100_000_000..10_000_000_000).contains(&tps), "ticks/s {tps}");
+        if src == Source::Monotonic {
+            assert!(tps.abs_diff(1_000_000_000) < 10_000_000, "ticks/s {tps}");
+        }
+        assert!(b.ticks > a.ticks && b.realtime_ns > a.realtime_ns);
+    }
+}

@@ -1,0 +1,149 @@
+//! Where frames go: a Unix stream socket, a TCP connection, or a file.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A destination for the probe's frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// A Unix stream socket a sidecar listens on.
+    Unix(PathBuf),
+    /// A TCP address (`host:port`) a sidecar listens on.
+    Tcp(String),
+    /// A file, created or truncated at start.
+    File(PathBuf),
+    /// No tracing: every probe call is one predictable branch.
+    Off,
+    /// A `PROBE_SINK` value that could not be read; `start()` reports it.
+    Invalid(String),
+}
+
+impl Sink {
+    pub fn unix(path: impl Into<PathBuf>) -> Sink {
+        Sink::Unix(path.into())
+    }
+    pub fn tcp(addr: impl Into<String>) -> Sink {
+        Sink::Tcp(addr.into())
+    }
+    pub fn file(path: impl Into<PathBuf>) -> Sink {
+        Sink::File(path.into())
+    }
+
+    /// Reads `PROBE_SINK` (`unix:PATH`, `tcp:HOST:PORT`, `file:PATH`, `off`);
+    /// `default` when it is unset or empty.
+    pub fn from_env_or(default: Sink) -> Sink {
+        match std::env::var("PROBE_SINK") {
+            Ok(v) if !v.trim().is_empty() => Sink::parse(v.trim()),
+            _ => default,
+        }
+    }
+
+    /// Parses the `PROBE_SINK` syntax. An unreadable value becomes
+    /// `Sink::Invalid`, so the error surfaces at `start()`.
+    pub fn parse(s: &str) -> Sink {
+        if s == "off" {
+            return Sink::Off;
+        }
+        match s.split_once(':') {
+            Some(("unix", p)) if !p.is_empty() => Sink::unix(p),
+            Some(("file", p)) if !p.is_empty() => Sink::file(p),
+            Some(("tcp", a)) if a.contains(':') => Sink::tcp(a),
+            _ => Sink::Invalid(s.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sink::Unix(p) => write!(f, "unix:{}", p.display()),
+            Sink::Tcp(a) => write!(f, "tcp:{a}"),
+            Sink::File(p) => write!(f, "file:{}", p.display()),
+            Sink::Off => write!(f, "off"),
+            Sink::Invalid(s) => write!(f, "invalid({s})"),
+        }
+    }
+}
+
+/// An open destination: the descriptor and how to write to it.
+pub(crate) struct Conn {
+    fd: OwnedFd,
+    /// Files take positioned writes (and are cut back after a failed write);
+    /// sockets take `send` with MSG_NOSIGNAL so a gone peer is an error,
+    /// never a SIGPIPE.
+    pub is_file: bool,
+    /// For files: the offset the next frame goes to.
+    pub pos: u64,
+}
+
+impl Conn {
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Cuts a file back to `len` bytes, so that a frame whose write failed
+    /// half way does not leave a torn frame in the trace.
+    pub fn truncate(&mut self, len: u64) {
+        if self.is_file {
+            // SAFETY: `fd` is an open descriptor we own.
+            unsafe { libc::ftruncate(self.fd(), len as libc::off_t) };
+            self.pos = len;
+        }
+    }
+}
+
+/// How long one write may take before the sink counts as failing.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(crate) fn open(sink: &Sink, fresh_file: bool) -> io::Result<Conn> {
+    match sink {
+        Sink::Unix(p) => {
+            let s = std::os::unix::net::UnixStream::connect(p)?;
+            s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+            Ok(Conn { fd: s.into(), is_file: false, pos: 0 })
+        }
+        Sink::Tcp(a) => {
+            let mut last = io::Error::new(io::ErrorKind::InvalidInput, format!("{a}: no address"));
+            for addr in std::net::ToSocketAddrs::to_socket_addrs(a.as_str())? {
+                match std::net::TcpStream::connect_timeout(&addr, WRITE_TIMEOUT) {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+                        return Ok(Conn { fd: s.into(), is_file: false, pos: 0 });
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+        Sink::File(p) => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(fresh_file)
+                .open(p)?;
+            let pos = f.metadata()?.len();
+            Ok(Conn { fd: f.into(), is_file: true, pos })
+        }
+        Sink::Off | Sink::Invalid(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "no sink")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_env_syntax() {
+        assert_eq!(Sink::parse("off"), Sink::Off);
+        assert_eq!(Sink::parse("unix:/tmp/s"), Sink::unix("/tmp/s"));
+        assert_eq!(Sink::parse("file:t.ringlog"), Sink::file("t.ringlog"));
+        assert_eq!(Sink::parse("tcp:127.0.0.1:9"), Sink::tcp("127.0.0.1:9"));
+        assert!(matches!(Sink::parse("tcp:nohostport"), Sink::Invalid(_)));
+        assert!(matches!(Sink::parse("udp:x"), Sink::Invalid(_)));
+        assert!(matches!(Sink::parse("file:"), Sink::Invalid(_)));
+    }
+}

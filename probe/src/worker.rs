@@ -1,0 +1,319 @@
+//! The engine-facing half: one [`WorkerProbe`] per engine worker thread.
+//!
+//! Every event costs one clock read and one record written into the
+//! worker's own ring with plain stores and a release store of the ring's
+//! write index. Nothing here allocates, locks, or makes a system call,
+//! except the slow-path metadata calls and a full ring under `OnFull::Block`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ringlog::{Kind, Meta, Record};
+
+use crate::clock::Source;
+
+/// What a worker does when its ring is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnFull {
+    /// Drop the record and count it (never blocks: production default).
+    #[default]
+    Drop,
+    /// Wait for the writer to make room.
+    Block,
+}
+
+/// State a worker shares with the writer thread. Every counter here has one
+/// writer (the worker or the writer thread), so plain stores suffice.
+pub(crate) struct WorkerShared {
+    pub index: u32,
+    /// Records lost to a full ring (stored by the worker).
+    pub lost: AtomicU64,
+    /// Schedule pairs elided so far (stored by the worker at steps and drop).
+    pub elided: AtomicU64,
+    /// The worker is gone and published everything it had.
+    pub closed: AtomicBool,
+    /// Metadata not yet taken by the writer.
+    pub meta: Mutex<Vec<Meta>>,
+    /// The writer thread is running (false after shutdown): a blocked
+    /// worker gives up rather than wait forever.
+    pub writer_alive: Arc<AtomicBool>,
+    pub writer: std::thread::Thread,
+}
+
+pub(crate) struct Active {
+    ring: rtrb::Producer<Record>,
+    clock: Source,
+    block: bool,
+    /// A schedule start held back until something shows it was not idle.
+    pending: bool,
+    pending_op: u32,
+    pending_ts: u64,
+    /// Start of the last elided pair whose time is not yet accounted; its
+    /// spin time ends at the worker's next clock read. 0 = none.
+    spin_from: u64,
+    spin_ticks: u64,
+    elided: u64,
+    elided_total: u64,
+    lost: u64,
+    shared: Arc<WorkerShared>,
+}
+
+/// A worker thread's handle. `Send`, not shared: one per engine worker.
+///
+/// Dropping it publishes what it holds (a held schedule start, the elided
+/// count since the last step) and ends its stream.
+pub struct WorkerProbe {
+    active: Option<Active>,
+}
+
+impl WorkerProbe {
+    pub(crate) fn disabled() -> WorkerProbe {
+        WorkerProbe { active: None }
+    }
+
+    pub(crate) fn new(ring: rtrb::Producer<Record>, clock: Source, on_full: OnFull, shared: Arc<WorkerShared>) -> Self {
+        WorkerProbe {
+            active: Some(Active {
+                ring,
+                clock,
+                block: on_full == OnFull::Block,
+                pending: false,
+                pending_op: 0,
+                pending_ts: 0,
+                spin_from: 0,
+                spin_ticks: 0,
+                elided: 0,
+                elided_total: 0,
+                lost: 0,
+                shared,
+            }),
+        }
+    }
+
+    /// Whether this probe records anything.
+    pub fn is_enabled(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// Describes an operator (slow path: allocates and locks).
+    pub fn operator(&mut self, id: usize, name: &str, addr: &[usize]) {
+        if let Some(a) = &self.active {
+            let addr = addr.iter().map(|&x| x as u32).collect();
+            a.meta(Meta::Operator { id: id as u32, name: name.to_string(), addr });
+        }
+    }
+
+    /// Describes a channel from `(operator, port)` to `(operator, port)`.
+    pub fn channel(&mut self, id: usize, src: (usize, usize), dst: (usize, usize)) {
+        if let Some(a) = &self.active {
+            let (src, dst) = ((src.0 as u32, src.1 as u32), (dst.0 as u32, dst.1 as u32));
+            a.meta(Meta::Channel { id: id as u32, src, dst });
+        }
+    }
+
+    /// Names a user span id.
+    pub fn span_name(&mut self, id: u64, name: &str) {
+        if let Some(a) = &self.active {
+            a.meta(Meta::Span { id, name: name.to_string() });
+        }
+    }
+
+    /// The operator starts running. Held back until something happens
+    /// inside it; a stop right after it elides the pair.
+    #[inline]
+    pub fn schedule_start(&mut self, op: usize) {
+        if let Some(a) = &mut self.active {
+            let ts = a.clock.now();
+            if a.pending | (a.spin_from != 0) {
+                a.before_event(ts);
+            }
+            a.pending = true;
+            a.pending_op = op as u32;
+            a.pending_ts = ts;
+        }
+    }
+
+    /// The operator stops. If nothing happened since its start, the pair is
+    /// elided: counted, not written, and no clock read is spent on it.
+    #[inline]
+    pub fn schedule_stop(&mut self, op: usize) {
+        if let Some(a) = &mut self.active {
+            if a.pending && a.pending_op == op as u32 {
+                a.pending = false;
+                a.elided += 1;
+                a.spin_from = a.pending_ts;
+                return;
+            }
+            a.event(Kind::ScheduleStop, 0, op as u32, 0, 0);
+        }
+    }
+
+    #[inline]
+    pub fn message_send(&mut self, channel: usize, to_worker: usize, seq_no: u64, records: usize) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::MessageSend, seq_no, channel as u32, to_worker as u32, saturate(records));
+        }
+    }
+
+    #[inline]
+    pub fn message_recv(&mut self, channel: usize, from_worker: usize, seq_no: u64, records: usize) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::MessageRecv, seq_no, channel as u32, from_worker as u32, saturate(records));
+        }
+    }
+
+    #[inline]
+    pub fn progress_send(&mut self, channel: usize, seq_no: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::ProgressSend, seq_no, channel as u32, 0, 0);
+        }
+    }
+
+    #[inline]
+    pub fn progress_recv(&mut self, channel: usize, from_worker: usize, seq_no: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::ProgressRecv, seq_no, channel as u32, from_worker as u32, 0);
+        }
+    }
+
+    #[inline]
+    pub fn span_start(&mut self, id: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::SpanStart, id, 0, 0, 0);
+        }
+    }
+
+    #[inline]
+    pub fn span_stop(&mut self, id: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::SpanStop, id, 0, 0, 0);
+        }
+    }
+
+    /// A user mark: a point event that also keeps the enclosing schedule.
+    #[inline]
+    pub fn mark(&mut self, id: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::Mark, id, 0, 0, 0);
+        }
+    }
+
+    /// The worker parks (sleeps waiting for work); `hint_ticks` is how long
+    /// it asked to sleep, 0 if unknown.
+    #[inline]
+    pub fn park(&mut self, hint_ticks: u64) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::Park, hint_ticks, 0, 0, 0);
+        }
+    }
+
+    #[inline]
+    pub fn unpark(&mut self) {
+        if let Some(a) = &mut self.active {
+            a.event(Kind::Unpark, 0, 0, 0, 0);
+        }
+    }
+
+    /// End of one engine step. Carries the pairs elided and the ticks spent
+    /// in them since the previous step.
+    #[inline]
+    pub fn step(&mut self) {
+        if let Some(a) = &mut self.active {
+            a.step();
+        }
+    }
+}
+
+#[inline(always)]
+fn saturate(n: usize) -> u32 {
+    n.min(u32::MAX as usize) as u32
+}
+
+impl Active {
+    #[inline(always)]
+    fn event(&mut self, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
+        let ts = self.clock.now();
+        if self.pending | (self.spin_from != 0) {
+            self.before_event(ts);
+        }
+        self.push(Record::new(kind, ts, a, b, c, d));
+    }
+
+    /// Publishes a held schedule start (something happened inside it) and
+    /// closes the spin time of the last elided pair.
+    #[cold]
+    #[inline(never)]
+    fn before_event(&mut self, ts: u64) {
+        if self.spin_from != 0 {
+            self.spin_ticks += ts.wrapping_sub(self.spin_from);
+            self.spin_from = 0;
+        }
+        if self.pending {
+            self.pending = false;
+            self.push(Record::new(Kind::ScheduleStart, self.pending_ts, 0, self.pending_op, 0, 0));
+        }
+    }
+
+    fn step(&mut self) {
+        let ts = self.clock.now();
+        if self.pending | (self.spin_from != 0) {
+            self.before_event(ts);
+        }
+        let (elided, spin) = (self.elided, self.spin_ticks);
+        self.push(Record::new(Kind::Step, ts, elided, 0, spin as u32, (spin >> 32) as u32));
+        self.elided_total += elided;
+        self.elided = 0;
+        self.spin_ticks = 0;
+        self.shared.elided.store(self.elided_total, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn push(&mut self, rec: Record) {
+        if self.ring.push(rec).is_err() {
+            self.full(rec);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn full(&mut self, rec: Record) {
+        if self.block {
+            let mut spins = 0u32;
+            while self.shared.writer_alive.load(Ordering::Acquire) {
+                if self.ring.push(rec).is_ok() {
+                    return;
+                }
+                // Waking the writer is a syscall, allowed here: the engine
+                // asked to wait rather than lose records.
+                self.shared.writer.unpark();
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        self.lost += 1;
+        self.shared.lost.store(self.lost, Ordering::Relaxed);
+    }
+
+    fn meta(&self, m: Meta) {
+        self.shared.meta.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+    }
+}
+
+impl Drop for WorkerProbe {
+    fn drop(&mut self) {
+        if let Some(a) = &mut self.active {
+            if a.pending || a.elided > 0 || a.spin_from != 0 {
+                // The final step marker carries the elided count that no
+                // engine step reported, so elided + published stays exact.
+                a.step();
+            }
+            a.shared.elided.store(a.elided_total, Ordering::Relaxed);
+            a.shared.closed.store(true, Ordering::Release);
+            a.shared.writer.unpark();
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The writer thread: drains every worker's ring in batches, encodes frames,
+//! and writes them to the sink. It is the only place the probe does I/O.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringlog::{ClockSample, Encoder, EndStats, Hello, Meta, Record, StreamId, PROCESS_WIDE};
+
+use crate::clock::{self, Source};
+use crate::io::{Io, IoBackend};
+use crate::sink::{self, Conn, Sink};
+use crate::stats::{Stats, WorkerStats};
+use crate::worker::WorkerShared;
+
+/// Records taken from one ring into one frame, at most.
+const MAX_BATCH: usize = 1 << 14;
+/// Bytes of frames gathered before a write is issued.
+const FLUSH_BYTES: usize = 1 << 20;
+const CLOCK_EVERY: Duration = Duration::from_secs(1);
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+pub(crate) struct Config {
+    pub sink: Sink,
+    pub io: IoBackend,
+    pub idle: Duration,
+    pub core: Option<usize>,
+    pub clock: Source,
+    pub host: u64,
+    pub host_name: String,
+    pub program: String,
+    pub workers: u32,
+}
+
+/// What the probe hands the writer: new streams and the stop signal.
+pub(crate) struct Shared {
+    pub new_streams: Mutex<Vec<(Arc<WorkerShared>, rtrb::Consumer<Record>)>>,
+    pub stop: AtomicBool,
+    pub stats: Mutex<Stats>,
+}
+
+struct Stream {
+    shared: Arc<WorkerShared>,
+    ring: rtrb::Consumer<Record>,
+    id: StreamId,
+    seq: u64,
+    /// Every metadata entry seen, resent on each new connection.
+    meta_all: Vec<Meta>,
+    ring_lost_reported: u64,
+    /// Records taken from the ring.
+    popped: u64,
+    /// Lost records not yet reported in a frame header.
+    lost_unreported: u64,
+    stats: WorkerStats,
+    ended: bool,
+}
+
+/// A frame in the current batch, for accounting if its write fails.
+struct Pending {
+    end: usize,
+    stream: usize,
+    records: u64,
+}
+
+pub(crate) struct Writer {
+    cfg: Config,
+    shared: Arc<Shared>,
+    io: Io,
+    enc: Encoder,
+    conn: Option<Conn>,
+    streams: Vec<Stream>,
+    batch: Vec<u8>,
+    pending: Vec<Pending>,
+    process_seq: u64,
+    hello: Hello,
+    last_clock: ClockSample,
+    next_clock: Instant,
+    retry_at: Instant,
+    backoff: Duration,
+    opened_once: bool,
+    failing: bool,
+    stats: Stats,
+    cpu_start: u64,
+}
+
+impl Writer {
+    pub fn new(cfg: Config, shared: Arc<Shared>) -> Writer {
+        let io = Io::new(cfg.io);
+        let first = cfg.clock.sample();
+        let hello = Hello {
+            host_name: cfg.host_name.clone(),
+            program: cfg.program.clone(),
+            pid: std::process::id(),
+            workers: cfg.workers,
+            invariant_tsc: cfg.clock == Source::Tsc,
+            ticks_per_sec: if cfg.clock == Source::Tsc { 0 } else { 1_000_000_000 },
+        };
+        let mut stats = Stats { io_backend: io.name(), sink: cfg.sink.to_string(), ..Stats::default() };
+        stats.ticks_per_sec = hello.ticks_per_sec;
+        let now = Instant::now();
+        Writer {
+            cfg,
+            shared,
+            io,
+            enc: Encoder::new(),
+            conn: None,
+            streams: Vec::new(),
+            batch: Vec::with_capacity(FLUSH_BYTES * 2),
+            pending: Vec::new(),
+            process_seq: 0,
+            hello,
+            last_clock: first,
+            next_clock: now,
+            retry_at: now,
+            backoff: BACKOFF_MIN,
+            opened_once: false,
+            failing: false,
+            stats,
+            cpu_start: clock::thread_cpu_ns(),
+        }
+    }
+
+    pub fn run(mut self) -> Stats {
+        if let Some(id) = self.cfg.core {
+            self.stats.pinned = core_affinity::set_for_current(core_affinity::CoreId { id });
+        }
+        self.calibrate();
+        loop {
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            let moved = self.round(stopping);
+            self.publish_stats();
+            if stopping {
+                break;
+            }
+            if moved == 0 {
+                std::thread::park_timeout(self.cfg.idle);
+            }
+        }
+        self.finish();
+        self.publish_stats();
+        self.stats.clone()
+    }
+
+    /// Ticks per second from two samples 20 ms apart. It runs on the writer
+    /// thread so that starting a probe never makes the engine wait; records
+    /// taken meanwhile carry raw ticks, which readers convert with the clock
+    /// samples anyway.
+    fn calibrate(&mut self) {
+        if self.cfg.clock == Source::Tsc {
+            let a = self.last_clock;
+            std::thread::sleep(Duration::from_millis(20));
+            let b = self.cfg.clock.sample();
+            self.hello.ticks_per_sec = clock::ticks_per_sec(&a, &b);
+            self.stats.ticks_per_sec = self.hello.ticks_per_sec;
+            self.last_clock = b;
+        }
+    }
+
+    /// One pass over all rings; returns records moved.
+    fn round(&mut self, stopping: bool) -> usize {
+        self.adopt_new_streams();
+        self.ensure_conn(stopping);
+        if Instant::now() >= self.next_clock {
+            self.last_clock = self.cfg.clock.sample();
+            self.next_clock = Instant::now() + CLOCK_EVERY;
+            if self.conn.is_some() {
+                let seq = self.next_process_seq();
+                self.enc.clock(self.process_stream(), seq, self.cfg.clock.domain(), &[self.last_clock], &mut self.batch);
+            }
+        }
+        let mut moved = 0;
+        for i in 0..self.streams.len() {
+            // Read `closed` before draining: a worker sets it after its last
+            // push, so a ring found empty after seeing it is empty for good.
+            let closed = self.streams[i].shared.closed.load(Ordering::Acquire);
+            self.take_meta(i);
+            loop {
+                let n = self.drain(i);
+                moved += n;
+                if self.batch.len() >= FLUSH_BYTES {
+                    self.flush();
+                }
+                if n < MAX_BATCH {
+                    break;
+                }
+            }
+            if closed && self.streams[i].ring.is_empty() && !self.streams[i].ended {
+                self.end_stream(i);
+            }
+        }
+        self.flush();
+        for s in self.streams.iter().filter(|s| s.ended) {
+            self.stats.ended.push(s.stats.clone());
+        }
+        self.streams.retain(|s| !s.ended);
+        moved
+    }
+
+    fn adopt_new_streams(&mut self) {
+        let new: Vec<_> = std::mem::take(&mut *self.shared.new_streams.lock().unwrap_or_else(|p| p.into_inner()));
+        for (shared, ring) in new {
+            let id = StreamId { host: self.cfg.host, process: std::process::id(), worker: shared.index };
+            let stats = WorkerStats { index: shared.index, ..WorkerStats::default() };
+            self.streams.push(Stream {
+                shared,
+                ring,
+                id,
+                seq: 0,
+                meta_all: Vec::new(),
+                ring_lost_reported: 0,
+                popped: 0,
+                lost_unreported: 0,
+                stats,
+                ended: false,
+            });
+            let i = self.streams.len() - 1;
+            if self.conn.is_some() {
+                let s = &mut self.streams[i];
+                self.enc.hello(s.id, s.seq, self.cfg.clock.domain(), &self.hello, &mut self.batch);
+                s.seq += 1;
+            }
+        }
+    }
+
+    fn process_stream(&self) -> StreamId {
+        StreamId { host: self.cfg.host, process: std::process::id(), worker: PROCESS_WIDE }
+    }
+
+    fn next_process_seq(&mut self) -> u64 {
+        self.process_seq += 1;
+        self.process_seq - 1
+    }
+
+    /// Opens the sink when there is none and the backoff allows; a new
+    /// connection first gets the context a reader needs: who writes, the
+    /// clock, each stream's start and all metadata so far.
+    fn ensure_conn(&mut self, stopping: bool) {
+        if self.conn.is_some() || matches!(self.cfg.sink, Sink::Off | Sink::Invalid(_)) {
+            return;
+        }
+        if Instant::now() < self.retry_at && !stopping {
+            return;
+        }
+        match sink::open(&self.cfg.sink, !self.opened_once) {
+            Ok(c) => {
+                self.opened_once = true;
+                if self.failing {
+                    eprintln!("probe: sink {} is back; records lost meanwhile are counted in the stream", self.cfg.sink);
+                }
+                self.failing = false;
+                self.backoff = BACKOFF_MIN;
+                self.stats.connects += 1;
+                self.conn = Some(c);
+                self.batch.clear();
+                self.pending.clear();
+                let dom = self.cfg.clock.domain();
+                let seq = self.next_process_seq();
+                self.enc.hello(self.process_stream(), seq, dom, &self.hello, &mut self.batch);
+                let seq = self.next_process_seq();
+                self.enc.clock(self.process_stream(), seq, dom, &[self.last_clock], &mut self.batch);
+                for s in &mut self.streams {
+                    self.enc.hello(s.id, s.seq, dom, &self.hello, &mut self.batch);
+                    s.seq += 1;
+                    if !s.meta_all.is_empty() {
+                        self.enc.metadata(s.id, s.seq, dom, &s.meta_all, &mut self.batch);
+                        s.seq += 1;
+                    }
+                }
+            }
+            Err(e) => self.sink_failed(e),
+        }
+    }
+
+    fn sink_failed(&mut self, e: std::io::Error) {
+        self.stats.sink_errors += 1;
+        let msg = format!("{}: {e}", self.cfg.sink);
+        if !self.failing {
+            // One line per outage, not per retry.
+            eprintln!("probe: sink {msg}; dropping records (counted) and retrying with backoff");
+        }
+        self.stats.last_error = Some(msg);
+        self.failing = true;
+        self.conn = None;
+        self.retry_at = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+
+    fn take_meta(&mut self, i: usize) {
+        let new: Vec<Meta> = {
+            let mut m = self.streams[i].shared.meta.lock().unwrap_or_else(|p| p.into_inner());
+            if m.is_empty() {
+                return;
+            }
+            std::mem::take(&mut *m)
+        };
+        let s = &mut self.streams[i];
+        if self.conn.is_some() {
+            self.enc.metadata(s.id, s.seq, self.cfg.clock.domain(), &new, &mut self.batch);
+            s.seq += 1;
+        }
+        s.meta_all.extend(new);
+    }
+
+    /// Moves up to MAX_BATCH records of stream `i` into one frame (or, with
+    /// no sink, counts them lost). Returns the records moved.
+    fn drain(&mut self, i: usize) -> usize {
+        let s = &mut self.streams[i];
+        let ring_lost = s.shared.lost.load(Ordering::Relaxed);
+        let new_lost = ring_lost - s.ring_lost_reported;
+        s.ring_lost_reported = ring_lost;
+        s.stats.lost_ring = ring_lost;
+        s.lost_unreported += new_lost;
+        let n = s.ring.slots().min(MAX_BATCH);
+        if n == 0 {
+            return 0;
+        }
+        let chunk = s.ring.read_chunk(n).expect("slots() said these are readable");
+        s.popped += n as u64;
+        s.stats.produced = s.popped + ring_lost;
+        if self.conn.is_none() {
+            chunk.commit_all();
+            s.stats.lost_sink += n as u64;
+            s.lost_unreported += n as u64;
+            return n;
+        }
+        let (a, b) = chunk.as_slices();
+        self.enc.records(s.id, s.seq, s.lost_unreported, self.cfg.clock.domain(), &[a, b], &mut self.batch);
+        chunk.commit_all();
+        s.seq += 1;
+        s.lost_unreported = 0;
+        self.pending.push(Pending { end: self.batch.len(), stream: i, records: n as u64 });
+        n
+    }
+
+    fn end_stream(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        let ring_lost = s.shared.lost.load(Ordering::Relaxed);
+        s.lost_unreported += ring_lost - s.ring_lost_reported;
+        s.ring_lost_reported = ring_lost;
+        s.stats.lost_ring = ring_lost;
+        s.stats.produced = s.popped + ring_lost;
+        s.stats.elided = s.shared.elided.load(Ordering::Relaxed);
+        s.ended = true;
+        if self.conn.is_some() {
+            let end = EndStats { produced: s.stats.produced, lost: s.stats.lost(), elided: s.stats.elided };
+            self.enc.end(s.id, s.seq, s.lost_unreported, self.cfg.clock.domain(), &end, &mut self.batch);
+            s.seq += 1;
+            s.lost_unreported = 0;
+        }
+    }
+
+    /// Writes the gathered frames. On failure, frames that did not reach the
+    /// sink have their records counted lost (reported in the stream's next
+    /// frame header), a file is cut back to the last whole frame, and the
+    /// connection is dropped to be reopened with backoff.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            self.batch.clear();
+            self.pending.clear();
+            return;
+        };
+        let start = conn.pos;
+        match self.io.write_all(conn, &self.batch) {
+            Ok(()) => {
+                self.stats.bytes += self.batch.len() as u64;
+                for p in &self.pending {
+                    self.streams[p.stream].stats.written += p.records;
+                }
+            }
+            Err((done, e)) => {
+                let mut good = 0;
+                let pending = std::mem::take(&mut self.pending);
+                for p in &pending {
+                    let s = &mut self.streams[p.stream];
+                    if p.end <= done {
+                        s.stats.written += p.records;
+                        good = p.end;
+                    } else {
+                        s.stats.lost_sink += p.records;
+                        s.lost_unreported += p.records;
+                    }
+                }
+                self.stats.bytes += good as u64;
+                if let Some(c) = self.conn.as_mut() {
+                    c.truncate(start + good as u64);
+                }
+                self.sink_failed(e);
+            }
+        }
+        self.batch.clear();
+        self.pending.clear();
+    }
+
+    fn finish(&mut self) {
+        // Workers still alive at shutdown: drain what they wrote; their
+        // streams get no End frame (a reader sees them as cut off).
+        self.round(true);
+        if self.conn.is_some() {
+            let seq = self.next_process_seq();
+            let end = EndStats::default();
+            self.enc.end(self.process_stream(), seq, 0, self.cfg.clock.domain(), &end, &mut self.batch);
+            self.flush();
+        }
+    }
+
+    fn publish_stats(&mut self) {
+        self.stats.writer_cpu_ns = clock::thread_cpu_ns() - self.cpu_start;
+        let mut workers: Vec<WorkerStats> = self.stats.ended.clone();
+        for s in &self.streams {
+            let mut w = s.stats.clone();
+            w.elided = s.shared.elided.load(Ordering::Relaxed);
+            workers.push(w);
+        }
+        workers.sort_by_key(|w| w.index);
+        self.stats.workers = workers;
+        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner()) = self.stats.clone();
+    }
+}
