@@ -1,0 +1,179 @@
+//! A sink that is missing, dies or fails never blocks the engine under
+//! `OnFull::Drop`, and the probe says what happened.
+
+mod common;
+
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+
+use common::{read_trace, tmp_path};
+use probe::{OnFull, Probe, Sink, Stats, WorkerProbe};
+
+/// Drives `w` for about `dur`, returning the slowest 1000-call batch.
+fn drive(w: &mut WorkerProbe, dur: Duration, seq: &mut u64) -> Duration {
+    let end = Instant::now() + dur;
+    let mut worst = Duration::ZERO;
+    while Instant::now() < end {
+        let t = Instant::now();
+        for _ in 0..250 {
+            w.schedule_start(1);
+            w.message_send(2, 0, *seq, 1);
+            w.schedule_stop(1);
+            w.step();
+            *seq += 1;
+        }
+        worst = worst.max(t.elapsed());
+    }
+    worst
+}
+
+/// A worker blocked on a failing sink would stall for the write timeout
+/// (2 s) or a backoff (up to 1 s); preemption on a busy 2-core machine
+/// stays far below this.
+const NOT_BLOCKED: Duration = Duration::from_millis(200);
+
+fn check_accounting(stats: &Stats) {
+    for w in &stats.workers {
+        assert_eq!(w.produced, w.written + w.lost(), "{w:?}");
+    }
+}
+
+#[test]
+fn no_listener_at_start() {
+    let p = tmp_path("nobody-listens.sock");
+    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert!(stats.sink_errors > 0);
+    assert_eq!(stats.connects, 0);
+    assert_eq!(stats.written(), 0);
+    assert_eq!(stats.produced(), stats.lost());
+    let err = stats.last_error.unwrap();
+    assert!(err.contains("nobody-listens.sock"), "{err}");
+}
+
+#[test]
+fn listener_killed_mid_run_then_back() {
+    let p = tmp_path("killed.sock");
+    let l = UnixListener::bind(&p).unwrap();
+    let first = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        // Read a little, then hang up on the probe.
+        let mut buf = vec![0; 1 << 16];
+        let _ = std::io::Read::read(&mut s, &mut buf);
+        drop(s);
+    });
+    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let mut worst = drive(&mut w, Duration::from_millis(300), &mut seq);
+    first.join().unwrap();
+    std::fs::remove_file(&p).unwrap();
+    worst = worst.max(drive(&mut w, Duration::from_millis(300), &mut seq));
+    let gone = probe.stats();
+    assert!(gone.sink_errors > 0, "the probe noticed: {gone:?}");
+    // The sidecar comes back; the writer reconnects within its backoff.
+    let l = UnixListener::bind(&p).unwrap();
+    let second = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut buf).unwrap();
+        buf
+    });
+    worst = worst.max(drive(&mut w, Duration::from_millis(1500), &mut seq));
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert_eq!(stats.connects, 2, "{stats:?}");
+    assert!(stats.workers[0].lost_sink > 0);
+    let t = read_trace(&second.join().unwrap());
+    assert!(t.error.is_none(), "{:?}", t.error);
+    // The new connection starts with the context a reader needs.
+    assert!(t.hello.is_some() && t.clock_samples > 0 && t.process_end);
+    let s = &t.workers[&0];
+    assert!(!s.records.is_empty());
+    // What went missing is announced to the second reader.
+    assert!(s.lost_in_headers > 0);
+    assert_eq!(s.end.unwrap().lost, stats.workers[0].lost());
+}
+
+#[test]
+fn full_disk() {
+    let probe = Probe::builder().sink(Sink::file("/dev/full")).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert_eq!(stats.written(), 0);
+    assert!(stats.lost() > 0);
+    let err = stats.last_error.unwrap();
+    assert!(err.contains("No space left"), "{err}");
+}
+
+#[test]
+fn read_only_location() {
+    let probe = Probe::builder().sink(Sink::file("/proc/probe-cannot-write-here")).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, Duration::from_millis(200), &mut seq);
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert_eq!(stats.connects, 0);
+    assert!(stats.last_error.unwrap().contains("/proc/probe-cannot-write-here"));
+}
+
+#[test]
+fn tcp_sink_without_listener_and_with_one() {
+    // Nobody on this port: connection refused, counted, never blocking.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let probe = Probe::builder().sink(Sink::tcp(format!("127.0.0.1:{port}"))).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    assert!(drive(&mut w, Duration::from_millis(100), &mut seq) < NOT_BLOCKED);
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(stats.sink_errors > 0 && stats.written() == 0);
+    check_accounting(&stats);
+
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut s, &mut buf).unwrap();
+        buf
+    });
+    let probe = Probe::builder().sink(Sink::tcp(addr.to_string())).on_full(OnFull::Block).start().unwrap();
+    let mut w = probe.worker(3);
+    for s in 0..10_000 {
+        w.message_recv(1, 2, s, 5);
+    }
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    let t = read_trace(&reader.join().unwrap());
+    assert!(t.error.is_none());
+    assert_eq!(t.workers[&3].records.len(), 10_000);
+    assert_eq!(stats.written(), 10_000);
+}
+
+#[test]
+fn invalid_sink_is_a_clear_error() {
+    let err = Probe::builder().sink(Sink::parse("udp:1.2.3.4")).start().err().unwrap();
+    assert!(err.to_string().contains("udp:1.2.3.4"), "{err}");
+    let p = Probe::builder().sink(Sink::Off).start().unwrap();
+    assert!(!p.is_enabled() && !p.worker(0).is_enabled());
+}
