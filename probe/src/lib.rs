@@ -93,7 +93,8 @@ impl Builder {
         self
     }
 
-    /// Records per worker ring (default 65536, i.e. 2 MiB per worker).
+    /// Records per worker ring, rounded up to a power of two (default
+    /// 65536, i.e. 2 MiB per worker).
     pub fn ring_capacity(mut self, records: usize) -> Self {
         self.ring_capacity = records;
         self
@@ -231,7 +232,7 @@ impl Probe {
             return WorkerProbe::disabled();
         };
         let writer = inner.handle.as_ref().expect("running").thread().clone();
-        let (prod, cons) = rtrb::RingBuffer::new(inner.capacity);
+        let (prod, cons) = ringlog::ring::with_capacity(inner.capacity);
         let shared = Arc::new(worker::WorkerShared {
             index: index as u32,
             lost: AtomicU64::new(0),

@@ -41,7 +41,7 @@ pub(crate) struct WorkerShared {
 }
 
 pub(crate) struct Active {
-    ring: rtrb::Producer<Record>,
+    ring: ringlog::ring::Producer,
     clock: Source,
     block: bool,
     /// A schedule start held back until something shows it was not idle.
@@ -71,7 +71,7 @@ impl WorkerProbe {
         WorkerProbe { active: None }
     }
 
-    pub(crate) fn new(ring: rtrb::Producer<Record>, clock: Source, on_full: OnFull, shared: Arc<WorkerShared>) -> Self {
+    pub(crate) fn new(ring: ringlog::ring::Producer, clock: Source, on_full: OnFull, shared: Arc<WorkerShared>) -> Self {
         WorkerProbe {
             active: Some(Active {
                 ring,
@@ -269,7 +269,7 @@ impl Active {
 
     #[inline(always)]
     fn push(&mut self, rec: Record) {
-        if self.ring.push(rec).is_err() {
+        if !self.ring.push(rec) {
             self.full(rec);
         }
     }
@@ -280,7 +280,7 @@ impl Active {
         if self.block {
             let mut spins = 0u32;
             while self.shared.writer_alive.load(Ordering::Acquire) {
-                if self.ring.push(rec).is_ok() {
+                if self.ring.push(rec) {
                     return;
                 }
                 // Waking the writer is a syscall, allowed here: the engine

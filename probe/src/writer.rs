@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ringlog::{ClockSample, Encoder, EndStats, Hello, Meta, Record, StreamId, PROCESS_WIDE};
+use ringlog::{ClockSample, Encoder, EndStats, Hello, Meta, StreamId, PROCESS_WIDE};
 
 use crate::clock::{self, Source};
 use crate::io::{Io, IoBackend};
@@ -35,14 +35,14 @@ pub(crate) struct Config {
 
 /// What the probe hands the writer: new streams and the stop signal.
 pub(crate) struct Shared {
-    pub new_streams: Mutex<Vec<(Arc<WorkerShared>, rtrb::Consumer<Record>)>>,
+    pub new_streams: Mutex<Vec<(Arc<WorkerShared>, ringlog::ring::Consumer)>>,
     pub stop: AtomicBool,
     pub stats: Mutex<Stats>,
 }
 
 struct Stream {
     shared: Arc<WorkerShared>,
-    ring: rtrb::Consumer<Record>,
+    ring: ringlog::ring::Consumer,
     id: StreamId,
     seq: u64,
     /// Every metadata entry seen, resent on each new connection.
@@ -311,22 +311,22 @@ impl Writer {
         s.ring_lost_reported = ring_lost;
         s.stats.lost_ring = ring_lost;
         s.lost_unreported += new_lost;
-        let n = s.ring.slots().min(MAX_BATCH);
+        let (a, b) = s.ring.readable();
+        let n = (a.len() + b.len()).min(MAX_BATCH);
         if n == 0 {
             return 0;
         }
-        let chunk = s.ring.read_chunk(n).expect("slots() said these are readable");
+        let (a, b) = if a.len() >= n { (&a[..n], &b[..0]) } else { (a, &b[..n - a.len()]) };
         s.popped += n as u64;
         s.stats.produced = s.popped + ring_lost;
         if self.conn.is_none() {
-            chunk.commit_all();
+            s.ring.release(n);
             s.stats.lost_sink += n as u64;
             s.lost_unreported += n as u64;
             return n;
         }
-        let (a, b) = chunk.as_slices();
         self.enc.records(s.id, s.seq, s.lost_unreported, self.cfg.clock.domain(), &[a, b], &mut self.batch);
-        chunk.commit_all();
+        s.ring.release(n);
         s.seq += 1;
         s.lost_unreported = 0;
         self.pending.push(Pending { end: self.batch.len(), stream: i, records: n as u64 });

@@ -23,6 +23,7 @@
 pub mod decode;
 pub mod frame;
 pub mod record;
+pub mod ring;
 mod varint;
 
 pub use decode::{Decoder, FrameBuffer, StreamError};
