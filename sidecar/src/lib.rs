@@ -1,1 +1,20 @@
-//! (being written)
+//! The sidecar: live wait-state and critical-path analysis of probe streams.
+//!
+//! Stages (each a plain module with no I/O and no timely types):
+//! [`clock`] (ticks → ns), [`ingest`] (frames → per-worker activities, per
+//! window), [`activity`] (operator executions, gaps, messages), [`window`]
+//! (projection onto fixed windows), [`waits`] (Waiting / Waiting-for-Input),
+//! [`graph`] (window graph, critical path, participation), [`properties`]
+//! (Sager's trace properties), [`analyze`] + [`summary`] (the per-window
+//! report). [`dataflow`] wires them on timely; [`io`] reads files and sockets.
+
+pub mod activity;
+pub mod analyze;
+pub mod clock;
+pub mod graph;
+pub mod ingest;
+pub mod model;
+pub mod properties;
+pub mod summary;
+pub mod waits;
+pub mod window;

@@ -1,0 +1,457 @@
+//! One window, start to finish, on the worker that owns it: the fragments of
+//! every stream of one host → matched messages → waits → window graph →
+//! critical path, participation, properties → the report. No I/O.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::graph::{self, EKind, GraphBuilder, PathEdge};
+use crate::model::{Busy, Fragment, Item, MsgKind, Ns, Sid};
+use crate::properties;
+use crate::summary::*;
+use crate::waits::{Arrival, Inbox, WaitFinder, WaitKind, WaitOn};
+
+const TOP: usize = 10;
+
+fn kind_name(k: MsgKind) -> &'static str {
+    match k {
+        MsgKind::Data => "data_message",
+        MsgKind::Progress => "progress_message",
+    }
+}
+
+/// Analyzes window `index` (of width `width` ns) of host `host` from the
+/// fragments its streams sent.
+pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> WindowReport {
+    let (ws, we) = (index * width, (index + 1) * width);
+    let mut rep = WindowReport {
+        host: format!("{host:016x}"),
+        window: index,
+        start_ns: ws,
+        end_ns: we,
+        ..Default::default()
+    };
+    // One fragment per stream (merge duplicates defensively).
+    frags.sort_by_key(|f| f.stream);
+    let mut merged: Vec<Fragment> = Vec::with_capacity(frags.len());
+    for f in frags {
+        match merged.last_mut() {
+            Some(m) if m.stream == f.stream => {
+                m.items.extend(f.items);
+                m.counters.add(&f.counters);
+                m.faults.extend(f.faults);
+                m.covered = (m.covered.0.min(f.covered.0), m.covered.1.max(f.covered.1));
+                m.ended |= f.ended;
+            }
+            _ => merged.push(f),
+        }
+    }
+    let frags = merged;
+    let n = frags.len();
+    let sids: Vec<Sid> = frags.iter().map(|f| f.stream.unwrap_or(Sid { host, process: 0, worker: 0 })).collect();
+    rep.start_unix_ns = frags.iter().find_map(|f| f.realtime_offset).map(|o| ws as i64 + o);
+
+    // Worker index → local index: same process first, else any process on
+    // this host (timely worker indices are global across processes).
+    let mut by_pw: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+    let mut by_w: FxHashMap<u32, usize> = FxHashMap::default();
+    let mut procs: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
+    for (i, s) in sids.iter().enumerate() {
+        by_pw.insert((s.process, s.worker), i);
+        by_w.entry(s.worker).or_insert(i);
+        procs.entry(s.process).or_default().push(i);
+    }
+    let resolve = |process: u32, worker: u32| by_pw.get(&(process, worker)).or_else(|| by_w.get(&worker)).copied();
+
+    // ---- completeness and instrumentation ----
+    let mut reasons: Vec<String> = Vec::new();
+    for (i, f) in frags.iter().enumerate() {
+        let c = &f.counters;
+        rep.events += c.records;
+        rep.lost_records += c.lost;
+        let ins = &mut rep.instrumentation;
+        ins.records += c.records;
+        ins.elided_schedules += c.elided;
+        ins.spin_ns += c.spin_ns;
+        ins.bytes += c.bytes;
+        ins.records_lost += c.lost;
+        ins.steps += c.steps;
+        ins.unpaired += c.unpaired;
+        for why in &f.faults {
+            reasons.push(format!("worker {}: {}", sids[i].worker, why));
+        }
+        if c.lost > 0 && !f.faults.iter().any(|x| x.contains("lost")) {
+            reasons.push(format!("worker {}: {} records lost", sids[i].worker, c.lost));
+        }
+        rep.streams.push(StreamInfo {
+            process: sids[i].process,
+            worker: sids[i].worker,
+            program: f.program.clone(),
+            covered_ns: [f.covered.0, f.covered.1],
+            records: c.records,
+            faults: f.faults.clone(),
+        });
+    }
+    for (p, members) in &procs {
+        let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
+        if expected as usize > members.len() {
+            reasons.push(format!("process {p}: {} of {expected} worker streams present", members.len()));
+        }
+    }
+
+    // ---- messages ----
+    let mut inbox: Vec<Inbox> = (0..n).map(|_| Inbox::default()).collect();
+    let mut arrivals: Vec<Vec<Arrival>> = vec![Vec::new(); n];
+    let mc = &mut rep.messages;
+    // data: (channel, from, to, seq) → (src local, send ts, matched)
+    let mut sends: FxHashMap<(u32, u32, u32, u64), (usize, Ns, bool)> = FxHashMap::default();
+    let mut psends: FxHashMap<(u32, u32, u64), (usize, Ns)> = FxHashMap::default();
+    for (i, f) in frags.iter().enumerate() {
+        let me = sids[i].worker;
+        for it in &f.items {
+            match *it {
+                Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
+                    sends.insert((channel, me, to, seq), (i, ts, false));
+                }
+                Item::PSend { ts, channel, seq } if ts >= ws && ts < we => {
+                    psends.insert((channel, me, seq), (i, ts));
+                    mc.progress_sent += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut precv: FxHashSet<(u32, u32, u64, usize)> = FxHashSet::default();
+    for (j, f) in frags.iter().enumerate() {
+        let me = sids[j].worker;
+        for it in &f.items {
+            match *it {
+                Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
+                    match sends.get_mut(&(channel, from, me, seq)) {
+                        Some(s) => {
+                            s.2 = true;
+                            mc.data_matched += 1;
+                            if s.1 > ts {
+                                mc.read_before_send += 1;
+                            }
+                            inbox[j].arrivals.push(s.1.min(ts));
+                            inbox[j].reads.push(ts);
+                        }
+                        None => {
+                            if resolve(sids[j].process, from).is_some() {
+                                mc.data_from_before += 1;
+                            } else {
+                                mc.data_unmatched += 1;
+                            }
+                            inbox[j].arrivals.push(ws);
+                            inbox[j].reads.push(ts);
+                        }
+                    }
+                }
+                Item::PRecv { ts, from, channel, seq } if ts >= ws && ts < we => {
+                    mc.progress_received += 1;
+                    match psends.get(&(channel, from, seq)) {
+                        Some(&(i, s)) => {
+                            precv.insert((channel, from, seq, j));
+                            if s > ts {
+                                mc.read_before_send += 1;
+                            }
+                            inbox[j].arrivals.push(s.min(ts));
+                            inbox[j].reads.push(ts);
+                            // Cross-process receivers get their arrival here
+                            // (same-process ones below, from the broadcast).
+                            if sids[i].process != sids[j].process {
+                                arrivals[j].push(Arrival { at: s.min(ts), src: i as u32, channel, kind: MsgKind::Progress, sent: s });
+                            }
+                        }
+                        None => {
+                            if resolve(sids[j].process, from).is_some() {
+                                mc.progress_from_before += 1;
+                            } else {
+                                mc.progress_unmatched += 1;
+                            }
+                            inbox[j].arrivals.push(ws);
+                            inbox[j].reads.push(ts);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for (&(channel, _from, to, _seq), &(i, s, matched)) in &sends {
+        let Some(j) = resolve(sids[i].process, to) else {
+            mc.data_unmatched += 1;
+            continue;
+        };
+        if i == j {
+            mc.data_worker_local += 1;
+        } else {
+            arrivals[j].push(Arrival { at: s, src: i as u32, channel, kind: MsgKind::Data, sent: s });
+        }
+        if !matched {
+            mc.data_in_flight += 1;
+            inbox[j].arrivals.push(s);
+            inbox[j].reads.push(Ns::MAX);
+        }
+    }
+    // Progress is broadcast to every worker of the process (one send, N
+    // receives, Sager §4.2.2).
+    for (&(channel, from, seq), &(i, s)) in &psends {
+        let _ = from;
+        for &j in &procs[&sids[i].process] {
+            if j == i {
+                continue;
+            }
+            arrivals[j].push(Arrival { at: s, src: i as u32, channel, kind: MsgKind::Progress, sent: s });
+            if !precv.contains(&(channel, sids[i].worker, seq, j)) {
+                inbox[j].arrivals.push(s);
+                inbox[j].reads.push(Ns::MAX);
+            }
+        }
+    }
+    for a in arrivals.iter_mut() {
+        a.sort_unstable();
+    }
+    for b in inbox.iter_mut() {
+        b.prepare();
+    }
+
+    // ---- timelines, waits, graph ----
+    let mut gb = GraphBuilder::new((ws, we), n);
+    let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
+    let mut intervals: Vec<Item> = Vec::new();
+    for (j, f) in frags.iter().enumerate() {
+        intervals.clear();
+        intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
+        intervals.sort_unstable_by_key(|i| (i.start(), i.end()));
+        let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
+        let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
+        let mut on: FxHashMap<(Option<u32>, Option<u32>, &'static str), (Ns, u64)> = FxHashMap::default();
+        for it in &intervals {
+            match *it {
+                Item::Busy { start, end, what } => {
+                    let k = match what {
+                        Busy::Operator(op) => EKind::Op(op),
+                        Busy::Span(id) => EKind::Span(id),
+                    };
+                    gb.segment(j, start, end, k);
+                }
+                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next) {
+                    None => gb.segment(j, start, end, EKind::Unknown),
+                    Some(w) => {
+                        gb.segment(j, start, w.start, EKind::Unknown);
+                        let d = w.end - w.start;
+                        match w.kind {
+                            WaitKind::WaitingForInput => {
+                                gb.segment(j, w.start, w.end, EKind::WaitingForInput);
+                                ww.waiting_for_input_ns += d;
+                            }
+                            WaitKind::Waiting(o) => {
+                                gb.segment(j, w.start, w.end, EKind::Wait);
+                                ww.waiting_ns += d;
+                                ww.waits += 1;
+                                let key = match o {
+                                    WaitOn::Message { src, src_known, channel, kind } => {
+                                        let wk = if src_known { sids[src as usize].worker } else { src };
+                                        (Some(wk), Some(channel), kind_name(kind))
+                                    }
+                                    WaitOn::Unknown => (None, None, "unknown"),
+                                };
+                                let e = on.entry(key).or_default();
+                                e.0 += d;
+                                e.1 += 1;
+                                if let Some(a) = w.terminator {
+                                    gb.terminated_wait(j, w.end, a.src as usize, a.sent, a.channel, a.kind);
+                                }
+                            }
+                        }
+                        gb.segment(j, w.end, end, EKind::Unknown);
+                    }
+                },
+                _ => {}
+            }
+        }
+        let mut on: Vec<WaitedOn> = on
+            .into_iter()
+            .map(|((worker, channel, kind), (ns, count))| WaitedOn { worker, channel, kind, ns, count })
+            .collect();
+        on.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)).then(a.channel.cmp(&b.channel)));
+        on.truncate(TOP);
+        ww.on = on;
+        waiting.push(ww);
+    }
+    let g = gb.build();
+    rep.waiting = waiting;
+
+    // ---- critical path ----
+    let names: Vec<FxHashMap<u32, &str>> =
+        frags.iter().map(|f| f.ops.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect();
+    let span_names: Vec<FxHashMap<u64, &str>> =
+        frags.iter().map(|f| f.spans.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect();
+    let cp = graph::critical_path(&g);
+    let mut s = CpSummary { length_ns: cp.length, span_ns: we - ws, edges: cp.edges.len(), ..Default::default() };
+    s.equals_span = cp.length == we - ws;
+    s.started_before_end = cp.started_early;
+    s.stuck = cp.stuck.map(|(v, why)| {
+        format!("worker {} at {} ns: {}", sids[g.w[v as usize] as usize].worker, g.t[v as usize], why)
+    });
+    let mut ops: FxHashMap<(usize, u32), Ns> = FxHashMap::default();
+    let mut spans: FxHashMap<(usize, u64), Ns> = FxHashMap::default();
+    let mut workers: FxHashMap<usize, Ns> = FxHashMap::default();
+    let mut chans: FxHashMap<(u32, MsgKind, usize, usize), (u64, Ns)> = FxHashMap::default();
+    for e in &cp.edges {
+        match *e {
+            PathEdge::Worker(v) => {
+                let v = v as usize;
+                let (w, d) = (g.w[v] as usize, g.weight(v));
+                *workers.entry(w).or_default() += d;
+                match g.kind[v] {
+                    EKind::Op(op) => {
+                        s.by_kind.operator += d;
+                        *ops.entry((w, op)).or_default() += d;
+                    }
+                    EKind::Span(id) => {
+                        s.by_kind.span += d;
+                        *spans.entry((w, id)).or_default() += d;
+                    }
+                    EKind::WaitingForInput => s.by_kind.waiting_for_input += d,
+                    _ => s.by_kind.unknown += d,
+                }
+            }
+            PathEdge::Comm(c) => {
+                let c = &g.comms[c as usize];
+                let d = g.t[c.dst as usize] - g.t[c.src as usize];
+                match c.kind {
+                    MsgKind::Data => s.by_kind.data_message += d,
+                    MsgKind::Progress => s.by_kind.progress_message += d,
+                }
+                let e = chans
+                    .entry((c.channel, c.kind, g.w[c.src as usize] as usize, g.w[c.dst as usize] as usize))
+                    .or_default();
+                e.0 += 1;
+                e.1 += d;
+            }
+        }
+    }
+    let len = cp.length.max(1) as f64;
+    let mut top_ops: Vec<OpShare> = ops
+        .into_iter()
+        .map(|((w, op), ns)| OpShare {
+            worker: sids[w].worker,
+            operator: op,
+            name: names[w].get(&op).unwrap_or(&"").to_string(),
+            ns,
+            share: ns as f64 / len,
+        })
+        .collect();
+    top_ops.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)).then(a.operator.cmp(&b.operator)));
+    top_ops.truncate(TOP);
+    s.top_operators = top_ops;
+    let mut top_spans: Vec<SpanShare> = spans
+        .into_iter()
+        .map(|((w, id), ns)| SpanShare {
+            worker: sids[w].worker,
+            span: id,
+            name: span_names[w].get(&id).unwrap_or(&"").to_string(),
+            ns,
+            share: ns as f64 / len,
+        })
+        .collect();
+    top_spans.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)));
+    top_spans.truncate(TOP);
+    s.top_spans = top_spans;
+    let mut by_worker: Vec<WorkerShare> =
+        workers.into_iter().map(|(w, ns)| WorkerShare { worker: sids[w].worker, ns, share: ns as f64 / len }).collect();
+    by_worker.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)));
+    s.by_worker = by_worker;
+    let mut top_ch: Vec<ChannelShare> = chans
+        .into_iter()
+        .map(|((channel, k, a, b), (crossings, ns))| ChannelShare {
+            channel,
+            kind: kind_name(k),
+            src_worker: sids[a].worker,
+            dst_worker: sids[b].worker,
+            crossings,
+            ns,
+        })
+        .collect();
+    top_ch.sort_by(|a, b| {
+        b.crossings.cmp(&a.crossings).then(b.ns.cmp(&a.ns)).then(a.channel.cmp(&b.channel)).then(a.src_worker.cmp(&b.src_worker))
+    });
+    top_ch.truncate(TOP);
+    s.top_channels = top_ch;
+    rep.critical_path = s;
+
+    // ---- participation ----
+    let p = graph::participation(&g);
+    let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
+    for v in 0..g.len() {
+        let sc = p.worker[v];
+        if sc <= 0.0 {
+            continue;
+        }
+        let w = g.w[v] as usize;
+        let key = match g.kind[v] {
+            EKind::Op(op) => (w, "operator", Some(op as u64)),
+            EKind::Span(id) => (w, "span", Some(id)),
+            EKind::WaitingForInput => (w, "waiting_for_input", None),
+            _ => (w, "unknown", None),
+        };
+        *agg.entry(key).or_default() += sc;
+    }
+    for (i, c) in g.comms.iter().enumerate() {
+        if p.comm[i] > 0.0 {
+            *agg.entry((g.w[c.dst as usize] as usize, kind_name(c.kind), Some(c.channel as u64))).or_default() += p.comm[i];
+        }
+    }
+    let mut part: Vec<ParticipationEntry> = agg
+        .into_iter()
+        .map(|((w, activity, id), score)| ParticipationEntry {
+            worker: sids[w].worker,
+            activity,
+            id,
+            name: match (activity, id) {
+                ("operator", Some(op)) => names[w].get(&(op as u32)).map(|s| s.to_string()),
+                ("span", Some(id)) => span_names[w].get(&id).map(|s| s.to_string()),
+                _ => None,
+            },
+            score,
+        })
+        .collect();
+    part.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.worker.cmp(&b.worker)).then(a.id.cmp(&b.id)));
+    part.truncate(TOP);
+    rep.participation = part;
+
+    // ---- properties ----
+    let mut props = properties::check(&g);
+    for v in props
+        .min_in_degree
+        .at
+        .iter_mut()
+        .chain(props.wait_termination.at.iter_mut())
+        .chain(props.communication_existence.at.iter_mut())
+    {
+        if let Some(w) = v.worker {
+            v.worker = Some(sids[w as usize].worker);
+        }
+    }
+    rep.properties = props;
+
+    // Messages whose other half is not on this timeline: the other worker
+    // is on another host (unsynchronized, analyzed in its own windows) or
+    // its stream is missing.
+    if rep.messages.data_unmatched + rep.messages.progress_unmatched > 0 {
+        reasons.push(format!(
+            "{} message halves with a worker not on this timeline (other host: unsynchronized; or a missing stream)",
+            rep.messages.data_unmatched + rep.messages.progress_unmatched
+        ));
+    }
+    reasons.sort();
+    reasons.dedup();
+    rep.complete = reasons.is_empty() && n > 0;
+    if n == 0 {
+        reasons.push("no streams".into());
+    }
+    rep.incomplete_reasons = reasons;
+    rep
+}

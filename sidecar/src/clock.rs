@@ -1,0 +1,161 @@
+//! Stream clock → host nanoseconds (DESIGN "Clocks"; issue stage 1).
+//!
+//! A process sends clock samples (stream ticks and CLOCK_MONOTONIC read
+//! together) at its start and about once a second. A tick count is mapped by
+//! linear interpolation between the two samples around it; past the last
+//! sample it is extrapolated with the last slope (or `Hello.ticks_per_sec`
+//! while there is only one sample). Records are converted as they arrive, so
+//! a later sample does not re-convert records already converted: the error
+//! is bounded by the drift of one sample interval. All streams of one host
+//! land on that host's CLOCK_MONOTONIC timeline; hosts are never mixed here.
+
+use ringlog::{ClockDomain, ClockSample};
+
+use crate::model::Ns;
+
+#[derive(Clone, Debug)]
+pub struct Clock {
+    domain: ClockDomain,
+    /// Samples in increasing tick order (out-of-order ones are dropped).
+    samples: Vec<ClockSample>,
+    ticks_per_sec: u64,
+    /// Segment cache: index of the sample the last conversion started from.
+    hint: usize,
+}
+
+/// Why a timestamp cannot be converted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClockError {
+    NoSample,
+}
+
+impl Clock {
+    pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
+        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0 }
+    }
+
+    pub fn domain(&self) -> ClockDomain {
+        self.domain
+    }
+
+    pub fn set_ticks_per_sec(&mut self, t: u64) {
+        self.ticks_per_sec = t;
+    }
+
+    /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
+    pub fn add(&mut self, s: ClockSample) {
+        if let Some(l) = self.samples.last() {
+            if s.ticks <= l.ticks || s.monotonic_ns < l.monotonic_ns {
+                return;
+            }
+        }
+        // Keep memory bounded on long runs: old samples are never needed for
+        // records that arrive now (streams are converted as they come).
+        if self.samples.len() >= 64 {
+            self.samples.drain(..32);
+            self.hint = 0;
+        }
+        self.samples.push(s);
+    }
+
+    pub fn has_sample(&self) -> bool {
+        self.samples.len() > 0 || self.domain == ClockDomain::MonotonicNs
+    }
+
+    /// Offset realtime − monotonic from the first sample (for reporting
+    /// windows as UNIX times), if any.
+    pub fn realtime_offset(&self) -> Option<i128> {
+        self.samples.first().map(|s| s.realtime_ns as i128 - s.monotonic_ns as i128)
+    }
+
+    /// Nanoseconds per tick between two samples (or from ticks_per_sec).
+    fn slope(&self, i: usize) -> f64 {
+        if i + 1 < self.samples.len() {
+            let (a, b) = (&self.samples[i], &self.samples[i + 1]);
+            (b.monotonic_ns - a.monotonic_ns) as f64 / (b.ticks - a.ticks) as f64
+        } else if i > 0 {
+            self.slope(i - 1)
+        } else if self.ticks_per_sec > 0 {
+            1e9 / self.ticks_per_sec as f64
+        } else {
+            1.0
+        }
+    }
+
+    /// Converts a duration in ticks to ns with the latest slope.
+    pub fn span_ns(&self, ticks: u64) -> Ns {
+        match self.domain {
+            ClockDomain::MonotonicNs => ticks,
+            ClockDomain::Tsc => {
+                let i = self.samples.len().saturating_sub(1);
+                (ticks as f64 * self.slope(i)) as Ns
+            }
+        }
+    }
+
+    /// Maps stream ticks to host CLOCK_MONOTONIC ns.
+    #[inline]
+    pub fn to_ns(&mut self, ticks: u64) -> Result<Ns, ClockError> {
+        if self.domain == ClockDomain::MonotonicNs {
+            return Ok(ticks);
+        }
+        let n = self.samples.len();
+        if n == 0 {
+            return Err(ClockError::NoSample);
+        }
+        // Find the segment [i, i+1] holding `ticks`; conversions come in
+        // increasing order, so the hint is nearly always right.
+        let mut i = self.hint.min(n - 1);
+        if self.samples[i].ticks > ticks {
+            i = self.samples.partition_point(|s| s.ticks <= ticks).saturating_sub(1);
+        } else {
+            while i + 1 < n && self.samples[i + 1].ticks <= ticks {
+                i += 1;
+            }
+        }
+        self.hint = i;
+        let s = &self.samples[i];
+        let d = ticks as i128 - s.ticks as i128;
+        let ns = s.monotonic_ns as f64 + d as f64 * self.slope(i);
+        Ok(if ns <= 0.0 { 0 } else { ns as Ns })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cs(ticks: u64, ns: u64) -> ClockSample {
+        ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns + 1_000 }
+    }
+
+    #[test]
+    fn interpolates_and_extrapolates() {
+        let mut c = Clock::new(ClockDomain::Tsc, 2_000_000_000); // 2 GHz estimate
+        assert_eq!(c.to_ns(5), Err(ClockError::NoSample));
+        c.add(cs(1_000, 10_000));
+        // one sample: ticks_per_sec slope (0.5 ns/tick)
+        assert_eq!(c.to_ns(3_000).unwrap(), 11_000);
+        c.add(cs(5_000, 14_000)); // 1 ns/tick between samples
+        assert_eq!(c.to_ns(3_000).unwrap(), 12_000);
+        c.add(cs(7_000, 20_000)); // 3 ns/tick
+        assert_eq!(c.to_ns(6_000).unwrap(), 17_000);
+        // past the last sample: last slope
+        assert_eq!(c.to_ns(8_000).unwrap(), 23_000);
+        // before the first: first slope, clamped at 0
+        assert_eq!(c.to_ns(0).unwrap(), 9_000);
+        assert_eq!(c.span_ns(10), 30);
+        assert_eq!(c.realtime_offset(), Some(1_000));
+    }
+
+    #[test]
+    fn monotonic_domain_is_identity_and_bad_samples_ignored() {
+        let mut c = Clock::new(ClockDomain::MonotonicNs, 0);
+        assert_eq!(c.to_ns(123).unwrap(), 123);
+        let mut t = Clock::new(ClockDomain::Tsc, 0);
+        t.add(cs(100, 100));
+        t.add(cs(50, 200)); // backwards in ticks: dropped
+        t.add(cs(200, 300));
+        assert_eq!(t.to_ns(150).unwrap(), 200);
+    }
+}

@@ -1,0 +1,464 @@
+//! The window graph (Sager §3.1 Def. 3.3–3.5; issue stage 4), the critical
+//! path (Sager Algorithm 1 with the Timely changes of §5.3; stage 5) and
+//! critical participation (SnailTrail's path counting; stage 6).
+//!
+//! Vertices are points on worker timelines inside the window; every worker's
+//! vertices form a chain, the edge into vertex `v` (from `v - 1`) is the
+//! worker activity between them (`kind[v]`). Communication edges are only
+//! those that ended a wait: Sager §5.3.1 puts a message on the critical path
+//! only if it terminated a waiting activity, and a message that arrived
+//! while the receiver was busy only shortened a receive-buffer time.
+//! Worker-local messages are never edges (sager-notes §2.3).
+
+use crate::model::{MsgKind, Ns};
+
+pub const NONE: u32 = u32::MAX;
+
+/// The activity on a worker edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EKind {
+    /// No incoming worker edge: the first vertex of a chain.
+    Start,
+    Op(u32),
+    Span(u64),
+    /// Worker time no instrumentation explains (spin with a cause pending,
+    /// spin after a message arrived, work outside operators).
+    Unknown,
+    WaitingForInput,
+    /// Waiting: never on the critical path.
+    Wait,
+}
+
+impl EKind {
+    pub fn is_wait(self) -> bool {
+        self == EKind::Wait
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Comm {
+    pub src: u32,
+    pub dst: u32,
+    pub channel: u32,
+    pub kind: MsgKind,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub t: Vec<Ns>,
+    pub w: Vec<u32>,
+    pub kind: Vec<EKind>,
+    /// For the vertex ending a wait: the communication edge that ended it.
+    pub term: Vec<u32>,
+    /// Vertex range of each worker's chain.
+    pub chains: Vec<(u32, u32)>,
+    pub comms: Vec<Comm>,
+    pub window: (Ns, Ns),
+}
+
+/// Collects segments per worker, then lays out the graph.
+pub struct GraphBuilder {
+    window: (Ns, Ns),
+    segs: Vec<Vec<(Ns, Ns, EKind)>>,
+    splits: Vec<Vec<Ns>>,
+    waits: Vec<(u32, Ns, u32, Ns, u32, MsgKind)>,
+}
+
+impl GraphBuilder {
+    pub fn new(window: (Ns, Ns), workers: usize) -> Self {
+        GraphBuilder { window, segs: vec![Vec::new(); workers], splits: vec![Vec::new(); workers], waits: Vec::new() }
+    }
+
+    /// A worker activity, clipped to the window. Per worker, segments come in
+    /// time order and do not overlap; holes become Unknown.
+    pub fn segment(&mut self, w: usize, s: Ns, e: Ns, k: EKind) {
+        let (s, e) = (s.max(self.window.0), e.min(self.window.1));
+        if e > s {
+            self.segs[w].push((s, e, k));
+        }
+    }
+
+    /// A wait on `dst` ending at `at` that was ended by a message `src` sent
+    /// at `sent`: the source worker's activity is split there (§5.3 item 2).
+    pub fn terminated_wait(&mut self, dst: usize, at: Ns, src: usize, sent: Ns, channel: u32, kind: MsgKind) {
+        self.splits[src].push(sent);
+        self.waits.push((dst as u32, at, src as u32, sent, channel, kind));
+    }
+
+    pub fn build(mut self) -> Graph {
+        let mut g = Graph { window: self.window, ..Default::default() };
+        let mut times: Vec<Ns> = Vec::new();
+        for (w, segs) in self.segs.iter_mut().enumerate() {
+            let first = g.t.len() as u32;
+            if segs.is_empty() {
+                g.chains.push((first, first));
+                continue;
+            }
+            segs.sort_unstable_by_key(|s| (s.0, s.1));
+            let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
+            times.clear();
+            for s in segs.iter() {
+                times.push(s.0);
+                times.push(s.1);
+            }
+            times.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
+            times.sort_unstable();
+            times.dedup();
+            let mut si = 0;
+            for (i, &t) in times.iter().enumerate() {
+                let k = if i == 0 {
+                    EKind::Start
+                } else {
+                    let ta = times[i - 1];
+                    while si < segs.len() && segs[si].1 <= ta {
+                        si += 1;
+                    }
+                    match segs.get(si) {
+                        Some(&(s, e, k)) if s <= ta && t <= e => k,
+                        _ => EKind::Unknown,
+                    }
+                };
+                g.t.push(t);
+                g.w.push(w as u32);
+                g.kind.push(k);
+                g.term.push(NONE);
+            }
+            g.chains.push((first, g.t.len() as u32));
+        }
+        for &(dst, at, src, sent, channel, kind) in &self.waits {
+            let (Some(d), Some(s)) = (g.vertex(dst as usize, at), g.vertex(src as usize, sent)) else { continue };
+            if g.kind[d as usize].is_wait() && g.term[d as usize] == NONE {
+                g.term[d as usize] = g.comms.len() as u32;
+                g.comms.push(Comm { src: s, dst: d, channel, kind });
+            }
+        }
+        g
+    }
+}
+
+impl Graph {
+    /// The vertex of worker `w` at time `t`, if there is one.
+    pub fn vertex(&self, w: usize, t: Ns) -> Option<u32> {
+        let (a, b) = *self.chains.get(w)?;
+        let ts = &self.t[a as usize..b as usize];
+        ts.binary_search(&t).ok().map(|i| a + i as u32)
+    }
+
+    pub fn len(&self) -> usize {
+        self.t.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.t.is_empty()
+    }
+
+    /// Weight of the worker edge into `v` (0 for a chain start).
+    pub fn weight(&self, v: usize) -> Ns {
+        if self.kind[v] == EKind::Start {
+            0
+        } else {
+            self.t[v] - self.t[v - 1]
+        }
+    }
+}
+
+/// One edge of the critical path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathEdge {
+    /// The worker edge into this vertex.
+    Worker(u32),
+    /// A communication edge (index into `comms`).
+    Comm(u32),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CriticalPath {
+    /// Edges from the window's end backwards.
+    pub edges: Vec<PathEdge>,
+    pub length: Ns,
+    /// Where the walk started and ended (vertex).
+    pub from: Option<u32>,
+    pub to: Option<u32>,
+    /// The walk could not start at the window's end: every worker there was
+    /// waiting or absent (Property 3.10 violated); it started at the latest
+    /// non-wait activity instead.
+    pub started_early: bool,
+    /// The walk stopped at a wait with no visible terminator (Property 3.11)
+    /// or a zero-length cycle of messages.
+    pub stuck: Option<(u32, &'static str)>,
+}
+
+/// Sager Algorithm 1 with §5.3: from the window's end, walk backwards along
+/// the worker's own activities; at a wait, jump over the message that ended
+/// it to its sender at the send time. Never through a wait. Cost: the edges
+/// on the path. The length equals the window span when the trace
+/// properties hold (Theorem 3.13).
+pub fn critical_path(g: &Graph) -> CriticalPath {
+    let mut cp = CriticalPath::default();
+    let we = g.window.1;
+    // Start: a worker whose chain reaches the window's end with a non-wait
+    // activity; prefer a known activity over Unknown, then the lowest worker.
+    let rank = |k: EKind| match k {
+        EKind::Op(_) | EKind::Span(_) | EKind::WaitingForInput => 0,
+        EKind::Unknown => 1,
+        _ => 2,
+    };
+    let mut start: Option<(u8, u32)> = None;
+    for &(a, b) in &g.chains {
+        if b > a && g.t[b as usize - 1] == we {
+            let v = b - 1;
+            let r = rank(g.kind[v as usize]);
+            if r < 2 && start.is_none_or(|(br, _)| r < br) {
+                start = Some((r, v));
+            }
+        }
+    }
+    let mut v = match start {
+        Some((_, v)) => v,
+        None => {
+            cp.started_early = true;
+            // The latest vertex reached by a non-wait worker edge.
+            let best = (0..g.len()).filter(|&v| rank(g.kind[v]) < 2).max_by_key(|&v| (g.t[v], std::cmp::Reverse(v)));
+            match best {
+                Some(v) => v as u32,
+                None => return cp,
+            }
+        }
+    };
+    cp.from = Some(v);
+    let limit = g.len() + g.comms.len() + 1;
+    loop {
+        let vi = v as usize;
+        match g.kind[vi] {
+            EKind::Start => break,
+            EKind::Wait => {
+                let c = g.term[vi];
+                if c == NONE {
+                    cp.stuck = Some((v, "wait without a visible terminator"));
+                    break;
+                }
+                let src = g.comms[c as usize].src;
+                cp.length += g.t[vi] - g.t[src as usize];
+                cp.edges.push(PathEdge::Comm(c));
+                v = src;
+            }
+            _ => {
+                cp.length += g.t[vi] - g.t[vi - 1];
+                cp.edges.push(PathEdge::Worker(v));
+                v -= 1;
+            }
+        }
+        if cp.edges.len() > limit {
+            cp.stuck = Some((v, "cycle of zero-length messages"));
+            break;
+        }
+    }
+    cp.to = Some(v);
+    cp
+}
+
+/// Critical participation of every edge (SnailTrail): the share of the
+/// window's source-to-sink paths (waits removed) that cross the edge, times
+/// its weight, over the window's span: `paths(e) · w(e) / (N · span)`.
+/// Paths are counted forward and backward in one topological pass each
+/// (linear time), in log2 space because counts grow exponentially.
+#[derive(Clone, Debug, Default)]
+pub struct Participation {
+    /// Score of the worker edge into each vertex (0 for starts and waits).
+    pub worker: Vec<f64>,
+    /// Score of each communication edge.
+    pub comm: Vec<f64>,
+    /// log2 of the number of paths.
+    pub log2_paths: f64,
+    /// Vertices on a cycle (not counted).
+    pub cyclic: usize,
+}
+
+fn lse2(a: f64, b: f64) -> f64 {
+    if a == f64::NEG_INFINITY {
+        return b;
+    }
+    if b == f64::NEG_INFINITY {
+        return a;
+    }
+    let (hi, lo) = if a > b { (a, b) } else { (b, a) };
+    hi + (lo - hi).exp2().ln_1p() / std::f64::consts::LN_2
+}
+
+pub fn participation(g: &Graph) -> Participation {
+    let n = g.len();
+    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; g.comms.len()], ..Default::default() };
+    if n == 0 {
+        return p;
+    }
+    let live = |v: usize| !matches!(g.kind[v], EKind::Start | EKind::Wait);
+    // CSR of comm edges by source and by destination.
+    let mut out_start = vec![0u32; n + 1];
+    let mut in_start = vec![0u32; n + 1];
+    for c in &g.comms {
+        out_start[c.src as usize + 1] += 1;
+        in_start[c.dst as usize + 1] += 1;
+    }
+    for i in 0..n {
+        out_start[i + 1] += out_start[i];
+        in_start[i + 1] += in_start[i];
+    }
+    let mut out_e = vec![0u32; g.comms.len()];
+    let mut in_e = vec![0u32; g.comms.len()];
+    {
+        let mut fo = out_start.clone();
+        let mut fi = in_start.clone();
+        for (i, c) in g.comms.iter().enumerate() {
+            out_e[fo[c.src as usize] as usize] = i as u32;
+            fo[c.src as usize] += 1;
+            in_e[fi[c.dst as usize] as usize] = i as u32;
+            fi[c.dst as usize] += 1;
+        }
+    }
+    let next_live = |v: usize| v + 1 < n && g.w[v + 1] == g.w[v] && live(v + 1);
+    let indeg_of = |v: usize| (live(v) as u32) + in_start[v + 1] - in_start[v];
+    let outdeg_of = |v: usize| (next_live(v) as u32) + out_start[v + 1] - out_start[v];
+    // Kahn's order.
+    let mut indeg: Vec<u32> = (0..n).map(indeg_of).collect();
+    let mut order: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    let mut head = 0;
+    while head < order.len() {
+        let v = order[head] as usize;
+        head += 1;
+        if next_live(v) {
+            indeg[v + 1] -= 1;
+            if indeg[v + 1] == 0 {
+                order.push(v as u32 + 1);
+            }
+        }
+        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
+            let d = g.comms[c as usize].dst as usize;
+            indeg[d] -= 1;
+            if indeg[d] == 0 {
+                order.push(d as u32);
+            }
+        }
+    }
+    p.cyclic = n - order.len();
+    let ninf = f64::NEG_INFINITY;
+    let mut fwd = vec![ninf; n];
+    for &v in &order {
+        let v = v as usize;
+        let mut f = ninf;
+        let mut any = false;
+        if live(v) {
+            f = lse2(f, fwd[v - 1]);
+            any = true;
+        }
+        for &c in &in_e[in_start[v] as usize..in_start[v + 1] as usize] {
+            f = lse2(f, fwd[g.comms[c as usize].src as usize]);
+            any = true;
+        }
+        fwd[v] = if any { f } else { 0.0 };
+    }
+    let mut bwd = vec![ninf; n];
+    let mut total = ninf;
+    for &v in order.iter().rev() {
+        let v = v as usize;
+        let mut b = ninf;
+        let mut any = false;
+        if next_live(v) {
+            b = lse2(b, bwd[v + 1]);
+            any = true;
+        }
+        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
+            b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
+            any = true;
+        }
+        bwd[v] = if any { b } else { 0.0 };
+        if !any && indeg_of(v) > 0 {
+            total = lse2(total, fwd[v]);
+        }
+    }
+    let _ = outdeg_of;
+    p.log2_paths = total;
+    let span = (g.window.1 - g.window.0) as f64;
+    if total == ninf || span <= 0.0 {
+        return p;
+    }
+    for v in 0..n {
+        if live(v) && fwd[v - 1] > ninf && bwd[v] > ninf {
+            p.worker[v] = (fwd[v - 1] + bwd[v] - total).exp2() * g.weight(v) as f64 / span;
+        }
+    }
+    for (i, c) in g.comms.iter().enumerate() {
+        let (s, d) = (c.src as usize, c.dst as usize);
+        if fwd[s] > ninf && bwd[d] > ninf {
+            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * (g.t[d] - g.t[s]) as f64 / span;
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Two workers; w1 waits [10,30] on a message w0 sent at 30.
+    pub fn two_workers() -> Graph {
+        let mut b = GraphBuilder::new((0, 100), 2);
+        b.segment(0, 0, 100, EKind::Op(1));
+        b.segment(1, 0, 10, EKind::Op(2));
+        b.segment(1, 10, 30, EKind::Wait);
+        b.segment(1, 30, 100, EKind::Op(3));
+        b.terminated_wait(1, 30, 0, 30, 5, MsgKind::Data);
+        b.build()
+    }
+
+    #[test]
+    fn layout_and_critical_path() {
+        let g = two_workers();
+        assert_eq!(g.t, vec![0, 30, 100, 0, 10, 30, 100]);
+        assert_eq!(g.kind[4..], [EKind::Op(2), EKind::Wait, EKind::Op(3)]);
+        assert_eq!(g.comms, vec![Comm { src: 1, dst: 5, channel: 5, kind: MsgKind::Data }]);
+        let cp = critical_path(&g);
+        // starts on worker 0 (lowest), straight back along it.
+        assert_eq!(cp.length, 100);
+        assert_eq!(cp.edges, vec![PathEdge::Worker(2), PathEdge::Worker(1)]);
+    }
+
+    #[test]
+    fn critical_path_jumps_over_the_terminating_message() {
+        let mut b = GraphBuilder::new((0, 100), 2);
+        b.segment(0, 0, 60, EKind::Op(1));
+        b.segment(0, 60, 100, EKind::Wait); // cut at the end
+        b.segment(1, 0, 10, EKind::Op(2));
+        b.segment(1, 10, 30, EKind::Wait);
+        b.segment(1, 30, 100, EKind::Op(3));
+        b.terminated_wait(1, 30, 0, 30, 5, MsgKind::Data);
+        let g = b.build();
+        let cp = critical_path(&g);
+        assert_eq!(cp.length, 100);
+        assert_eq!(cp.stuck, None);
+        let kinds: Vec<_> = cp
+            .edges
+            .iter()
+            .map(|e| match *e {
+                PathEdge::Worker(v) => (g.w[v as usize], g.kind[v as usize], g.weight(v as usize)),
+                PathEdge::Comm(_) => (99, EKind::Unknown, 0),
+            })
+            .collect();
+        assert_eq!(kinds, vec![(1, EKind::Op(3), 70), (99, EKind::Unknown, 0), (0, EKind::Op(1), 30)]);
+    }
+
+    #[test]
+    fn participation_counts_paths() {
+        let g = two_workers();
+        let p = participation(&g);
+        // Paths (waits removed): w0: 0→30→100 (1 path, plus the comm branch
+        // 30→(w1,30)→100), w1: 0→10 (dead end at the wait). Sources: (w0,0),
+        // (w1,0). Sinks: (w0,100), (w1,10), (w1,100). N = 3.
+        assert!((p.log2_paths - 3f64.log2()).abs() < 1e-9);
+        // edge w0 0→30 is on 2 of 3 paths, weight 30: 2/3·30/100 = 0.2
+        assert!((p.worker[1] - 0.2).abs() < 1e-9);
+        assert!((p.worker[2] - 70.0 / 300.0).abs() < 1e-9);
+        assert!((p.worker[6] - 70.0 / 300.0).abs() < 1e-9);
+        assert!((p.worker[4] - 10.0 / 300.0).abs() < 1e-9);
+        assert_eq!(p.worker[5], 0.0);
+    }
+}

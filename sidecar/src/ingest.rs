@@ -1,0 +1,473 @@
+//! Decode and clock (issue stage 1): the frames of one byte stream (a file,
+//! or one probe connection) → per-worker activities → per-window fragments.
+//! No I/O: the caller feeds frames and end-of-input; faults are reported
+//! with the stream and byte offset they concern, and never stop the other
+//! streams.
+
+use std::collections::BTreeMap;
+
+use ringlog::{Body, ClockDomain, Frame, Meta, StreamError, PROCESS_WIDE};
+use rustc_hash::FxHashMap;
+
+use crate::activity::Builder;
+use crate::clock::Clock;
+use crate::model::{Counters, Fragment, Ns, Sid};
+use crate::window::Windower;
+
+struct Proc {
+    clock: Clock,
+    program: String,
+    workers: u32,
+    next_seq: u64,
+    ended: bool,
+}
+
+struct Stream {
+    builder: Builder,
+    windower: Windower,
+    next_seq: u64,
+    ops: Vec<(u32, String)>,
+    channels: Vec<(u32, (u32, u32), (u32, u32))>,
+    spans: Vec<(u64, String)>,
+    /// Last record time (ns): where lost records would have been.
+    last_ts: Option<Ns>,
+    done: bool,
+    elided_seen: u64,
+}
+
+/// One byte stream's ingest state.
+pub struct Ingest {
+    pub name: String,
+    width: Ns,
+    procs: FxHashMap<(u64, u32), Proc>,
+    streams: BTreeMap<Sid, Stream>,
+    /// Fragments ready for their window's owner.
+    pub out: Vec<Fragment>,
+    /// Faults found (already attached to the windows they concern).
+    pub errors: Vec<String>,
+    pub records: u64,
+    pub bytes: u64,
+    failed: bool,
+}
+
+impl Ingest {
+    pub fn new(name: impl Into<String>, width: Ns) -> Ingest {
+        Ingest {
+            name: name.into(),
+            width,
+            procs: FxHashMap::default(),
+            streams: BTreeMap::new(),
+            out: Vec::new(),
+            errors: Vec::new(),
+            records: 0,
+            bytes: 0,
+            failed: false,
+        }
+    }
+
+    fn proc(&mut self, host: u64, pid: u32, domain: ClockDomain) -> &mut Proc {
+        self.procs.entry((host, pid)).or_insert_with(|| Proc {
+            clock: Clock::new(domain, 0),
+            program: String::new(),
+            workers: 0,
+            next_seq: 0,
+            ended: false,
+        })
+    }
+
+    fn stream(&mut self, sid: Sid) -> &mut Stream {
+        let width = self.width;
+        self.streams.entry(sid).or_insert_with(|| Stream {
+            builder: Builder::new(),
+            windower: Windower::new(sid, width),
+            next_seq: 0,
+            ops: Vec::new(),
+            channels: Vec::new(),
+            spans: Vec::new(),
+            last_ts: None,
+            done: false,
+            elided_seen: 0,
+        })
+    }
+
+    fn fault(&mut self, what: String) {
+        self.errors.push(format!("{}: {}", self.name, what));
+    }
+
+    /// Handles one decoded frame of `bytes` bytes.
+    pub fn frame(&mut self, f: Frame, bytes: u64) {
+        if self.failed {
+            return;
+        }
+        self.bytes += bytes;
+        let h = f.header;
+        let sid = Sid::from(h.stream);
+        if h.stream.worker == PROCESS_WIDE {
+            let p = self.proc(sid.host, sid.process, h.domain);
+            let gap = h.seq != p.next_seq;
+            let expected = p.next_seq;
+            p.next_seq = h.seq + 1;
+            match f.body {
+                Body::Hello(hello) => {
+                    p.program = hello.program.clone();
+                    p.workers = hello.workers;
+                    p.clock.set_ticks_per_sec(hello.ticks_per_sec);
+                }
+                Body::Clock(samples) => samples.into_iter().for_each(|s| p.clock.add(s)),
+                Body::End(_) => p.ended = true,
+                _ => {}
+            }
+            if gap && h.seq > 0 {
+                self.fault(format!("{}: process frames missing (frame #{} after #{})", h.stream, h.seq, expected));
+            }
+            return;
+        }
+        // Per-worker frame.
+        let (program, workers) = {
+            let p = self.proc(sid.host, sid.process, h.domain);
+            (p.program.clone(), p.workers)
+        };
+        let st = self.stream(sid);
+        st.windower.workers_expected = workers;
+        st.windower.program = program;
+        if st.done {
+            return;
+        }
+        let mut faults: Vec<(Ns, Ns, String)> = Vec::new();
+        if h.seq != st.next_seq {
+            let from = st.last_ts.unwrap_or(0);
+            faults.push((from, from, format!("frames missing (got #{} expected #{})", h.seq, st.next_seq)));
+        }
+        st.next_seq = h.seq + 1;
+        match f.body {
+            Body::Hello(_) => {}
+            Body::Metadata(m) => {
+                for e in m {
+                    match e {
+                        Meta::Operator { id, name, .. } => {
+                            st.ops.retain(|(i, _)| *i != id);
+                            st.ops.push((id, name));
+                        }
+                        Meta::Channel { id, src, dst } => st.channels.push((id, src, dst)),
+                        Meta::Span { id, name } => {
+                            st.spans.retain(|(i, _)| *i != id);
+                            st.spans.push((id, name));
+                        }
+                    }
+                }
+            }
+            Body::Clock(_) => {}
+            Body::Records(recs) => {
+                let key = (sid.host, sid.process);
+                let Some(p) = self.procs.get_mut(&key) else { return };
+                if !p.clock.has_sample() {
+                    let n = recs.len();
+                    self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
+                    let st = self.streams.get_mut(&sid).unwrap();
+                    let t = st.last_ts.unwrap_or(0);
+                    st.windower.fault(t, t, "records before any clock sample");
+                    return;
+                }
+                let st = self.streams.get_mut(&sid).unwrap();
+                self.records += recs.len() as u64;
+                let mut first_ns = None;
+                let mut c = Counters::default();
+                let mut cur_k = u64::MAX;
+                let mut cur_t = 0;
+                let mut bytes_left = bytes;
+                let width = self.width;
+                let mut unknown = 0u64;
+                for r in &recs {
+                    let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                    let t = st.last_ts.map_or(t, |l| t.max(l));
+                    if first_ns.is_none() {
+                        first_ns = Some(t);
+                        if h.lost > 0 {
+                            let from = st.last_ts.unwrap_or(t);
+                            faults.push((from, t, format!("{} records lost", h.lost)));
+                        }
+                    }
+                    st.last_ts = Some(t);
+                    let k = t / width;
+                    if k != cur_k {
+                        if cur_k != u64::MAX {
+                            c.bytes = std::mem::take(&mut bytes_left);
+                            st.windower.count(cur_t, &c);
+                            c = Counters::default();
+                        }
+                        cur_k = k;
+                        cur_t = t;
+                    }
+                    c.records += 1;
+                    match r.event() {
+                        Some(ev) => {
+                            if let ringlog::Event::Step { elided, spin_ticks } = ev {
+                                c.elided += elided;
+                                c.steps += 1;
+                                c.spin_ns += p.clock.span_ns(spin_ticks);
+                            }
+                            st.builder.push(t, ev);
+                        }
+                        None => unknown += 1,
+                    }
+                }
+                if cur_k != u64::MAX {
+                    c.bytes = bytes_left;
+                    if h.lost > 0 {
+                        c.lost = h.lost;
+                    }
+                    st.windower.count(cur_t, &c);
+                } else if h.lost > 0 {
+                    let t = st.last_ts.unwrap_or(0);
+                    st.windower.count(t, &Counters { lost: h.lost, bytes, ..Default::default() });
+                    faults.push((t, t, format!("{} records lost", h.lost)));
+                }
+                st.elided_seen = st.builder.elided;
+                for (a, b, why) in faults.drain(..) {
+                    st.windower.fault(a, b, &why);
+                }
+                if unknown > 0 {
+                    let t = st.last_ts.unwrap_or(0);
+                    st.windower.fault(t, t, "records of unknown kind");
+                }
+                Self::flush(st, &mut self.out, false);
+                return;
+            }
+            Body::End(stats) => {
+                let st = self.streams.get_mut(&sid).unwrap();
+                let lost_total = stats.lost;
+                if h.lost > 0 {
+                    let t = st.last_ts.unwrap_or(0);
+                    st.windower.count(t, &Counters { lost: h.lost, ..Default::default() });
+                    st.windower.fault(t, t, &format!("{} records lost", h.lost));
+                }
+                let _ = lost_total;
+                st.builder.finish();
+                st.done = true;
+                for (a, b, why) in faults.drain(..) {
+                    st.windower.fault(a, b, &why);
+                }
+                let before = self.out.len();
+                Self::flush(st, &mut self.out, true);
+                st.windower.finish(true, None, &mut self.out);
+                self.finish_batch(before);
+                return;
+            }
+        }
+        let st = self.streams.get_mut(&sid).unwrap();
+        for (a, b, why) in faults.drain(..) {
+            st.windower.fault(a, b, &why);
+        }
+    }
+
+    fn flush(st: &mut Stream, out: &mut Vec<Fragment>, all: bool) {
+        let late = st.windower.add(&mut st.builder.out);
+        if late > 0 {
+            let t = st.last_ts.unwrap_or(0);
+            st.windower.fault(t, t, "late data for a window already analyzed");
+        }
+        if let Some(s) = st.builder.settled() {
+            let before = out.len();
+            if all {
+                // handled by windower.finish
+            } else {
+                st.windower.take_ready(s, out);
+            }
+            for f in &mut out[before..] {
+                f.ops = st.ops.clone();
+                f.channels = st.channels.clone();
+                f.spans = st.spans.clone();
+            }
+        }
+    }
+
+    fn attach_meta(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(st) = f.stream.and_then(|s| self.streams.get(&s)) {
+                if f.ops.is_empty() {
+                    f.ops = st.ops.clone();
+                    f.channels = st.channels.clone();
+                    f.spans = st.spans.clone();
+                }
+            }
+        }
+    }
+
+    fn realtime_offsets(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(s) = f.stream {
+                f.realtime_offset =
+                    self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).map(|o| o as i64);
+            }
+        }
+    }
+
+    /// Call after every batch of frames: attaches metadata and offsets.
+    pub fn finish_batch(&mut self, before: usize) {
+        self.attach_meta(before);
+        self.realtime_offsets(before);
+    }
+
+    /// The byte stream failed to decode: that is final for it. Every stream
+    /// of it ends with the fault named.
+    pub fn decode_error(&mut self, e: &StreamError) {
+        let what = format!("decode error at byte {}: {}", e.offset, e.error);
+        self.fault(what.clone());
+        self.end_all(Some(&what));
+        self.failed = true;
+    }
+
+    /// End of input (file end, connection closed). Streams without their
+    /// End frame were cut off: their last windows are incomplete.
+    pub fn eof(&mut self) {
+        let cut: Vec<Sid> = self.streams.iter().filter(|(_, s)| !s.done).map(|(k, _)| *k).collect();
+        if !cut.is_empty() {
+            self.fault(format!(
+                "{} stream(s) ended without an End frame (disconnect or truncation): {}",
+                cut.len(),
+                cut.iter().map(|s| s.worker.to_string()).collect::<Vec<_>>().join(",")
+            ));
+        }
+        self.end_all(Some("stream cut off without End (disconnect)"));
+    }
+
+    fn end_all(&mut self, why: Option<&str>) {
+        let before = self.out.len();
+        for st in self.streams.values_mut() {
+            if st.done {
+                continue;
+            }
+            st.done = true;
+            st.builder.finish();
+            let late = st.windower.add(&mut st.builder.out);
+            let _ = late;
+            st.windower.finish(false, why, &mut self.out);
+        }
+        self.finish_batch(before);
+    }
+
+    /// Live deadline: every open stream of `host` emits what it has up to
+    /// `t` so that windows ending by `t` can close (what follows continues).
+    pub fn force(&mut self, host: u64, t: Ns) {
+        let before = self.out.len();
+        for (sid, st) in self.streams.iter_mut() {
+            if st.done || sid.host != host {
+                continue;
+            }
+            if st.last_ts.is_some_and(|l| l < t) {
+                st.builder.force(t);
+                Self::flush(st, &mut self.out, false);
+            }
+        }
+        self.finish_batch(before);
+    }
+
+    /// Lowest window index this byte stream may still send a fragment for
+    /// (None: nothing open).
+    pub fn frontier(&self) -> Option<u64> {
+        self.streams.values().filter(|s| !s.done).map(|s| s.windower.next_window()).min()
+    }
+
+    pub fn hosts(&self) -> Vec<u64> {
+        let mut h: Vec<u64> = self.streams.keys().map(|s| s.host).collect();
+        h.dedup();
+        h
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.streams.values().all(|s| s.done)
+    }
+
+    pub fn realtime_offset(&self, host: u64) -> Option<i128> {
+        self.procs.iter().find(|(k, _)| k.0 == host).and_then(|(_, p)| p.clock.realtime_offset())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog::{ClockSample, Decoder, Encoder, EndStats, Event, Hello, Record, StreamId};
+
+    fn bytes(with_end: bool) -> Vec<u8> {
+        let mut e = Encoder::new();
+        let mut out = Vec::new();
+        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+        let w0 = StreamId { host: 7, process: 1, worker: 0 };
+        let hello = Hello {
+            host_name: "h".into(),
+            program: "p".into(),
+            pid: 1,
+            workers: 1,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000,
+        };
+        e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.clock(pw, 1, ClockDomain::Tsc, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
+        e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.metadata(w0, 1, ClockDomain::Tsc, &[Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }], &mut out);
+        let recs: Vec<Record> = (0..10)
+            .flat_map(|i| {
+                [
+                    Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
+                    Record::from_event(i * 100 + 50, Event::Mark { id: 1 }),
+                    Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
+                ]
+            })
+            .collect();
+        e.records(w0, 2, 0, ClockDomain::Tsc, &[&recs[..15]], &mut out);
+        e.records(w0, 3, 4, ClockDomain::Tsc, &[&recs[15..]], &mut out);
+        if with_end {
+            e.end(w0, 4, 0, ClockDomain::Tsc, &EndStats { produced: 34, lost: 4, elided: 0 }, &mut out);
+        }
+        out
+    }
+
+    fn run(b: &[u8]) -> Ingest {
+        let mut ing = Ingest::new("test", 250);
+        for f in Decoder::new(b) {
+            match f {
+                Ok(f) => {
+                    let before = ing.out.len();
+                    ing.frame(f, 1);
+                    ing.finish_batch(before);
+                }
+                Err(e) => {
+                    ing.decode_error(&e);
+                    return ing;
+                }
+            }
+        }
+        ing.eof();
+        ing
+    }
+
+    #[test]
+    fn fragments_per_window_with_loss_marked() {
+        let ing = run(&bytes(true));
+        let ws: Vec<u64> = ing.out.iter().map(|f| f.window).collect();
+        assert_eq!(ws, vec![0, 1, 2, 3]);
+        assert_eq!(ing.out.iter().map(|f| f.counters.records).sum::<u64>(), 30);
+        assert_eq!(ing.out[0].ops, vec![(3, "Map".to_string())]);
+        // the loss sits between record 15 (t=460) and record 16 (t=500)
+        assert!(ing.out[1].faults.iter().any(|f| f.contains("4 records lost")));
+        assert!(ing.out[0].faults.is_empty());
+        assert!(ing.out[3].ended);
+        assert!(ing.errors.is_empty());
+    }
+
+    #[test]
+    fn disconnect_and_corruption_are_named() {
+        let ing = run(&bytes(false));
+        assert!(ing.out.last().unwrap().faults.iter().any(|f| f.contains("without End")));
+        assert!(ing.errors[0].contains("without an End frame"));
+        let mut b = bytes(true);
+        let n = b.len();
+        b[n - 30] ^= 0xff; // corrupt the last frame
+        let ing = run(&b);
+        assert!(ing.errors[0].starts_with("test: decode error at byte"), "{:?}", ing.errors);
+        assert!(ing.out.last().unwrap().faults.iter().any(|f| f.contains("decode error")));
+        // truncated input
+        let ing = run(&bytes(true)[..n - 10]);
+        assert!(ing.errors[0].contains("input ends inside a frame"), "{:?}", ing.errors);
+    }
+}

@@ -1,0 +1,202 @@
+//! The per-window JSON object (schema documented in the README) and its
+//! one-line terminal form. Plain data; assembly is in `analyze`.
+
+use serde::Serialize;
+
+use crate::model::Ns;
+use crate::properties::Properties;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WindowReport {
+    /// Host whose timeline this window is on (hex id).
+    pub host: String,
+    pub window: u64,
+    /// Window bounds on the host's CLOCK_MONOTONIC, ns.
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// The same as UNIX time (from the host's clock samples), if known.
+    pub start_unix_ns: Option<i64>,
+    pub complete: bool,
+    pub incomplete_reasons: Vec<String>,
+    pub streams: Vec<StreamInfo>,
+    pub events: u64,
+    pub lost_records: u64,
+    pub critical_path: CpSummary,
+    pub participation: Vec<ParticipationEntry>,
+    pub waiting: Vec<WorkerWaiting>,
+    pub messages: MessageCounts,
+    pub properties: Properties,
+    pub instrumentation: Instrumentation,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamInfo {
+    pub process: u32,
+    pub worker: u32,
+    pub program: String,
+    /// Part of the window the stream covers, ns.
+    pub covered_ns: [Ns; 2],
+    pub records: u64,
+    pub faults: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ByKind {
+    pub operator: Ns,
+    pub data_message: Ns,
+    pub progress_message: Ns,
+    pub waiting_for_input: Ns,
+    pub span: Ns,
+    pub unknown: Ns,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CpSummary {
+    pub length_ns: Ns,
+    pub span_ns: Ns,
+    /// length == span (Theorem 3.13 holds for this window).
+    pub equals_span: bool,
+    /// Where the walk stopped early, if it did.
+    pub stuck: Option<String>,
+    pub started_before_end: bool,
+    pub edges: usize,
+    pub by_kind: ByKind,
+    pub top_operators: Vec<OpShare>,
+    pub by_worker: Vec<WorkerShare>,
+    pub top_channels: Vec<ChannelShare>,
+    pub top_spans: Vec<SpanShare>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OpShare {
+    pub worker: u32,
+    pub operator: u32,
+    pub name: String,
+    pub ns: Ns,
+    pub share: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SpanShare {
+    pub worker: u32,
+    pub span: u64,
+    pub name: String,
+    pub ns: Ns,
+    pub share: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WorkerShare {
+    pub worker: u32,
+    pub ns: Ns,
+    pub share: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ChannelShare {
+    pub channel: u32,
+    pub kind: &'static str,
+    pub src_worker: u32,
+    pub dst_worker: u32,
+    /// Times the path crossed it (a wait it ended).
+    pub crossings: u64,
+    pub ns: Ns,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ParticipationEntry {
+    pub worker: u32,
+    /// operator | span | waiting_for_input | unknown | data_message | progress_message
+    pub activity: &'static str,
+    /// Operator id, span id, or channel (messages); absent otherwise.
+    pub id: Option<u64>,
+    pub name: Option<String>,
+    pub score: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WorkerWaiting {
+    pub worker: u32,
+    pub waiting_ns: Ns,
+    pub waiting_for_input_ns: Ns,
+    pub waits: u64,
+    pub on: Vec<WaitedOn>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WaitedOn {
+    /// The worker whose message ended the wait (None: nothing visible).
+    pub worker: Option<u32>,
+    pub channel: Option<u32>,
+    pub kind: &'static str,
+    pub ns: Ns,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct MessageCounts {
+    /// Data messages with both halves in the window.
+    pub data_matched: u64,
+    /// Sent in the window, not read in it (in flight at its end).
+    pub data_in_flight: u64,
+    /// Read in the window, sent before it.
+    pub data_from_before: u64,
+    /// Halves whose other worker is not on this timeline (another host,
+    /// or a stream that is missing).
+    pub data_unmatched: u64,
+    pub data_worker_local: u64,
+    pub progress_sent: u64,
+    pub progress_received: u64,
+    pub progress_from_before: u64,
+    pub progress_unmatched: u64,
+    /// Read before it was sent (clock trouble).
+    pub read_before_send: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Instrumentation {
+    pub records: u64,
+    pub elided_schedules: u64,
+    pub spin_ns: u64,
+    pub bytes: u64,
+    pub records_lost: u64,
+    pub steps: u64,
+    pub unpaired: u64,
+}
+
+impl WindowReport {
+    /// One compact terminal line.
+    pub fn line(&self) -> String {
+        let cp = &self.critical_path;
+        let pct = |x: Ns| if cp.length_ns == 0 { 0.0 } else { 100.0 * x as f64 / cp.length_ns as f64 };
+        let top = cp
+            .top_operators
+            .first()
+            .map(|o| format!(" top w{}:{}({}) {:.0}%", o.worker, o.operator, o.name, o.share * 100.0))
+            .unwrap_or_default();
+        let waits: Ns = self.waiting.iter().map(|w| w.waiting_ns).sum();
+        format!(
+            "[{} {:>6}] {}{} streams {} events {} cp {:.1}ms (op {:.0}% wfi {:.0}% unk {:.0}%){} waiting {:.1}ms{}",
+            &self.host[self.host.len().saturating_sub(4)..],
+            self.window,
+            if self.complete { "ok " } else { "INCOMPLETE " },
+            if self.complete { String::new() } else { format!("({}) ", self.incomplete_reasons.join("; ")) },
+            self.streams.len(),
+            self.events,
+            cp.length_ns as f64 / 1e6,
+            pct(cp.by_kind.operator),
+            pct(cp.by_kind.waiting_for_input),
+            pct(cp.by_kind.unknown),
+            top,
+            waits as f64 / 1e6,
+            if self.properties.min_in_degree.ok
+                && self.properties.communication_existence.ok
+                && self.properties.wait_termination.ok
+            {
+                ""
+            } else {
+                " [property violations]"
+            }
+        )
+    }
+}
