@@ -557,14 +557,29 @@ impl FreeZer {
         Ok(Interval { lo, hi })
     }
 
-    /// Bounds on a duration of `ticks` source ticks, in reference ticks:
-    /// `[floor(ticks·F^L), ceil(ticks·F^U)]`. For two events on the same source clock this
-    /// is tighter than subtracting their converted intervals.
-    pub fn duration_to_reference(&self, ticks: u64) -> Result<Interval, Error> {
+    /// Bounds on `truth(k2) − truth(k1)` for two events read as `k1` and `k2` on the
+    /// source clock: `[F·(d − 1), F·(d + 1)]` over `F ∈ [F^L, F^U]` with `d = k2 − k1`
+    /// (each reading hides up to one tick), rounded outward. For two events on the same
+    /// source clock this is much tighter than subtracting their converted intervals, which
+    /// would count the zero's uncertainty twice (freezer-notes §4.1).
+    pub fn duration_between(&self, k1: u64, k2: u64) -> Result<Interval, Error> {
         self.ready()?;
-        let lo = mul_fp_floor(ticks as u128, self.fl_fp).ok_or(Error::Overflow)?;
-        let hi = mul_fp_ceil(ticks as u128, self.fu_fp).ok_or(Error::Overflow)?;
-        Ok(Interval { lo: lo as i128, hi: hi as i128 })
+        let d = k2 as i128 - k1 as i128;
+        let scale = |x: i128, up: bool| -> Option<i128> {
+            // x·F rounded down (up = false) or up, choosing the bound that minimises
+            // (maximises) the product given the sign of x.
+            let m = x.unsigned_abs();
+            let v = match (x >= 0, up) {
+                (true, false) => mul_fp_floor(m, self.fl_fp)? as i128,
+                (true, true) => mul_fp_ceil(m, self.fu_fp)? as i128,
+                (false, false) => -(mul_fp_ceil(m, self.fu_fp)? as i128),
+                (false, true) => -(mul_fp_floor(m, self.fl_fp)? as i128),
+            };
+            Some(v)
+        };
+        let lo = scale(d - 1, false).ok_or(Error::Overflow)?;
+        let hi = scale(d + 1, true).ok_or(Error::Overflow)?;
+        Ok(Interval { lo, hi })
     }
 }
 

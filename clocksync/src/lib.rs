@@ -1,5 +1,6 @@
 //! Bounded clock conversion between hosts.
 pub mod baseline;
+pub mod experiment;
 mod freezer;
 mod interval;
 pub mod protocol;
