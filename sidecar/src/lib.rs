@@ -11,10 +11,14 @@
 pub mod activity;
 pub mod analyze;
 pub mod clock;
+pub mod dataflow;
+pub mod dump;
 pub mod graph;
 pub mod ingest;
+pub mod io;
 pub mod model;
 pub mod properties;
 pub mod summary;
+pub mod synth;
 pub mod waits;
 pub mod window;

@@ -1,0 +1,318 @@
+//! The pipeline on timely dataflow (DESIGN "Sidecar on timely").
+//!
+//! ```text
+//!  Ingest (per worker: its byte streams) ──fragments, time = window──▶
+//!     exchange by (host, window) ──▶ Analyze (the window's owner: waits,
+//!     graph, critical path, participation, properties) ──reports──▶
+//!     exchange to worker 0 ──▶ Print (in window order)
+//! ```
+//!
+//! Byte streams are assigned to workers (file i → worker i mod peers; live
+//! connections round robin). Everything a window needs travels to its owner
+//! as that window's fragments; a window is analyzed once the frontier has
+//! passed it, i.e. every stream has settled past its end. Workers in other
+//! processes are reached the same way: timely's cluster configuration
+//! changes only where the exchanges go, not the operators.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::operator::source;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
+
+use crate::io::{Polled, Queues, Reader};
+use crate::model::{Fragment, Ns};
+
+/// Where reports go: JSON lines and terminal lines.
+pub struct Sink {
+    pub json: Option<Box<dyn Write + Send>>,
+    pub terminal: Option<Box<dyn Write + Send>>,
+}
+
+pub enum Inputs {
+    Files(Vec<PathBuf>),
+    Live { queues: Queues, stop: Arc<AtomicBool>, grace: Ns },
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub width: Ns,
+    /// timely configuration: `-w N` threads, or a cluster (`-n`, `-p`, `-h`).
+    pub timely_args: Vec<String>,
+    pub progress_bar: bool,
+}
+
+/// What a run did, for the closing line and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub records: u64,
+    pub bytes: u64,
+    pub windows: u64,
+    pub incomplete: u64,
+    pub errors: Vec<String>,
+}
+
+fn owner(host: u64, window: u64) -> u64 {
+    (host ^ window.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) >> 7
+}
+
+fn now_unix_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
+}
+
+pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
+    let config = timely::Config::from_args(settings.timely_args.clone().into_iter())?;
+    let sink = Arc::new(Mutex::new(sink));
+    let stats = Arc::new(Mutex::new(RunStats::default()));
+    let total_bytes: u64 = match &inputs {
+        Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
+        _ => 0,
+    };
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    // Host → realtime−monotonic offset, shared by the workers of this
+    // process so that a worker without connections still advances (live).
+    let offsets: Arc<Mutex<BTreeMap<u64, i128>>> = Arc::new(Mutex::new(BTreeMap::new()));
+    let inputs = Arc::new(inputs);
+    let width = settings.width;
+    let progress_bar = settings.progress_bar;
+    let stats2 = stats.clone();
+    let started = Instant::now();
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let peers = worker.peers();
+        let sink = sink.clone();
+        let stats = stats2.clone();
+        let inputs = inputs.clone();
+        let read_bytes = read_bytes.clone();
+        let offsets = offsets.clone();
+        let stats_print = stats.clone();
+        let inputs2 = inputs.clone();
+        worker.dataflow::<u64, _, _>(move |scope| {
+            let fragments = source(scope, "Ingest", move |cap: Capability<u64>, info| {
+                let activator = scope.activator_for(info.address);
+                let mut cap = Some(cap);
+                let mut readers: Vec<Reader> = Vec::new();
+                let live = matches!(*inputs, Inputs::Live { .. });
+                if let Inputs::Files(files) = &*inputs {
+                    for (i, p) in files.iter().enumerate() {
+                        if i % peers != index {
+                            continue;
+                        }
+                        let name = p.display().to_string();
+                        match std::fs::File::open(p) {
+                            Ok(f) => readers.push(Reader::new(name, Box::new(f), width, Some(read_bytes.clone()))),
+                            Err(e) => {
+                                let msg = format!("{name}: cannot open: {e}");
+                                eprintln!("sidecar: error: {msg}");
+                                stats.lock().unwrap().errors.push(msg);
+                            }
+                        }
+                    }
+                }
+                let mut buf: Vec<Fragment> = Vec::new();
+                let mut last_bar = Instant::now();
+                let mut late: u64 = 0;
+                move |output| {
+                    let Some(c) = cap.as_mut() else { return };
+                    let mut stopping = false;
+                    if let Inputs::Live { queues, stop, .. } = &*inputs {
+                        readers.append(&mut queues[index % queues.len()].lock().unwrap());
+                        stopping = stop.load(Ordering::Relaxed);
+                    }
+                    let mut any_data = false;
+                    for r in readers.iter_mut() {
+                        if stopping {
+                            r.stop();
+                        } else if matches!(r.poll(4 << 20), Polled::Data) {
+                            any_data = true;
+                        }
+                    }
+                    // Live deadline: streams silent since before now − grace
+                    // close their windows up to then (their gap is "open").
+                    if let Inputs::Live { grace, .. } = &*inputs {
+                        let mut offs = offsets.lock().unwrap();
+                        for r in readers.iter() {
+                            for h in r.ingest.hosts() {
+                                if let Some(o) = r.ingest.realtime_offset(h) {
+                                    offs.entry(h).or_insert(o);
+                                }
+                            }
+                        }
+                        let now = now_unix_ns();
+                        let hosts: Vec<(u64, i128)> = offs.iter().map(|(h, o)| (*h, *o)).collect();
+                        drop(offs);
+                        for (h, o) in &hosts {
+                            let t = now - o - *grace as i128;
+                            if t > 0 {
+                                for r in readers.iter_mut() {
+                                    r.ingest.force(*h, t as Ns);
+                                }
+                            }
+                        }
+                        if readers.iter().all(|r| r.done) {
+                            // No stream here: follow the clock of the hosts seen.
+                            if let Some(t) = hosts.iter().map(|(_, o)| now - o - *grace as i128).min() {
+                                if t > 0 {
+                                    let k = t as u64 / width;
+                                    if k > *c.time() {
+                                        c.downgrade(&k);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    for r in readers.iter_mut() {
+                        r.take_fragments(&mut buf);
+                        for e in r.ingest.errors.drain(..) {
+                            eprintln!("sidecar: error: {e}");
+                            stats.lock().unwrap().errors.push(e);
+                        }
+                    }
+                    {
+                        let mut session = output.session(&*c);
+                        let t0 = *c.time();
+                        for f in buf.drain(..) {
+                            if f.window < t0 {
+                                late += 1;
+                                continue;
+                            }
+                            let host = f.stream.map(|s| s.host).unwrap_or(0);
+                            let _ = &mut session;
+                            session.give((host, f));
+                        }
+                    }
+                    // NB: fragments above were given at the capability's
+                    // time; their window index is in the data. The owner
+                    // keys on the window, the capability only orders.
+                    if progress_bar && index == 0 && last_bar.elapsed() > Duration::from_millis(200) {
+                        last_bar = Instant::now();
+                        let r = read_bytes.load(Ordering::Relaxed);
+                        let pct = if total_bytes > 0 { 100.0 * r as f64 / total_bytes as f64 } else { 0.0 };
+                        eprint!("\r  reading {:>5.1}%  {} / {} MB ", pct, r >> 20, total_bytes >> 20);
+                    }
+                    let done = readers.iter().all(|r| r.done) && (!live || stopping);
+                    if done {
+                        let mut st = stats.lock().unwrap();
+                        for r in &readers {
+                            st.records += r.ingest.records;
+                            st.bytes += r.ingest.bytes;
+                        }
+                        if late > 0 {
+                            st.errors.push(format!("{late} fragments arrived after their window was analyzed"));
+                        }
+                        if progress_bar && index == 0 {
+                            eprint!("\r{:60}\r", "");
+                        }
+                        cap = None;
+                        return;
+                    }
+                    let min = readers.iter().filter_map(|r| r.ingest.frontier()).min();
+                    if let Some(m) = min {
+                        if m > *c.time() {
+                            c.downgrade(&m);
+                        }
+                    }
+                    if any_data {
+                        activator.activate();
+                    } else {
+                        activator.activate_after(Duration::from_millis(if live { 2 } else { 0 }));
+                    }
+                }
+            });
+            // The owner of each window gathers its fragments.
+            let live = matches!(*inputs2, Inputs::Live { .. });
+            let reports = fragments.unary_frontier(
+                Exchange::new(|(h, f): &(u64, Fragment)| owner(*h, f.window)),
+                "Analyze",
+                move |_cap, _info| {
+                    let mut stash: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
+                    let mut caps: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
+                    move |(input, frontier), output| {
+                        input.for_each_stamp(|cap, data| {
+                            for v in data {
+                                for (h, f) in v.drain(..) {
+                                    let w = f.window;
+                                    if !caps.contains_key(&w) {
+                                        if let Some(c) = cap.retain_least(0) {
+                                            caps.insert(w, c.delayed(&w.max(*c.time())));
+                                        }
+                                    }
+                                    stash.entry((w, h)).or_default().push(f);
+                                }
+                            }
+                        });
+                        // Windows the frontier has passed are whole.
+                        let ready: Vec<(u64, u64)> =
+                            stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
+                        for key in ready {
+                            let frags = stash.remove(&key).unwrap();
+                            let rep = crate::analyze::analyze(key.1, key.0, width, frags);
+                            let delay_ms = rep
+                                .start_unix_ns
+                                .filter(|_| live)
+                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)) as f64 / 1e6);
+                            let mut json = serde_json::to_value(&rep).unwrap_or_default();
+                            if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
+                                o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
+                            }
+                            let line = rep.line();
+                            let c = caps.get(&key.0).cloned();
+                            if let Some(c) = c {
+                                output.session(&c).give((key.0, key.1, json.to_string(), line, rep.complete));
+                            }
+                        }
+                        caps.retain(|w, _| stash.keys().any(|(sw, _)| sw == w));
+                    }
+                },
+            );
+            let sink = sink.clone();
+            let stats = stats_print;
+            let mut pending: BTreeMap<(u64, u64), (String, String, bool)> = BTreeMap::new();
+            reports.sink(Exchange::new(|_| 0), "Print", move |(input, frontier)| {
+                {
+                    let p = &mut pending;
+                    input.for_each(|_cap, data| {
+                        for (w, h, json, line, complete) in data.drain(..) {
+                            p.insert((w, h), (json, line, complete));
+                        }
+                    });
+                    let ready: Vec<(u64, u64)> = p.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
+                    if ready.is_empty() {
+                        return;
+                    }
+                    let mut s = sink.lock().unwrap();
+                    let mut st = stats.lock().unwrap();
+                    for k in ready {
+                        let (json, line, complete) = p.remove(&k).unwrap();
+                        st.windows += 1;
+                        st.incomplete += (!complete) as u64;
+                        if let Some(j) = s.json.as_mut() {
+                            let _ = writeln!(j, "{json}");
+                        }
+                        if let Some(t) = s.terminal.as_mut() {
+                            let _ = writeln!(t, "{line}");
+                        }
+                    }
+                    if let Some(j) = s.json.as_mut() {
+                        let _ = j.flush();
+                    }
+                    if let Some(t) = s.terminal.as_mut() {
+                        let _ = t.flush();
+                    }
+                }
+            });
+        });
+    })?;
+    for r in guards.join() {
+        r?;
+    }
+    let _ = started;
+    let st = stats.lock().unwrap().clone();
+    Ok(st)
+}

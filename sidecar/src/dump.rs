@@ -1,0 +1,66 @@
+//! `sidecar dump`: a file's frames as readable text.
+
+use std::io::Write;
+use std::path::Path;
+
+use ringlog::{Body, Decoder, Meta};
+
+/// Writes every frame of `path` as text; returns the number of decode
+/// errors (0 or 1: an error ends the stream).
+pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Result<usize> {
+    let f = std::fs::File::open(path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut errors = 0;
+    for fr in Decoder::new(std::io::BufReader::new(f)) {
+        let fr = match fr {
+            Ok(f) => f,
+            Err(e) => {
+                writeln!(out, "ERROR {}: {e}", path.display())?;
+                errors += 1;
+                break;
+            }
+        };
+        let h = &fr.header;
+        write!(out, "{:?} #{} [{}] domain={:?}", h.kind, h.seq, h.stream, h.domain)?;
+        if h.lost > 0 {
+            write!(out, " LOST={}", h.lost)?;
+        }
+        match &fr.body {
+            Body::Hello(x) => writeln!(
+                out,
+                " host={} program={} pid={} workers={} invariant_tsc={} ticks_per_sec={}",
+                x.host_name, x.program, x.pid, x.workers, x.invariant_tsc, x.ticks_per_sec
+            )?,
+            Body::Clock(s) => {
+                writeln!(out)?;
+                for c in s {
+                    writeln!(out, "  clock ticks={} monotonic_ns={} realtime_ns={}", c.ticks, c.monotonic_ns, c.realtime_ns)?;
+                }
+            }
+            Body::Metadata(m) => {
+                writeln!(out)?;
+                for e in m {
+                    match e {
+                        Meta::Operator { id, name, addr } => writeln!(out, "  operator {id} {name:?} addr={addr:?}")?,
+                        Meta::Channel { id, src, dst } => writeln!(out, "  channel {id} ({},{}) -> ({},{})", src.0, src.1, dst.0, dst.1)?,
+                        Meta::Span { id, name } => writeln!(out, "  span {id} {name:?}")?,
+                    }
+                }
+            }
+            Body::Records(r) => {
+                writeln!(out, " records={}", r.len())?;
+                let n = if max_records == 0 { r.len() } else { max_records.min(r.len()) };
+                for rec in &r[..n] {
+                    match rec.event() {
+                        Some(ev) => writeln!(out, "  {:>20} {:?}", rec.ts, ev)?,
+                        None => writeln!(out, "  {:>20} unknown kind {}", rec.ts, rec.kind)?,
+                    }
+                }
+                if n < r.len() {
+                    writeln!(out, "  ... {} more", r.len() - n)?;
+                }
+            }
+            Body::End(s) => writeln!(out, " produced={} lost={} elided={}", s.produced, s.lost, s.elided)?,
+        }
+    }
+    Ok(errors)
+}
