@@ -455,3 +455,45 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     rep.incomplete_reasons = reasons;
     rep
 }
+
+/// The whole analysis without timely, in one thread: byte streams (name,
+/// bytes) → reports in window order, plus the faults found. For tests and
+/// tools; the binary runs the same stages on timely.
+pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>, Vec<String>) {
+    use std::collections::BTreeMap;
+    let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (name, bytes) in inputs {
+        let mut ing = crate::ingest::Ingest::new(*name, width);
+        let mut fb = ringlog::FrameBuffer::new();
+        fb.feed(bytes);
+        loop {
+            let off = fb.offset();
+            match fb.next_frame() {
+                Ok(Some(f)) => {
+                    let before = ing.out.len();
+                    ing.frame(f, fb.offset() - off);
+                    ing.finish_batch(before);
+                }
+                Ok(None) => {
+                    match fb.finish() {
+                        Ok(()) => ing.eof(),
+                        Err(e) => ing.decode_error(&e),
+                    }
+                    break;
+                }
+                Err(e) => {
+                    ing.decode_error(&e);
+                    break;
+                }
+            }
+        }
+        errors.append(&mut ing.errors);
+        for f in ing.out.drain(..) {
+            let host = f.stream.map(|s| s.host).unwrap_or(0);
+            by_window.entry((f.window, host)).or_default().push(f);
+        }
+    }
+    let reps = by_window.into_iter().map(|((w, h), frags)| analyze(h, w, width, frags)).collect();
+    (reps, errors)
+}

@@ -1,0 +1,72 @@
+//! Building traces by hand for the tests.
+#![allow(dead_code)]
+
+use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Meta, Record, StreamId, PROCESS_WIDE};
+
+pub use ringlog::Event::*;
+
+pub const HOST: u64 = 0xabc;
+pub const PID: u32 = 77;
+
+/// Encodes one process: worker `i` gets `workers[i]` (ns, event) in order.
+/// `end`: write End frames (a clean shutdown); otherwise the stream is cut.
+pub fn encode_opts(workers: &[Vec<(u64, Event)>], end: bool, lost: &[(usize, usize, u64)]) -> Vec<u8> {
+    let dom = ClockDomain::MonotonicNs;
+    let mut e = Encoder::new();
+    let mut out = Vec::new();
+    let pw = StreamId { host: HOST, process: PID, worker: PROCESS_WIDE };
+    let hello = Hello {
+        host_name: "test".into(),
+        program: "known-answer".into(),
+        pid: PID,
+        workers: workers.len() as u32,
+        invariant_tsc: false,
+        ticks_per_sec: 1_000_000_000,
+    };
+    e.hello(pw, 0, dom, &hello, &mut out);
+    e.clock(pw, 1, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 1_000_000 }], &mut out);
+    for (w, evs) in workers.iter().enumerate() {
+        let sid = StreamId { host: HOST, process: PID, worker: w as u32 };
+        e.hello(sid, 0, dom, &hello, &mut out);
+        let meta: Vec<Meta> = (1..=4)
+            .map(|i| Meta::Operator { id: i, name: ["A", "B", "C", "D"][i as usize - 1].into(), addr: vec![0, i] })
+            .chain([Meta::Span { id: 1, name: "read input".into() }])
+            .collect();
+        e.metadata(sid, 1, dom, &meta, &mut out);
+        let recs: Vec<Record> = evs.iter().map(|&(t, ev)| Record::from_event(t, ev)).collect();
+        // Split into frames of 4 so that loss can sit between frames.
+        let mut seq = 2;
+        for (fi, chunk) in recs.chunks(4).enumerate() {
+            let l = lost.iter().find(|x| x.0 == w && x.1 == fi).map_or(0, |x| x.2);
+            e.records(sid, seq, l, dom, &[chunk], &mut out);
+            seq += 1;
+        }
+        if end {
+            e.end(sid, seq, 0, dom, &EndStats::default(), &mut out);
+        }
+    }
+    if end {
+        e.end(pw, 2, 0, dom, &EndStats::default(), &mut out);
+    }
+    out
+}
+
+pub fn encode(workers: &[Vec<(u64, Event)>]) -> Vec<u8> {
+    encode_opts(workers, true, &[])
+}
+
+pub fn send(channel: u32, to: u32, seq: u64) -> Event {
+    MessageSend { channel, to, seq, records: 1 }
+}
+pub fn recv(channel: u32, from: u32, seq: u64) -> Event {
+    MessageRecv { channel, from, seq, records: 1 }
+}
+pub fn start(op: u32) -> Event {
+    ScheduleStart { op }
+}
+pub fn stop(op: u32) -> Event {
+    ScheduleStop { op }
+}
+pub fn step() -> Event {
+    Step { elided: 1, spin_ticks: 5 }
+}

@@ -1,0 +1,230 @@
+//! Known-answer traces built by hand: the exact critical path, waits and
+//! shares are asserted (issue "Tests"). Window width 1000 ns; the traces run
+//! a little past the first window, which is the one checked.
+
+mod common;
+use common::*;
+use sidecar::analyze::analyze_bytes;
+use sidecar::summary::{ByKind, OpShare, WaitedOn, WindowReport};
+
+fn window0(workers: &[Vec<(u64, ringlog::Event)>]) -> WindowReport {
+    let bytes = encode(workers);
+    let (reps, errs) = analyze_bytes(&[("test", &bytes)], 1000);
+    assert!(errs.is_empty(), "{errs:?}");
+    let r = reps.into_iter().find(|r| r.window == 0).unwrap();
+    assert!(r.complete, "{:?}", r.incomplete_reasons);
+    r
+}
+
+fn op(worker: u32, operator: u32, ns: u64) -> OpShare {
+    OpShare { worker, operator, name: ["A", "B", "C", "D"][operator as usize - 1].into(), ns, share: ns as f64 / 1000.0 }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn straggler_two_workers() {
+    // w0 (the straggler) computes [0,800], sending to w1 at 790; then waits
+    // for w1's reply, which comes in the next window.
+    let w0 = vec![
+        (0, start(1)),
+        (790, send(5, 1, 0)),
+        (800, stop(1)),
+        (805, step()),
+        (1100, start(2)),
+        (1101, recv(6, 1, 0)),
+        (1150, stop(2)),
+    ];
+    // w1 is done at 100, waits for w0's message (arrives 790), reads it.
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (795, start(2)),
+        (796, recv(5, 0, 0)),
+        (900, stop(2)),
+        (900, start(3)),
+        (1050, send(6, 0, 0)),
+        (1060, stop(3)),
+    ];
+    let r = window0(&[w0, w1]);
+    let cp = &r.critical_path;
+    assert_eq!((cp.length_ns, cp.span_ns, cp.equals_span), (1000, 1000, true));
+    assert_eq!(cp.by_kind, ByKind { operator: 995, unknown: 5, ..Default::default() });
+    assert_eq!(cp.top_operators, vec![op(0, 1, 790), op(1, 2, 105), op(1, 3, 100)]);
+    let bw: Vec<(u32, u64)> = cp.by_worker.iter().map(|w| (w.worker, w.ns)).collect();
+    assert_eq!(bw, vec![(0, 790), (1, 210)]);
+    assert_eq!(cp.top_channels.len(), 1);
+    assert_eq!((cp.top_channels[0].channel, cp.top_channels[0].src_worker, cp.top_channels[0].dst_worker), (5, 0, 1));
+    // waits: w1 on w0 over channel 5 for [110, 790]; w0 cut at the end.
+    assert_eq!(r.waiting[1].waiting_ns, 680);
+    assert_eq!(r.waiting[1].on, vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 680, count: 1 }]);
+    assert_eq!(r.waiting[0].waiting_ns, 195);
+    assert_eq!(r.waiting[0].on, vec![WaitedOn { worker: Some(1), channel: Some(6), kind: "data_message", ns: 195, count: 1 }]);
+    // participation: 3 paths; w0's A is on two of them.
+    let p0 = r.participation.iter().find(|p| p.worker == 0 && p.id == Some(1)).unwrap();
+    assert!(close(p0.score, 1590.0 / 3000.0), "{}", p0.score);
+    assert_eq!(r.participation[0].worker, 0);
+    let p = |w: u32, id: Option<u64>, act: &str| {
+        r.participation.iter().find(|p| p.worker == w && p.id == id && p.activity == act).map(|p| p.score).unwrap()
+    };
+    assert!(close(p(1, Some(2), "operator"), 105.0 / 3000.0));
+    assert!(close(p(1, Some(1), "operator"), 100.0 / 3000.0));
+    assert!(close(p(1, None, "unknown"), 15.0 / 3000.0));
+    let pr = &r.properties;
+    assert!(pr.min_in_degree.ok && pr.communication_existence.ok && pr.wait_termination.ok);
+}
+
+#[test]
+fn skewed_exchange_all_wait_on_one() {
+    // w2 holds the skewed key: everyone waits for its messages.
+    let mut ws = Vec::new();
+    for w in 0..4u32 {
+        if w == 2 {
+            ws.push(vec![
+                (0, start(1)),
+                (590, send(5, 0, 0)),
+                (595, send(5, 1, 0)),
+                (598, send(5, 3, 0)),
+                (600, stop(1)),
+                (600, start(2)),
+                (1100, stop(2)),
+            ]);
+        } else {
+            let arrive = [590, 595, 0, 598][w as usize];
+            ws.push(vec![
+                (0, start(1)),
+                (100, stop(1)),
+                (110, step()),
+                (600, start(2)),
+                (601 + w as u64, recv(5, 2, 0)),
+                (700, stop(2)),
+                (700, start(3)),
+                (1100, stop(3)),
+            ]);
+            let _ = arrive;
+        }
+    }
+    let r = window0(&ws);
+    let cp = &r.critical_path;
+    assert_eq!((cp.length_ns, cp.equals_span), (1000, true));
+    assert_eq!(cp.by_kind, ByKind { operator: 990, unknown: 10, ..Default::default() });
+    assert_eq!(cp.top_operators, vec![op(2, 1, 590), op(0, 3, 300), op(0, 2, 100)]);
+    for (w, ns) in [(0usize, 480u64), (1, 485), (3, 488)] {
+        assert_eq!(r.waiting[w].waiting_ns, ns, "worker {w}");
+        assert_eq!(r.waiting[w].on, vec![WaitedOn { worker: Some(2), channel: Some(5), kind: "data_message", ns, count: 1 }]);
+    }
+    assert_eq!(r.waiting[2].waiting_ns, 0);
+    assert_eq!(r.messages.data_matched, 3);
+}
+
+#[test]
+fn input_bound_waiting_for_input() {
+    let w0 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (500, start(1)),
+        (600, stop(1)),
+        (610, step()),
+        (900, start(1)),
+        (1100, stop(1)),
+    ];
+    let w1 = vec![(0, start(1)), (50, stop(1)), (60, step()), (400, start(1)), (450, stop(1)), (460, step()), (1200, start(1)), (1210, stop(1))];
+    let r = window0(&[w0, w1]);
+    let cp = &r.critical_path;
+    assert_eq!((cp.length_ns, cp.equals_span), (1000, true));
+    assert_eq!(cp.by_kind, ByKind { operator: 300, waiting_for_input: 680, unknown: 20, ..Default::default() });
+    assert_eq!(r.waiting[0].waiting_for_input_ns, 680);
+    assert_eq!(r.waiting[1].waiting_for_input_ns, 340 + 540);
+    assert_eq!(r.waiting[0].waiting_ns + r.waiting[1].waiting_ns, 0);
+    assert!(r.properties.communication_existence.ok);
+}
+
+#[test]
+fn pipeline_four_workers() {
+    // w0 → w1 → w2 → w3, each stage hands over and then waits for feedback
+    // from w3 (in the next window).
+    let w0 = vec![(0, start(1)), (190, send(5, 1, 0)), (200, stop(1)), (210, step()), (1100, start(1)), (1101, recv(9, 3, 0)), (1110, stop(1))];
+    let w1 = vec![
+        (0, start(1)),
+        (10, stop(1)),
+        (20, step()),
+        (195, start(2)),
+        (196, recv(5, 0, 0)),
+        (390, send(6, 2, 0)),
+        (400, stop(2)),
+        (410, step()),
+        (1100, start(2)),
+        (1102, recv(9, 3, 1)),
+        (1110, stop(2)),
+    ];
+    let w2 = vec![
+        (0, start(1)),
+        (10, stop(1)),
+        (20, step()),
+        (395, start(3)),
+        (396, recv(6, 1, 0)),
+        (590, send(7, 3, 0)),
+        (600, stop(3)),
+        (610, step()),
+        (1100, start(3)),
+        (1103, recv(9, 3, 2)),
+        (1110, stop(3)),
+    ];
+    let w3 = vec![
+        (0, start(1)),
+        (10, stop(1)),
+        (20, step()),
+        (595, start(4)),
+        (596, recv(7, 2, 0)),
+        (1050, send(9, 0, 0)),
+        (1051, send(9, 1, 1)),
+        (1052, send(9, 2, 2)),
+        (1060, stop(4)),
+    ];
+    let r = window0(&[w0, w1, w2, w3]);
+    let cp = &r.critical_path;
+    assert_eq!((cp.length_ns, cp.equals_span), (1000, true));
+    assert_eq!(cp.by_kind, ByKind { operator: 985, unknown: 15, ..Default::default() });
+    let bw: Vec<(u32, u64)> = cp.by_worker.iter().map(|w| (w.worker, w.ns)).collect();
+    assert_eq!(bw, vec![(3, 410), (1, 200), (2, 200), (0, 190)]);
+    assert_eq!(cp.top_operators, vec![op(3, 4, 405), op(1, 2, 195), op(2, 3, 195), op(0, 1, 190)]);
+    let chans: Vec<(u32, u32, u32)> = cp.top_channels.iter().map(|c| (c.channel, c.src_worker, c.dst_worker)).collect();
+    assert_eq!(chans, vec![(5, 0, 1), (6, 1, 2), (7, 2, 3)]);
+    // the handover waits, and the feedback waits cut at the window's end
+    assert_eq!(
+        r.waiting[1].on,
+        vec![
+            WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 590, count: 1 },
+            WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 170, count: 1 },
+        ]
+    );
+    assert_eq!(r.waiting[0].on, vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1 }]);
+    assert_eq!(r.waiting[3].waiting_ns, 570);
+    let pr = &r.properties;
+    assert!(pr.min_in_degree.ok && pr.communication_existence.ok && pr.wait_termination.ok);
+}
+
+#[test]
+fn loss_disconnect_and_missing_streams_mark_windows_incomplete() {
+    let w0 = vec![(0, start(1)), (100, stop(1)), (150, start(1)), (250, stop(1)), (1500, start(1)), (1600, stop(1))];
+    let w1 = vec![(0, start(1)), (300, stop(1)), (400, start(1)), (500, stop(1))];
+    // records lost before w0's second frame (which starts at 150)
+    let bytes = encode_opts(&[w0.clone(), w1.clone()], true, &[(0, 1, 3)]);
+    let (reps, _) = analyze_bytes(&[("lossy", &bytes)], 1000);
+    assert!(!reps[0].complete);
+    assert_eq!(reps.iter().map(|r| r.lost_records).sum::<u64>(), 3);
+    assert!(reps[0].incomplete_reasons.iter().any(|r| r.contains("3 records lost")), "{:?}", reps[0].incomplete_reasons);
+    // disconnect: no End frames; the last windows are incomplete, named.
+    let bytes = encode_opts(&[w0, w1], false, &[]);
+    let (reps, errs) = analyze_bytes(&[("cut", &bytes)], 1000);
+    assert!(errs.iter().any(|e| e.contains("cut: 2 stream(s) ended without an End frame")), "{errs:?}");
+    let last = reps.last().unwrap();
+    assert!(!last.complete);
+    assert!(last.incomplete_reasons.iter().any(|r| r.contains("disconnect")));
+    // w1's stream ended in window 0 without End: window 0 incomplete too
+    assert!(!reps[0].complete);
+}
