@@ -484,6 +484,7 @@ impl FreeZer {
         Some(Interval { lo, hi })
     }
 
+    #[inline]
     fn ready(&self) -> Result<Bracket, Error> {
         if let Some(violation) = self.broken {
             return Err(Error::ClockModel { epoch: self.epoch, violation });
@@ -516,6 +517,7 @@ impl FreeZer {
     /// Convert an interval of source ticks (for example the output of a previous hop).
     /// Conversions are monotone, so `[lo(a), hi(b)]` is the exact image (freezer-notes
     /// §2.8); the width grows by `(b − a + 1)·F^U` plus this hop's own width, no more.
+    #[inline]
     pub fn convert_interval(&self, iv: Interval) -> Result<Interval, Error> {
         let z = self.ready()?;
         self.convert_via(z, iv.lo, iv.hi).ok_or(Error::Overflow)
@@ -523,6 +525,7 @@ impl FreeZer {
 
     /// [`FreeZer::convert_interval`] intersected with the conversion through the recent
     /// bracket (see [`FreeZer::to_reference_tight`]).
+    #[inline]
     pub fn convert_interval_tight(&self, iv: Interval) -> Result<Interval, Error> {
         let z = self.ready()?;
         let a = self.convert_via(z, iv.lo, iv.hi).ok_or(Error::Overflow)?;
@@ -530,7 +533,7 @@ impl FreeZer {
         let b = self.convert_via(r, iv.lo, iv.hi).ok_or(Error::Overflow)?;
         // Two valid intervals for one event always meet; if they do not, the model is
         // broken in a way the last observe could not see yet.
-        a.intersect(&b).ok_or(Error::ClockModel {
+        a.intersect(&b).ok_or_else(|| Error::ClockModel {
             epoch: self.epoch,
             violation: Violation::ZeroEmpty { lo: a.lo.max(b.lo), hi: a.hi.min(b.hi) },
         })

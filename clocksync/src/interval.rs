@@ -55,6 +55,7 @@ impl Interval {
 
     /// The intersection, or `None` if it is empty. Two valid intervals for the same event
     /// always intersect; an empty intersection means one of them was not valid.
+    #[inline]
     pub fn intersect(&self, other: &Interval) -> Option<Interval> {
         let lo = self.lo.max(other.lo);
         let hi = self.hi.min(other.hi);
