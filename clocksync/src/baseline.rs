@@ -111,6 +111,9 @@ pub struct ConvexHull {
     fallbacks: Cell<u64>,
 }
 
+/// A slope as an exact fraction `(dy, dx)`, `dx > 0`, with a point the line passes through.
+type Slope = (i128, i128, (i128, i128));
+
 fn cross(o: (i128, i128), a: (i128, i128), b: (i128, i128)) -> i128 {
     (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
 }
@@ -133,11 +136,11 @@ impl ConvexHull {
     }
 
     /// Exact extreme slopes of separating lines, each with a point it passes through.
-    fn corridor(&self) -> Option<((i128, i128, (i128, i128)), (i128, i128, (i128, i128)))> {
+    fn corridor(&self) -> Option<(Slope, Slope)> {
         // Steepest: min over (l, u), u right of l, of slope(l, u). Flattest: max over
         // (u, l), u left of l. Slopes as exact fractions (dy, dx), dx > 0.
-        let mut max_slope: Option<(i128, i128, (i128, i128))> = None;
-        let mut min_slope: Option<(i128, i128, (i128, i128))> = None;
+        let mut max_slope: Option<Slope> = None;
+        let mut min_slope: Option<Slope> = None;
         for &l in &self.below {
             for &u in &self.above {
                 let dx = u.0 - l.0;
