@@ -67,11 +67,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// The TSC where CPUID says it is invariant, else CLOCK_MONOTONIC.
+    /// `PROBE_CLOCK=monotonic` or `=tsc` overrides the detection (the latter
+    /// for hosts, such as some hypervisors and valgrind, that hide the flag
+    /// on a TSC that is in fact invariant).
     pub fn detect() -> Source {
-        if std::env::var_os("PROBE_CLOCK").is_some_and(|v| v == "monotonic") || !invariant_tsc() {
-            Source::Monotonic
-        } else {
-            Source::Tsc
+        match std::env::var("PROBE_CLOCK").as_deref() {
+            Ok("monotonic") => Source::Monotonic,
+            Ok("tsc") => Source::Tsc,
+            _ if invariant_tsc() => Source::Tsc,
+            _ => Source::Monotonic,
         }
     }
 

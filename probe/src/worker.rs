@@ -49,8 +49,10 @@ pub(crate) struct Active {
     pending_op: u32,
     pending_ts: u64,
     /// Start of the last elided pair whose time is not yet accounted; its
-    /// spin time ends at the worker's next clock read. 0 = none.
+    /// spin time ends at the worker's next clock read.
     spin_from: u64,
+    /// All ones while `spin_from` is open, else zero.
+    spin_mask: u64,
     spin_ticks: u64,
     elided: u64,
     elided_total: u64,
@@ -81,6 +83,7 @@ impl WorkerProbe {
                 pending_op: 0,
                 pending_ts: 0,
                 spin_from: 0,
+                spin_mask: 0,
                 spin_ticks: 0,
                 elided: 0,
                 elided_total: 0,
@@ -124,9 +127,14 @@ impl WorkerProbe {
     pub fn schedule_start(&mut self, op: usize) {
         if let Some(a) = &mut self.active {
             let ts = a.clock.now();
-            if a.pending | (a.spin_from != 0) {
+            if a.pending {
                 a.before_event(ts);
             }
+            // Closing the last elided pair's spin time is the common case
+            // here (idle operators come in runs), so it is done without a
+            // branch: `spin_mask` is all ones exactly when one is open.
+            a.spin_ticks += ts.wrapping_sub(a.spin_from) & a.spin_mask;
+            a.spin_mask = 0;
             a.pending = true;
             a.pending_op = op as u32;
             a.pending_ts = ts;
@@ -142,6 +150,7 @@ impl WorkerProbe {
                 a.pending = false;
                 a.elided += 1;
                 a.spin_from = a.pending_ts;
+                a.spin_mask = u64::MAX;
                 return;
             }
             a.event(Kind::ScheduleStop, 0, op as u32, 0, 0);
@@ -233,7 +242,7 @@ impl Active {
     #[inline(always)]
     fn event(&mut self, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
         let ts = self.clock.now();
-        if self.pending | (self.spin_from != 0) {
+        if self.pending | (self.spin_mask != 0) {
             self.before_event(ts);
         }
         self.push(Record::new(kind, ts, a, b, c, d));
@@ -244,10 +253,8 @@ impl Active {
     #[cold]
     #[inline(never)]
     fn before_event(&mut self, ts: u64) {
-        if self.spin_from != 0 {
-            self.spin_ticks += ts.wrapping_sub(self.spin_from);
-            self.spin_from = 0;
-        }
+        self.spin_ticks += ts.wrapping_sub(self.spin_from) & self.spin_mask;
+        self.spin_mask = 0;
         if self.pending {
             self.pending = false;
             self.push(Record::new(Kind::ScheduleStart, self.pending_ts, 0, self.pending_op, 0, 0));
@@ -256,7 +263,7 @@ impl Active {
 
     fn step(&mut self) {
         let ts = self.clock.now();
-        if self.pending | (self.spin_from != 0) {
+        if self.pending | (self.spin_mask != 0) {
             self.before_event(ts);
         }
         let (elided, spin) = (self.elided, self.spin_ticks);
@@ -306,7 +313,7 @@ impl Active {
 impl Drop for WorkerProbe {
     fn drop(&mut self) {
         if let Some(a) = &mut self.active {
-            if a.pending || a.elided > 0 || a.spin_from != 0 {
+            if a.pending || a.elided > 0 || a.spin_mask != 0 {
                 // The final step marker carries the elided count that no
                 // engine step reported, so elided + published stays exact.
                 a.step();
