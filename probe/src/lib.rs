@@ -34,6 +34,9 @@ mod stats;
 mod worker;
 mod writer;
 
+#[cfg(feature = "timely")]
+pub mod timely;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
