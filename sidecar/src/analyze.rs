@@ -2,7 +2,47 @@
 //! every stream of one host → matched messages → waits → window graph →
 //! critical path, participation, properties → the report. No I/O.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Message keys are runs of small sequential integers; hashbrown needs
+/// well-mixed high bits for them, so every word is folded in and the result
+/// finished with a full avalanche (murmur3 fmix64).
+#[derive(Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut k = self.0;
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
+    }
+}
+
+type KeyMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
 use crate::model::{Busy, Fragment, Item, MsgKind, Ns, Sid};
@@ -99,118 +139,166 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     }
 
     // ---- messages ----
+    // Matching by grouping: within one (channel, sender, receiver) the
+    // sequence numbers are sent and read in order, so each group is a merge
+    // of two sorted lists; the group table is small (workers² × channels),
+    // which keeps the join cache-resident (a hash join per message was the
+    // hot spot).
     let mut inbox: Vec<Inbox> = (0..n).map(|_| Inbox::default()).collect();
     let mut arrivals: Vec<Vec<Arrival>> = vec![Vec::new(); n];
     let mc = &mut rep.messages;
-    // data: (channel, from, to, seq) → (src local, send ts, matched)
-    let mut sends: FxHashMap<(u32, u32, u32, u64), (usize, Ns, bool)> = FxHashMap::default();
-    let mut psends: FxHashMap<(u32, u32, u64), (usize, Ns)> = FxHashMap::default();
+    type Half = Vec<(u64, Ns)>; // (seq, ts)
+    // data: (channel, from worker, to worker) → (sender local, sends, reader local, reads)
+    let mut data: KeyMap<(u32, u32, u32), (Option<usize>, Half, Option<usize>, Half)> = KeyMap::default();
+    // progress sends: (channel, from worker) → (sender local, sends)
+    let mut pgroups: KeyMap<(u32, u32), (usize, Half)> = KeyMap::default();
+    // progress reads: (channel, from worker, reader local) → reads
+    let mut preads: KeyMap<(u32, u32, usize), Half> = KeyMap::default();
     for (i, f) in frags.iter().enumerate() {
         let me = sids[i].worker;
         for it in &f.items {
             match *it {
                 Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
-                    sends.insert((channel, me, to, seq), (i, ts, false));
+                    let g = data.entry((channel, me, to)).or_default();
+                    g.0 = Some(i);
+                    g.1.push((seq, ts));
+                }
+                Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
+                    let g = data.entry((channel, from, me)).or_default();
+                    g.2 = Some(i);
+                    g.3.push((seq, ts));
                 }
                 Item::PSend { ts, channel, seq } if ts >= ws && ts < we => {
-                    psends.insert((channel, me, seq), (i, ts));
+                    let g = pgroups.entry((channel, me)).or_insert_with(|| (i, Vec::new()));
+                    g.1.push((seq, ts));
                     mc.progress_sent += 1;
                 }
-                _ => {}
-            }
-        }
-    }
-    let mut precv: FxHashSet<(u32, u32, u64, usize)> = FxHashSet::default();
-    for (j, f) in frags.iter().enumerate() {
-        let me = sids[j].worker;
-        for it in &f.items {
-            match *it {
-                Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
-                    match sends.get_mut(&(channel, from, me, seq)) {
-                        Some(s) => {
-                            s.2 = true;
-                            mc.data_matched += 1;
-                            if s.1 > ts {
-                                mc.read_before_send += 1;
-                            }
-                            inbox[j].arrivals.push(s.1.min(ts));
-                            inbox[j].reads.push(ts);
-                        }
-                        None => {
-                            if resolve(sids[j].process, from).is_some() {
-                                mc.data_from_before += 1;
-                            } else {
-                                mc.data_unmatched += 1;
-                            }
-                            inbox[j].arrivals.push(ws);
-                            inbox[j].reads.push(ts);
-                        }
-                    }
-                }
                 Item::PRecv { ts, from, channel, seq } if ts >= ws && ts < we => {
+                    preads.entry((channel, from, i)).or_default().push((seq, ts));
                     mc.progress_received += 1;
-                    match psends.get(&(channel, from, seq)) {
-                        Some(&(i, s)) => {
-                            precv.insert((channel, from, seq, j));
-                            if s > ts {
-                                mc.read_before_send += 1;
-                            }
-                            inbox[j].arrivals.push(s.min(ts));
-                            inbox[j].reads.push(ts);
-                            // Cross-process receivers get their arrival here
-                            // (same-process ones below, from the broadcast).
-                            if sids[i].process != sids[j].process {
-                                arrivals[j].push(Arrival { at: s.min(ts), src: i as u32, channel, kind: MsgKind::Progress, sent: s });
-                            }
-                        }
-                        None => {
-                            if resolve(sids[j].process, from).is_some() {
-                                mc.progress_from_before += 1;
-                            } else {
-                                mc.progress_unmatched += 1;
-                            }
-                            inbox[j].arrivals.push(ws);
-                            inbox[j].reads.push(ts);
-                        }
-                    }
                 }
                 _ => {}
             }
         }
     }
-    for (&(channel, _from, to, _seq), &(i, s, matched)) in &sends {
-        let Some(j) = resolve(sids[i].process, to) else {
-            mc.data_unmatched += 1;
-            continue;
-        };
-        if i == j {
-            mc.data_worker_local += 1;
-        } else {
-            arrivals[j].push(Arrival { at: s, src: i as u32, channel, kind: MsgKind::Data, sent: s });
-        }
-        if !matched {
-            mc.data_in_flight += 1;
-            inbox[j].arrivals.push(s);
-            inbox[j].reads.push(Ns::MAX);
+    let mut data: Vec<_> = data.into_iter().collect();
+    data.sort_unstable_by_key(|(k, _)| *k);
+    for ((channel, from, to), (si, mut sends, ri, mut reads)) in data {
+        sends.sort();
+        reads.sort();
+        // The worker each side is on (the reader may be absent: another host).
+        let src = si.or_else(|| ri.and_then(|j| resolve(sids[j].process, from)));
+        let dst = ri.or_else(|| si.and_then(|i| resolve(sids[i].process, to)));
+        let (mut a, mut b) = (0, 0);
+        while a < sends.len() || b < reads.len() {
+            let s = sends.get(a).copied();
+            let r = reads.get(b).copied();
+            match (s, r) {
+                (Some(s), Some(r)) if s.0 == r.0 => {
+                    let (i, j) = (si.unwrap(), ri.unwrap());
+                    mc.data_matched += 1;
+                    if s.1 > r.1 {
+                        mc.read_before_send += 1;
+                    }
+                    inbox[j].arrivals.push(s.1.min(r.1));
+                    inbox[j].reads.push(r.1);
+                    if i == j {
+                        mc.data_worker_local += 1;
+                    } else {
+                        arrivals[j].push(Arrival { at: s.1.min(r.1), src: i as u32, channel, kind: MsgKind::Data, sent: s.1 });
+                    }
+                    a += 1;
+                    b += 1;
+                }
+                (Some(s), r) if r.is_none_or(|r| s.0 < r.0) => {
+                    // sent here, not read in this window
+                    let i = si.unwrap();
+                    match dst {
+                        Some(j) => {
+                            mc.data_in_flight += 1;
+                            inbox[j].arrivals.push(s.1);
+                            inbox[j].reads.push(Ns::MAX);
+                            if i == j {
+                                mc.data_worker_local += 1;
+                            } else {
+                                arrivals[j].push(Arrival { at: s.1, src: i as u32, channel, kind: MsgKind::Data, sent: s.1 });
+                            }
+                        }
+                        None => mc.data_unmatched += 1,
+                    }
+                    a += 1;
+                }
+                (_, Some(r)) => {
+                    // read here, sent before the window (or not on this timeline)
+                    let j = ri.unwrap();
+                    if src.is_some() {
+                        mc.data_from_before += 1;
+                    } else {
+                        mc.data_unmatched += 1;
+                    }
+                    inbox[j].arrivals.push(ws);
+                    inbox[j].reads.push(r.1);
+                    b += 1;
+                }
+                _ => break,
+            }
         }
     }
-    // Progress is broadcast to every worker of the process (one send, N
-    // receives, Sager §4.2.2).
-    for (&(channel, from, seq), &(i, s)) in &psends {
-        let _ = from;
-        for &j in &procs[&sids[i].process] {
-            if j == i {
+    // Progress: one send, N receives (Sager §4.2.2). Every worker of the
+    // sender's process gets it; workers of other processes when they read it.
+    let mut pg: Vec<_> = pgroups.into_iter().collect();
+    pg.sort_unstable_by_key(|(k, _)| *k);
+    let mut pr: Vec<_> = preads.into_iter().collect();
+    pr.sort_unstable_by_key(|(k, _)| *k);
+    let find_group = |c: u32, f: u32| pg.binary_search_by_key(&(c, f), |(k, _)| *k).ok();
+    let mut max_read: KeyMap<(u32, u32, usize), u64> = KeyMap::default();
+    for ((channel, from, j), mut reads) in pr {
+        reads.sort();
+        max_read.insert((channel, from, j), reads.last().map_or(0, |r| r.0));
+        let group = find_group(channel, from).map(|g| &pg[g].1);
+        for &(q, r) in &reads {
+            let sent = group.and_then(|(_, sends)| sends.binary_search_by_key(&q, |x| x.0).ok().map(|k| sends[k].1));
+            match (sent, group) {
+                (Some(s), Some(&(i, _))) => {
+                    if s > r {
+                        mc.read_before_send += 1;
+                    }
+                    inbox[j].arrivals.push(s.min(r));
+                    inbox[j].reads.push(r);
+                    if sids[i].process != sids[j].process {
+                        arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress, sent: s });
+                    }
+                }
+                _ => {
+                    if resolve(sids[j].process, from).is_some() {
+                        mc.progress_from_before += 1;
+                    } else {
+                        mc.progress_unmatched += 1;
+                    }
+                    inbox[j].arrivals.push(ws);
+                    inbox[j].reads.push(r);
+                }
+            }
+        }
+    }
+    for ((channel, from), (i, sends)) in pg.iter_mut() {
+        sends.sort();
+        for &j in &procs[&sids[*i].process] {
+            if j == *i {
                 continue;
             }
-            arrivals[j].push(Arrival { at: s, src: i as u32, channel, kind: MsgKind::Progress, sent: s });
-            if !precv.contains(&(channel, sids[i].worker, seq, j)) {
-                inbox[j].arrivals.push(s);
-                inbox[j].reads.push(Ns::MAX);
+            let read_upto = max_read.get(&(*channel, *from, j)).copied();
+            for &(q, s) in sends.iter() {
+                arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress, sent: s });
+                if read_upto.is_none_or(|m| q > m) {
+                    inbox[j].arrivals.push(s);
+                    inbox[j].reads.push(Ns::MAX);
+                }
             }
         }
     }
     for a in arrivals.iter_mut() {
-        a.sort_unstable();
+        a.sort();
     }
     for b in inbox.iter_mut() {
         b.prepare();
@@ -223,7 +311,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     for (j, f) in frags.iter().enumerate() {
         intervals.clear();
         intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
-        intervals.sort_unstable_by_key(|i| (i.start(), i.end()));
+        intervals.sort_by_key(|i| (i.start(), i.end()));
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         let mut on: FxHashMap<(Option<u32>, Option<u32>, &'static str), (Ns, u64)> = FxHashMap::default();

@@ -94,7 +94,7 @@ impl GraphBuilder {
                 g.chains.push((first, first));
                 continue;
             }
-            segs.sort_unstable_by_key(|s| (s.0, s.1));
+            segs.sort_by_key(|s| (s.0, s.1));
             let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
             times.clear();
             for s in segs.iter() {
@@ -102,7 +102,7 @@ impl GraphBuilder {
                 times.push(s.1);
             }
             times.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
-            times.sort_unstable();
+            times.sort();
             times.dedup();
             let mut si = 0;
             for (i, &t) in times.iter().enumerate() {

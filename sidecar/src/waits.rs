@@ -73,8 +73,8 @@ pub struct Inbox {
 
 impl Inbox {
     pub fn prepare(&mut self) {
-        self.arrivals.sort_unstable();
-        self.reads.sort_unstable();
+        self.arrivals.sort();
+        self.reads.sort();
     }
 }
 
