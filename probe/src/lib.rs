@@ -160,10 +160,12 @@ impl Builder {
             program: self.program.unwrap_or_else(program_name),
             workers: self.workers,
         };
+        let tps = if clock == clock::Source::Monotonic { 1_000_000_000 } else { 0 };
         let shared = Arc::new(writer::Shared {
             new_streams: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             stats: Mutex::new(Stats::default()),
+            ticks_per_sec: Arc::new(AtomicU64::new(tps)),
         });
         let alive = Arc::new(AtomicBool::new(true));
         let (s2, a2) = (shared.clone(), alive.clone());
@@ -244,6 +246,7 @@ impl Probe {
             meta: Mutex::new(Vec::new()),
             writer_alive: inner.alive.clone(),
             writer,
+            ticks_per_sec: inner.shared.ticks_per_sec.clone(),
         });
         inner.used.fetch_add(1, Ordering::Relaxed);
         inner.shared.new_streams.lock().unwrap_or_else(|p| p.into_inner()).push((shared.clone(), cons));

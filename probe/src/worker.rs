@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ringlog::{Kind, Meta, Record};
+use ringlog::{Event, Kind, Meta, Record};
 
 use crate::clock::Source;
 
@@ -38,6 +38,8 @@ pub(crate) struct WorkerShared {
     /// worker gives up rather than wait forever.
     pub writer_alive: Arc<AtomicBool>,
     pub writer: std::thread::Thread,
+    /// The writer's calibration of the clock (0 until it has one).
+    pub ticks_per_sec: Arc<AtomicU64>,
 }
 
 pub(crate) struct Active {
@@ -127,17 +129,7 @@ impl WorkerProbe {
     pub fn schedule_start(&mut self, op: usize) {
         if let Some(a) = &mut self.active {
             let ts = a.clock.now();
-            if a.pending {
-                a.before_event(ts);
-            }
-            // Closing the last elided pair's spin time is the common case
-            // here (idle operators come in runs), so it is done without a
-            // branch: `spin_mask` is all ones exactly when one is open.
-            a.spin_ticks += ts.wrapping_sub(a.spin_from) & a.spin_mask;
-            a.spin_mask = 0;
-            a.pending = true;
-            a.pending_op = op as u32;
-            a.pending_ts = ts;
+            a.schedule_start(ts, op as u32);
         }
     }
 
@@ -146,15 +138,66 @@ impl WorkerProbe {
     #[inline]
     pub fn schedule_stop(&mut self, op: usize) {
         if let Some(a) = &mut self.active {
-            if a.pending && a.pending_op == op as u32 {
-                a.pending = false;
-                a.elided += 1;
-                a.spin_from = a.pending_ts;
-                a.spin_mask = u64::MAX;
+            if a.try_elide(op as u32) {
                 return;
             }
             a.event(Kind::ScheduleStop, 0, op as u32, 0, 0);
         }
+    }
+
+    /// `schedule_start` with a timestamp the caller took (for adapters that
+    /// receive an engine's events after the fact). `ts` is in the probe's
+    /// clock domain (see [`WorkerProbe::clock_now`]) and must not be
+    /// earlier than the worker's previous timestamp.
+    pub fn schedule_start_at(&mut self, ts: u64, op: usize) {
+        if let Some(a) = &mut self.active {
+            a.schedule_start(ts, op as u32);
+        }
+    }
+
+    /// `schedule_stop` with a caller-supplied timestamp; elides like
+    /// `schedule_stop`.
+    pub fn schedule_stop_at(&mut self, ts: u64, op: usize) {
+        if let Some(a) = &mut self.active {
+            if a.try_elide(op as u32) {
+                return;
+            }
+            a.event_at(ts, Kind::ScheduleStop, 0, op as u32, 0, 0);
+        }
+    }
+
+    /// Any other event with a caller-supplied timestamp. Schedule events are
+    /// routed through the elision logic; for `Step` the probe fills in the
+    /// elided count and spin time itself (the values passed are ignored).
+    pub fn event_at(&mut self, ts: u64, ev: Event) {
+        if let Some(a) = &mut self.active {
+            match ev {
+                Event::ScheduleStart { op } => a.schedule_start(ts, op),
+                Event::ScheduleStop { op } => {
+                    if !a.try_elide(op) {
+                        a.event_at(ts, Kind::ScheduleStop, 0, op, 0, 0);
+                    }
+                }
+                Event::Step { .. } => a.step_at(ts),
+                ev => {
+                    let r = Record::from_event(ts, ev);
+                    a.event_at(ts, Kind::from_u8(r.kind).expect("known kind"), r.a, r.b, r.c, r.d);
+                }
+            }
+        }
+    }
+
+    /// A reading of the probe's clock (TSC ticks, or CLOCK_MONOTONIC ns on
+    /// hosts without an invariant TSC); 0 when disabled.
+    pub fn clock_now(&self) -> u64 {
+        self.active.as_ref().map_or(0, |a| a.clock.now())
+    }
+
+    /// Ticks per second of the probe's clock, once the writer thread has
+    /// calibrated it (about 20 ms after start); 0 before that or when
+    /// disabled.
+    pub fn ticks_per_sec(&self) -> u64 {
+        self.active.as_ref().map_or(0, |a| a.shared.ticks_per_sec.load(Ordering::Relaxed))
     }
 
     #[inline]
@@ -240,8 +283,41 @@ fn saturate(n: usize) -> u32 {
 
 impl Active {
     #[inline(always)]
+    fn schedule_start(&mut self, ts: u64, op: u32) {
+        if self.pending {
+            self.before_event(ts);
+        }
+        // Closing the last elided pair's spin time is the common case here
+        // (idle operators come in runs), so it is done without a branch:
+        // `spin_mask` is all ones exactly when one is open.
+        self.spin_ticks += ts.wrapping_sub(self.spin_from) & self.spin_mask;
+        self.spin_mask = 0;
+        self.pending = true;
+        self.pending_op = op;
+        self.pending_ts = ts;
+    }
+
+    /// Elides the held start if `op` closes it; true if it did.
+    #[inline(always)]
+    fn try_elide(&mut self, op: u32) -> bool {
+        if self.pending && self.pending_op == op {
+            self.pending = false;
+            self.elided += 1;
+            self.spin_from = self.pending_ts;
+            self.spin_mask = u64::MAX;
+            return true;
+        }
+        false
+    }
+
+    #[inline(always)]
     fn event(&mut self, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
         let ts = self.clock.now();
+        self.event_at(ts, kind, a, b, c, d);
+    }
+
+    #[inline(always)]
+    fn event_at(&mut self, ts: u64, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
         if self.pending | (self.spin_mask != 0) {
             self.before_event(ts);
         }
@@ -263,6 +339,10 @@ impl Active {
 
     fn step(&mut self) {
         let ts = self.clock.now();
+        self.step_at(ts);
+    }
+
+    fn step_at(&mut self, ts: u64) {
         if self.pending | (self.spin_mask != 0) {
             self.before_event(ts);
         }

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub new_streams: Mutex<Vec<(Arc<WorkerShared>, ringlog::ring::Consumer)>>,
     pub stop: AtomicBool,
     pub stats: Mutex<Stats>,
+    /// The calibration, for worker handles (0 until known).
+    pub ticks_per_sec: Arc<std::sync::atomic::AtomicU64>,
 }
 
 struct Stream {
@@ -153,6 +155,7 @@ impl Writer {
             let b = self.cfg.clock.sample();
             self.hello.ticks_per_sec = clock::ticks_per_sec(&a, &b);
             self.stats.ticks_per_sec = self.hello.ticks_per_sec;
+            self.shared.ticks_per_sec.store(self.hello.ticks_per_sec, Ordering::Relaxed);
             self.last_clock = b;
         }
     }

@@ -276,3 +276,33 @@ fn large_run_through_the_io_uring_and_syscall_paths() {
         std::fs::remove_file(p).ok();
     }
 }
+
+#[test]
+fn explicit_timestamps_are_kept_and_elided_alike() {
+    let p = tmp_path("at.ringlog");
+    let probe = Probe::builder().sink(Sink::file(&p)).start().unwrap();
+    let mut w = probe.worker(0);
+    let t0 = w.clock_now();
+    assert!(t0 > 0);
+    w.schedule_start_at(t0 + 10, 1);
+    w.schedule_stop_at(t0 + 20, 1); // elided
+    w.event_at(t0 + 30, Event::ScheduleStart { op: 2 });
+    w.event_at(t0 + 40, Event::MessageSend { channel: 5, to: 1, seq: 9, records: 3 });
+    w.event_at(t0 + 50, Event::ScheduleStop { op: 2 });
+    w.event_at(t0 + 60, Event::Step { elided: 999, spin_ticks: 999 });
+    drop(w);
+    probe.shutdown().unwrap();
+    let t = read_trace(&std::fs::read(&p).unwrap());
+    let got: Vec<(u64, Event)> = t.workers[&0].records.iter().map(|r| (r.ts - t0, r.event().unwrap())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (30, Event::ScheduleStart { op: 2 }),
+            (40, Event::MessageSend { channel: 5, to: 1, seq: 9, records: 3 }),
+            (50, Event::ScheduleStop { op: 2 }),
+            // The probe's own count: one pair elided, its spin time running
+            // from its start (10) to the next timestamp (30).
+            (60, Event::Step { elided: 1, spin_ticks: 20 }),
+        ]
+    );
+}
