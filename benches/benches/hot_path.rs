@@ -101,15 +101,30 @@ fn per_event(c: &mut Criterion) {
     let stats = probe.shutdown().unwrap();
     eprintln!("probe during the bench: {:?}", stats.workers);
 
-    // What the loop and the black-boxed arguments cost on their own.
-    g.bench_function("loop_overhead", |b| {
-        b.iter_custom(|iters| batched(iters, |i| { black_box((black_box(3), black_box(1), i, black_box(64))); }, || {}))
-    });
-
+    // The disabled probe: `black_box(&mut d)` makes the compiler re-read
+    // the handle on every call, as it must in a real engine where opaque
+    // code runs between calls (otherwise the check is hoisted out of the
+    // loop and the figure is 0).
     let off = Probe::disabled();
     let mut d = off.worker(0);
     g.bench_function("probe_disabled_message_send", |b| {
-        b.iter_custom(|iters| batched(iters, |i| d.message_send(black_box(3), black_box(1), i, black_box(64)), || {}))
+        b.iter_custom(|iters| {
+            batched(iters, |i| black_box(&mut d).message_send(black_box(3), black_box(1), i, black_box(64)), || {})
+        })
+    });
+    // The same loop and black boxes without the call.
+    let mut unit = 0u8;
+    g.bench_function("loop_overhead", |b| {
+        b.iter_custom(|iters| {
+            batched(
+                iters,
+                |i| {
+                    black_box(&mut unit);
+                    black_box((black_box(3), black_box(1), i, black_box(64)));
+                },
+                || {},
+            )
+        })
     });
 
     // timely's own logging: Instant::now() per event into a Vec buffer that
