@@ -131,12 +131,25 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
             faults: f.faults.clone(),
         });
     }
+    // Streams the process said it runs but that sent nothing for this
+    // window. Tolerated in the windows where the process's streams start or
+    // end cleanly (threads start and stop at slightly different times);
+    // elsewhere the window is incomplete.
+    let mut expected_of: FxHashMap<u32, u32> = FxHashMap::default();
     for (p, members) in &procs {
         let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
-        if expected as usize > members.len() {
+        expected_of.insert(*p, expected);
+        let ended = members.iter().map(|&i| frags[i].peers_ended).max().unwrap_or(0);
+        let expected = expected.saturating_sub(ended).max(members.len() as u32);
+        let expected = if ended > 0 { expected } else { members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0) };
+        let edge = members.iter().any(|&i| frags[i].covered.0 > ws || frags[i].ended);
+        if expected as usize > members.len() && !edge {
             reasons.push(format!("process {p}: {} of {expected} worker streams present", members.len()));
         }
     }
+    // A worker of this process (index below its worker count) without a
+    // stream here: its messages are not "another timeline".
+    let own_worker = |i: usize, w: u32| expected_of.get(&sids[i].process).is_some_and(|&e| w < e);
 
     // ---- messages ----
     // Matching by grouping: within one (channel, sender, receiver) the
@@ -224,6 +237,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                                 arrivals[j].push(Arrival { at: s.1, src: i as u32, channel, kind: MsgKind::Data, sent: s.1 });
                             }
                         }
+                        None if own_worker(i, to) => mc.data_in_flight += 1,
                         None => mc.data_unmatched += 1,
                     }
                     a += 1;
@@ -231,7 +245,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                 (_, Some(r)) => {
                     // read here, sent before the window (or not on this timeline)
                     let j = ri.unwrap();
-                    if src.is_some() {
+                    if src.is_some() || own_worker(j, from) {
                         mc.data_from_before += 1;
                     } else {
                         mc.data_unmatched += 1;
@@ -270,7 +284,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                     }
                 }
                 _ => {
-                    if resolve(sids[j].process, from).is_some() {
+                    if resolve(sids[j].process, from).is_some() || own_worker(j, from) {
                         mc.progress_from_before += 1;
                     } else {
                         mc.progress_unmatched += 1;

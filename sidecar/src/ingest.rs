@@ -296,6 +296,11 @@ impl Ingest {
     fn realtime_offsets(&mut self, before: usize) {
         for f in &mut self.out[before..] {
             if let Some(s) = f.stream {
+                f.peers_ended = self
+                    .streams
+                    .iter()
+                    .filter(|(k, st)| st.done && k.host == s.host && k.process == s.process)
+                    .count() as u32;
                 f.realtime_offset =
                     self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).map(|o| o as i64);
             }

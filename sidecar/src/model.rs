@@ -149,4 +149,7 @@ pub struct Fragment {
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.
     pub realtime_offset: Option<i64>,
+    /// Streams of the same process that had ended (cleanly or not) when
+    /// this fragment was handed over: not "missing" from later windows.
+    pub peers_ended: u32,
 }

@@ -1,0 +1,322 @@
+//! End to end: traces written by the real probe (several worker threads),
+//! into a file and over a Unix socket, analyzed by the `sidecar` binary;
+//! corrupt input and disconnects through the binary (issue "Tests").
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sidecar-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A small exchange computation on `n` threads, traced by the real probe:
+/// every step, operator 1 sends one message to every other worker and
+/// operator 2 reads what arrived; progress is broadcast after operator 1.
+/// Returns the probe's records produced.
+fn traced_run(sink: probe::Sink, n: usize, steps: u64) -> u64 {
+    let probe = probe::Probe::builder().sink(sink).workers(n).program("e2e").start().expect("probe start");
+    let mut txs = Vec::new();
+    let mut rxs = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = mpsc::channel::<(bool, usize, u64)>();
+        txs.push(tx);
+        rxs.push(Some(rx));
+    }
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let mut w = probe.worker(i);
+        let txs = txs.clone();
+        let rx = rxs[i].take().unwrap();
+        handles.push(std::thread::spawn(move || {
+            w.operator(1, "Exchange", &[0, 1]);
+            w.operator(2, "Count", &[0, 2]);
+            w.channel(7, (1, 0), (2, 0));
+            let mut seq = vec![0u64; n];
+            for s in 0..steps {
+                w.schedule_start(1);
+                for (to, tx) in txs.iter().enumerate() {
+                    if to != i {
+                        w.message_send(7, to, seq[to], 10);
+                        let _ = tx.send((false, i, seq[to]));
+                        seq[to] += 1;
+                    }
+                }
+                // some work
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(if i == 1 { 300 } else { 100 }) {}
+                w.schedule_stop(1);
+                w.progress_send(0, s);
+                for (to, tx) in txs.iter().enumerate() {
+                    if to != i {
+                        let _ = tx.send((true, i, s));
+                    }
+                }
+                w.schedule_start(2);
+                while let Ok((progress, from, q)) = rx.try_recv() {
+                    if progress {
+                        w.progress_recv(0, from, q);
+                    } else {
+                        w.message_recv(7, from, q, 10);
+                    }
+                }
+                w.schedule_stop(2);
+                // idle polling: elided by the probe
+                for _ in 0..20 {
+                    w.schedule_start(2);
+                    w.schedule_stop(2);
+                }
+                w.step();
+            }
+            // read what is left
+            std::thread::sleep(Duration::from_millis(20));
+            w.schedule_start(2);
+            while let Ok((progress, from, q)) = rx.try_recv() {
+                if progress {
+                    w.progress_recv(0, from, q);
+                } else {
+                    w.message_recv(7, from, q, 10);
+                }
+            }
+            w.schedule_stop(2);
+            w.step();
+        }));
+    }
+    drop(txs);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = probe.shutdown().expect("probe shutdown");
+    stats.workers.iter().map(|w| w.written).sum()
+}
+
+fn check_reports(reps: &[Value], records: u64, n: usize) {
+    assert!(!reps.is_empty());
+    let events: u64 = reps.iter().map(|r| r["events"].as_u64().unwrap()).sum();
+    assert_eq!(events, records, "every record lands in exactly one window");
+    let mut recvs = 0;
+    let mut matched = 0;
+    for r in reps {
+        assert!(r["complete"].as_bool().unwrap(), "{}", r["incomplete_reasons"]);
+        assert!(r["streams"].as_array().unwrap().len() <= n);
+        let cp = &r["critical_path"];
+        assert!(cp["length_ns"].as_u64().unwrap() <= cp["span_ns"].as_u64().unwrap());
+        assert!(cp["stuck"].is_null(), "{}", cp["stuck"]);
+        let m = &r["messages"];
+        matched += m["data_matched"].as_u64().unwrap();
+        recvs += m["data_matched"].as_u64().unwrap() + m["data_from_before"].as_u64().unwrap();
+        assert_eq!(m["data_unmatched"].as_u64().unwrap(), 0);
+        assert_eq!(m["progress_unmatched"].as_u64().unwrap(), 0);
+    }
+    assert!(matched > 0);
+    assert!(reps.iter().any(|r| r["streams"].as_array().unwrap().len() == n));
+    assert!(recvs > 0);
+}
+
+#[test]
+fn probe_file_analyzed_by_the_binary() {
+    let trace = tmp("probe.rlog");
+    let _ = std::fs::remove_file(&trace);
+    let records = traced_run(probe::Sink::file(&trace), 3, 300);
+    let json = tmp("file.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(BIN)
+        .args(["analyze", trace.to_str().unwrap(), "--window", "50ms", "--json", json.to_str().unwrap(), "-w", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reps = lines(&json);
+    check_reports(&reps, records, 3);
+    // dump reads it too
+    let d = Command::new(BIN).args(["dump", trace.to_str().unwrap(), "--max-records", "3"]).output().unwrap();
+    assert!(d.status.success());
+    let text = String::from_utf8_lossy(&d.stdout);
+    assert!(text.contains("operator 1 \"Exchange\""), "{}", &text[..text.len().min(2000)]);
+}
+
+fn wait_for(p: &Path) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "sidecar did not create {}", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn interrupt(child: &mut std::process::Child) -> std::process::Output {
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let t = Instant::now();
+    loop {
+        if let Some(_) = child.try_wait().unwrap() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "sidecar did not exit after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    std::process::Output { status: child.try_wait().unwrap().unwrap(), stdout: vec![], stderr: err.into_bytes() }
+}
+
+#[test]
+fn probe_over_unix_socket_live() {
+    let sock = tmp("live.sock");
+    let json = tmp("live.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&sock);
+    let mut child = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display()), "--window", "100ms", "--json", json.to_str().unwrap(), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600);
+    let records = traced_run(probe::Sink::unix(&sock), 3, 500);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = interrupt(&mut child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reps = lines(&json);
+    check_reports(&reps, records, 3);
+    for r in &reps {
+        assert!(r["emitted_after_end_ms"].as_f64().is_some());
+    }
+    let mut d: Vec<f64> = reps.iter().map(|r| r["emitted_after_end_ms"].as_f64().unwrap()).collect();
+    d.sort_by(|a, b| a.total_cmp(b));
+    eprintln!("live latency past window end (ms): median {:.1} max {:.1}", d[d.len() / 2], d[d.len() - 1]);
+}
+
+/// Bytes of a live stream (MonotonicNs clock, now-based) for `ms` ms.
+fn live_bytes_now(w: &mut dyn Write, ms: u64, end: bool) {
+    use ringlog::*;
+    let base = 1_000_000_000_000u64;
+    let t0 = Instant::now();
+    let unix0 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let now = || base + t0.elapsed().as_nanos() as u64;
+    let dom = ClockDomain::MonotonicNs;
+    let mut e = Encoder::new();
+    let mut out = Vec::new();
+    let pw = StreamId { host: 9, process: 9, worker: PROCESS_WIDE };
+    let hello = Hello { host_name: "t".into(), program: "t".into(), pid: 9, workers: 2, invariant_tsc: false, ticks_per_sec: 0 };
+    e.hello(pw, 0, dom, &hello, &mut out);
+    e.clock(pw, 1, dom, &[ClockSample { ticks: base, monotonic_ns: base, realtime_ns: unix0 }], &mut out);
+    let sid = |w| StreamId { host: 9, process: 9, worker: w };
+    let mut seq = [0u64; 2];
+    for wk in 0..2 {
+        e.hello(sid(wk), 0, dom, &hello, &mut out);
+        seq[wk as usize] = 1;
+    }
+    w.write_all(&out).unwrap();
+    while t0.elapsed() < Duration::from_millis(ms) {
+        out.clear();
+        for wk in 0..2u32 {
+            let t = now();
+            let recs = [
+                Record::from_event(t, Event::ScheduleStart { op: 1 }),
+                Record::from_event(t + 1000, Event::Mark { id: 1 }),
+                Record::from_event(t + 2000, Event::ScheduleStop { op: 1 }),
+            ];
+            e.records(sid(wk), seq[wk as usize], 0, dom, &[&recs], &mut out);
+            seq[wk as usize] += 1;
+        }
+        w.write_all(&out).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if end {
+        out.clear();
+        for wk in 0..2u32 {
+            e.end(sid(wk), seq[wk as usize], 0, dom, &EndStats::default(), &mut out);
+        }
+        w.write_all(&out).unwrap();
+    }
+}
+
+#[test]
+fn live_tcp_disconnect_marks_windows_incomplete() {
+    let json = tmp("tcp.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let mut child = Command::new(BIN)
+        .args(["run", "--listen", "tcp:0", "--window", "100ms", "--json", json.to_str().unwrap(), "-q", "-w", "2"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read the port from stderr's first line
+    let mut stderr = child.stderr.take().unwrap();
+    let mut line = Vec::new();
+    use std::io::Read;
+    let mut b = [0u8; 1];
+    while stderr.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    let line = String::from_utf8(line).unwrap();
+    let addr = line.rsplit("tcp:").next().unwrap().trim().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{line}");
+    {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        live_bytes_now(&mut s, 400, false); // no End: a disconnect
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    child.stderr = Some(stderr);
+    let out = interrupt(&mut child);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ended without an End frame"), "{err}");
+    let reps = lines(&json);
+    assert!(reps.len() >= 3, "{}", reps.len());
+    let last = reps.last().unwrap();
+    assert!(!last["complete"].as_bool().unwrap());
+    assert!(last["incomplete_reasons"].to_string().contains("disconnect"));
+    // earlier windows were whole
+    assert!(reps[1]["complete"].as_bool().unwrap(), "{}", reps[1]);
+}
+
+#[test]
+fn corrupt_and_truncated_files_are_named_and_others_go_on() {
+    let good = tmp("good.rlog");
+    let bad = tmp("bad.rlog");
+    let cut = tmp("cut.rlog");
+    let cfg = sidecar::synth::SynthConfig { records: 200_000, workers: 2, ..Default::default() };
+    let mut bytes = Vec::new();
+    sidecar::synth::generate(&cfg, &mut |b| {
+        bytes.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    std::fs::write(&good, &bytes).unwrap();
+    let mut b2 = bytes.clone();
+    let mid = b2.len() / 2;
+    for x in &mut b2[mid..mid + 64] {
+        *x ^= 0x5a;
+    }
+    std::fs::write(&bad, &b2).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let json = tmp("corrupt.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(BIN)
+        .args(["analyze", good.to_str().unwrap(), bad.to_str().unwrap(), cut.to_str().unwrap(), "--window", "20ms", "--json", json.to_str().unwrap(), "-q", "-w", "3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}: decode error at byte", bad.display())), "{err}");
+    assert!(err.contains(&format!("{}: decode error at byte", cut.display())), "{err}");
+    assert!(err.contains("input ends inside a frame"), "{err}");
+    let reps = lines(&json);
+    assert!(!reps.is_empty());
+    // Three copies of the same host/pid land on the same timeline: the
+    // windows with the corrupt copy are marked, the analysis completed.
+    assert!(reps.iter().any(|r| r["incomplete_reasons"].to_string().contains("decode error")));
+}
