@@ -115,7 +115,8 @@ impl Clock {
         }
         self.hint = i;
         let s = &self.samples[i];
-        let d = ticks as i128 - s.ticks as i128;
+        // i64 keeps the hot path free of 128-bit float conversion.
+        let d = ticks.wrapping_sub(s.ticks) as i64;
         let ns = s.monotonic_ns as f64 + d as f64 * self.slope(i);
         Ok(if ns <= 0.0 { 0 } else { ns as Ns })
     }

@@ -58,8 +58,10 @@ pub struct RunStats {
     pub errors: Vec<String>,
 }
 
+/// The worker that owns a window: consecutive windows of one host go to
+/// consecutive workers (round robin), hosts start at different workers.
 fn owner(host: u64, window: u64) -> u64 {
-    (host ^ window.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) >> 7
+    window.wrapping_add(host.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 40)
 }
 
 fn now_unix_ns() -> i128 {

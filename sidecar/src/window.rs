@@ -5,7 +5,7 @@
 //! A window is handed over once the stream's builder has settled past its
 //! end; memory is bounded by the windows in flight.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use crate::model::{Counters, Fragment, Item, Ns, Sid};
 
@@ -13,7 +13,8 @@ use crate::model::{Counters, Fragment, Item, Ns, Sid};
 pub struct Windower {
     pub width: Ns,
     stream: Sid,
-    open: BTreeMap<u64, Fragment>,
+    /// Open windows `next ..`, by offset from `next`.
+    open: VecDeque<Option<Fragment>>,
     /// Windows below this index were handed over.
     next: u64,
     started: bool,
@@ -26,7 +27,7 @@ impl Windower {
         Windower {
             width: width.max(1),
             stream,
-            open: BTreeMap::new(),
+            open: VecDeque::new(),
             next: 0,
             started: false,
             workers_expected: 0,
@@ -42,8 +43,15 @@ impl Windower {
         if k < self.next {
             return None; // already handed over: late data
         }
+        let off = (k - self.next) as usize;
+        if off > 10_000_000 {
+            return None; // absurd jump (corrupt clock): do not allocate for it
+        }
+        while self.open.len() <= off {
+            self.open.push_back(None);
+        }
         let (stream, we, prog) = (self.stream, self.workers_expected, &self.program);
-        Some(self.open.entry(k).or_insert_with(|| Fragment {
+        Some(self.open[off].get_or_insert_with(|| Fragment {
             stream: Some(stream),
             window: k,
             workers_expected: we,
@@ -125,7 +133,8 @@ impl Windower {
         // stream was present.
         for k in self.next..upto {
             let w = self.width;
-            let mut f = self.open.remove(&k).unwrap_or_else(|| Fragment {
+            let slot = self.open.pop_front().flatten();
+            let mut f = slot.unwrap_or_else(|| Fragment {
                 stream: Some(self.stream),
                 window: k,
                 workers_expected: self.workers_expected,
@@ -144,9 +153,9 @@ impl Windower {
     /// The stream is over: hands over everything, marking the last window
     /// `ended` (clean end) or with `fault` (disconnect, decode error).
     pub fn finish(&mut self, clean: bool, fault: Option<&str>, out: &mut Vec<Fragment>) {
-        let last = self.open.keys().next_back().copied();
+        let last = self.open.iter().rposition(|f| f.is_some()).map(|i| self.next + i as u64);
         if let Some(last) = last {
-            if let Some(f) = self.open.get_mut(&last) {
+            if let Some(Some(f)) = self.open.get_mut((last - self.next) as usize) {
                 f.ended = clean;
                 if let Some(why) = fault {
                     f.faults.push(why.to_string());
