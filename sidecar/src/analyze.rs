@@ -161,8 +161,9 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     let mut arrivals: Vec<Vec<Arrival>> = vec![Vec::new(); n];
     let mc = &mut rep.messages;
     type Half = Vec<(u64, Ns)>; // (seq, ts)
+    type Pair = (Option<usize>, Half, Option<usize>, Half);
     // data: (channel, from worker, to worker) → (sender local, sends, reader local, reads)
-    let mut data: KeyMap<(u32, u32, u32), (Option<usize>, Half, Option<usize>, Half)> = KeyMap::default();
+    let mut data: KeyMap<(u32, u32, u32), Pair> = KeyMap::default();
     // progress sends: (channel, from worker) → (sender local, sends)
     let mut pgroups: KeyMap<(u32, u32), (usize, Half)> = KeyMap::default();
     // progress reads: (channel, from worker, reader local) → reads
@@ -328,7 +329,8 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
         intervals.sort_by_key(|i| (i.start(), i.end()));
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
-        let mut on: FxHashMap<(Option<u32>, Option<u32>, &'static str), (Ns, u64)> = FxHashMap::default();
+        type OnKey = (Option<u32>, Option<u32>, &'static str);
+        let mut on: FxHashMap<OnKey, (Ns, u64)> = FxHashMap::default();
         for it in &intervals {
             match *it {
                 Item::Busy { start, end, what } => {

@@ -59,7 +59,7 @@ impl Clock {
     }
 
     pub fn has_sample(&self) -> bool {
-        self.samples.len() > 0 || self.domain == ClockDomain::MonotonicNs
+        !self.samples.is_empty() || self.domain == ClockDomain::MonotonicNs
     }
 
     /// Offset realtime − monotonic from the first sample (for reporting

@@ -240,9 +240,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             for v in data {
                                 for (h, f) in v.drain(..) {
                                     let w = f.window;
-                                    if !caps.contains_key(&w) {
+                                    if let std::collections::btree_map::Entry::Vacant(e) = caps.entry(w) {
                                         if let Some(c) = cap.retain_least(0) {
-                                            caps.insert(w, c.delayed(&w.max(*c.time())));
+                                            e.insert(c.delayed(&w.max(*c.time())));
                                         }
                                     }
                                     stash.entry((w, h)).or_default().push(f);

@@ -27,7 +27,7 @@ struct Stream {
     windower: Windower,
     next_seq: u64,
     ops: Vec<(u32, String)>,
-    channels: Vec<(u32, (u32, u32), (u32, u32))>,
+    channels: Vec<crate::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
     /// Last record time (ns): where lost records would have been.
     last_ts: Option<Ns>,

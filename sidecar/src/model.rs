@@ -121,6 +121,9 @@ impl Counters {
     }
 }
 
+/// A channel's metadata: id, (source operator, port), (target operator, port).
+pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
+
 /// Everything one stream contributes to one window; exchanged to the
 /// window's owner.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -144,7 +147,7 @@ pub struct Fragment {
     pub program: String,
     /// Metadata of the stream so far: operator names, channels, span names.
     pub ops: Vec<(u32, String)>,
-    pub channels: Vec<(u32, (u32, u32), (u32, u32))>,
+    pub channels: Vec<ChannelMeta>,
     pub spans: Vec<(u64, String)>,
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.

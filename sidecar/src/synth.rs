@@ -4,6 +4,7 @@
 //! reads the messages of the round once all have arrived — so a slow worker
 //! (the straggler) makes the others wait — then sends progress; progress from
 //! others is read at the start of a later round.
+#![allow(clippy::needless_range_loop)]
 
 use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Meta, Record, StreamId, PROCESS_WIDE};
 

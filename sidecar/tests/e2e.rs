@@ -2,6 +2,7 @@
 //! into a file and over a Unix socket, analyzed by the `sidecar` binary;
 //! corrupt input and disconnects through the binary (issue "Tests").
 
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use std::io::Write;
@@ -160,7 +161,7 @@ fn interrupt(child: &mut std::process::Child) -> std::process::Output {
     Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     let t = Instant::now();
     loop {
-        if let Some(_) = child.try_wait().unwrap() {
+        if child.try_wait().unwrap().is_some() {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(30), "sidecar did not exit after Ctrl-C");

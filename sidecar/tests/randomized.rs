@@ -2,6 +2,7 @@
 //! a brute-force longest path that avoids waits, and participation scores
 //! equal enumeration of all paths (issue "Tests").
 
+#![allow(clippy::needless_range_loop, clippy::type_complexity)]
 use proptest::prelude::*;
 use sidecar::graph::{critical_path, participation, EKind, Graph, GraphBuilder};
 use sidecar::model::MsgKind;
