@@ -149,7 +149,19 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     }
     // A worker of this process (index below its worker count) without a
     // stream here: its messages are not "another timeline".
-    let own_worker = |i: usize, w: u32| expected_of.get(&sids[i].process).is_some_and(|&e| w < e);
+    // Timely numbers workers globally, each process a contiguous block of
+    // its worker count.
+    let mut base_of: FxHashMap<u32, u32> = FxHashMap::default();
+    for (p, members) in &procs {
+        let e = expected_of[p].max(1);
+        let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
+        base_of.insert(*p, lo / e * e);
+    }
+    let own_worker = |i: usize, w: u32| {
+        let p = sids[i].process;
+        let (e, b) = (expected_of[&p], base_of[&p]);
+        e > 0 && w >= b && w < b + e
+    };
 
     // ---- messages ----
     // Matching by grouping: within one (channel, sender, receiver) the
@@ -544,11 +556,20 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     // Messages whose other half is not on this timeline: the other worker
     // is on another host (unsynchronized, analyzed in its own windows) or
     // its stream is missing.
-    if rep.messages.data_unmatched + rep.messages.progress_unmatched > 0 {
-        reasons.push(format!(
-            "{} message halves with a worker not on this timeline (other host: unsynchronized; or a missing stream)",
-            rep.messages.data_unmatched + rep.messages.progress_unmatched
-        ));
+    let mut others: Vec<u64> = frags.iter().flat_map(|f| f.other_hosts.iter().copied()).collect();
+    others.sort_unstable();
+    others.dedup();
+    rep.unsynchronized_hosts = others.iter().map(|h| format!("{h:016x}")).collect();
+    let unmatched = rep.messages.data_unmatched + rep.messages.progress_unmatched;
+    if unmatched > 0 {
+        reasons.push(if others.is_empty() {
+            format!("{unmatched} message halves with a worker not on this timeline (a missing stream?)")
+        } else {
+            format!(
+                "{unmatched} message halves with workers on other hosts ({}): unsynchronized, not mixed",
+                rep.unsynchronized_hosts.join(", ")
+            )
+        });
     }
     reasons.sort();
     reasons.dedup();

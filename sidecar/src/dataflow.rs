@@ -77,9 +77,12 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         _ => 0,
     };
     let read_bytes = Arc::new(AtomicU64::new(0));
-    // Host → realtime−monotonic offset, shared by the workers of this
-    // process so that a worker without connections still advances (live).
-    let offsets: Arc<Mutex<BTreeMap<u64, i128>>> = Arc::new(Mutex::new(BTreeMap::new()));
+    // Host → (realtime − monotonic offset, shift). Timely time is the
+    // window index plus the host's shift (its offset in whole windows, fixed
+    // when the host is first seen and shared by this process's workers): the
+    // hosts' windows then progress together by wall clock, while each window
+    // stays on one host's own timeline (hosts are never mixed).
+    let offsets: Arc<Mutex<BTreeMap<u64, (i128, u64)>>> = Arc::new(Mutex::new(BTreeMap::new()));
     let inputs = Arc::new(inputs);
     let width = settings.width;
     let progress_bar = settings.progress_bar;
@@ -135,37 +138,41 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             any_data = true;
                         }
                     }
-                    // Live deadline: streams silent since before now − grace
-                    // close their windows up to then (their gap is "open").
-                    if let Inputs::Live { grace, .. } = &*inputs {
+                    // Hosts seen: fix their offset and shift once.
+                    let hosts: Vec<(u64, (i128, u64))> = {
                         let mut offs = offsets.lock().unwrap();
                         for r in readers.iter() {
                             for h in r.ingest.hosts() {
-                                if let Some(o) = r.ingest.realtime_offset(h) {
-                                    offs.entry(h).or_insert(o);
-                                }
+                                offs.entry(h).or_insert_with(|| {
+                                    let o = r.ingest.realtime_offset(h).unwrap_or(0);
+                                    // ceil: a window's timely time is never
+                                    // below the wall-clock index of its start
+                                    (o, (o.max(0) as u64).div_ceil(width))
+                                });
                             }
                         }
+                        offs.iter().map(|(h, o)| (*h, *o)).collect()
+                    };
+                    let shift = |h: u64| hosts.iter().find(|x| x.0 == h).map_or(0, |x| x.1 .1);
+                    // Live deadline: streams silent since before now − grace
+                    // close their windows up to then (their gap is "open").
+                    if let Inputs::Live { grace, .. } = &*inputs {
                         let now = now_unix_ns();
-                        let hosts: Vec<(u64, i128)> = offs.iter().map(|(h, o)| (*h, *o)).collect();
-                        drop(offs);
-                        for (h, o) in &hosts {
+                        for (h, (o, _)) in &hosts {
                             let t = now - o - *grace as i128;
-                            if t > 0 {
+                            if t > 0 && *o != 0 {
                                 for r in readers.iter_mut() {
                                     r.ingest.force(*h, t as Ns);
                                 }
                             }
                         }
                         if readers.iter().all(|r| r.done) {
-                            // No stream here: follow the clock of the hosts seen.
-                            if let Some(t) = hosts.iter().map(|(_, o)| now - o - *grace as i128).min() {
-                                if t > 0 {
-                                    let k = t as u64 / width;
-                                    if k > *c.time() {
-                                        c.downgrade(&k);
-                                    }
-                                }
+                            // No stream here: follow the wall clock, two
+                            // windows behind so a stream connecting now is
+                            // not late.
+                            let k = (((now - *grace as i128).max(0) as u64) / width).saturating_sub(2);
+                            if k > *c.time() {
+                                c.downgrade(&k);
                             }
                         }
                     }
@@ -179,19 +186,20 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                     {
                         let mut session = output.session(&*c);
                         let t0 = *c.time();
-                        for f in buf.drain(..) {
-                            if f.window < t0 {
+                        for mut f in buf.drain(..) {
+                            let host = f.stream.map(|s| s.host).unwrap_or(0);
+                            let t = f.window + shift(host);
+                            if t < t0 {
                                 late += 1;
                                 continue;
                             }
-                            let host = f.stream.map(|s| s.host).unwrap_or(0);
-                            let _ = &mut session;
-                            session.give((host, f));
+                            f.other_hosts = hosts.iter().map(|x| x.0).filter(|&h| h != host).collect();
+                            session.give((host, t, f));
                         }
                     }
-                    // NB: fragments above were given at the capability's
-                    // time; their window index is in the data. The owner
-                    // keys on the window, the capability only orders.
+                    // Fragments are given at the capability's time; their
+                    // timely time travels in the data, and the owner holds a
+                    // capability for it.
                     if progress_bar && index == 0 && last_bar.elapsed() > Duration::from_millis(200) {
                         last_bar = Instant::now();
                         let r = read_bytes.load(Ordering::Relaxed);
@@ -214,7 +222,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         cap = None;
                         return;
                     }
-                    let min = readers.iter().filter_map(|r| r.ingest.frontier()).min();
+                    let min = readers.iter().filter_map(|r| r.ingest.frontier(shift)).min();
                     if let Some(m) = min {
                         if m > *c.time() {
                             c.downgrade(&m);
@@ -230,16 +238,16 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             // The owner of each window gathers its fragments.
             let live = matches!(*inputs2, Inputs::Live { .. });
             let reports = fragments.unary_frontier(
-                Exchange::new(|(h, f): &(u64, Fragment)| owner(*h, f.window)),
+                Exchange::new(|(h, _, f): &(u64, u64, Fragment)| owner(*h, f.window)),
                 "Analyze",
                 move |_cap, _info| {
+                    // (timely time, host) → fragments of that window
                     let mut stash: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
                     let mut caps: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
                     move |(input, frontier), output| {
                         input.for_each_stamp(|cap, data| {
                             for v in data {
-                                for (h, f) in v.drain(..) {
-                                    let w = f.window;
+                                for (h, w, f) in v.drain(..) {
                                     if let std::collections::btree_map::Entry::Vacant(e) = caps.entry(w) {
                                         if let Some(c) = cap.retain_least(0) {
                                             e.insert(c.delayed(&w.max(*c.time())));
@@ -254,7 +262,8 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         for key in ready {
                             let frags = stash.remove(&key).unwrap();
-                            let rep = crate::analyze::analyze(key.1, key.0, width, frags);
+                            let window = frags[0].window;
+                            let rep = crate::analyze::analyze(key.1, window, width, frags);
                             let delay_ms = rep
                                 .start_unix_ns
                                 .filter(|_| live)

@@ -369,8 +369,9 @@ impl Ingest {
 
     /// Lowest window index this byte stream may still send a fragment for
     /// (None: nothing open).
-    pub fn frontier(&self) -> Option<u64> {
-        self.streams.values().filter(|s| !s.done).map(|s| s.windower.next_window()).min()
+    /// `shift(host)` maps a host's window index to timely time.
+    pub fn frontier(&self, shift: impl Fn(u64) -> u64) -> Option<u64> {
+        self.streams.iter().filter(|(_, s)| !s.done).map(|(k, s)| s.windower.next_window() + shift(k.host)).min()
     }
 
     pub fn hosts(&self) -> Vec<u64> {

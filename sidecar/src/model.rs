@@ -155,4 +155,7 @@ pub struct Fragment {
     /// Streams of the same process that had ended (cleanly or not) when
     /// this fragment was handed over: not "missing" from later windows.
     pub peers_ended: u32,
+    /// Other hosts whose streams this sidecar analyzes (on their own
+    /// timelines: not synchronized with this one).
+    pub other_hosts: Vec<u64>,
 }

@@ -18,6 +18,8 @@ pub struct WindowReport {
     pub start_unix_ns: Option<i64>,
     pub complete: bool,
     pub incomplete_reasons: Vec<String>,
+    /// Other hosts analyzed alongside, on their own timelines (hex ids).
+    pub unsynchronized_hosts: Vec<String>,
     pub streams: Vec<StreamInfo>,
     pub events: u64,
     pub lost_records: u64,

@@ -321,3 +321,29 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     // windows with the corrupt copy are marked, the analysis completed.
     assert!(reps.iter().any(|r| r["incomplete_reasons"].to_string().contains("decode error")));
 }
+
+#[test]
+fn two_hosts_are_reported_unsynchronized_never_mixed() {
+    use common::*;
+    // host 1 runs worker 0, host 2 worker 1; worker 0 sends to worker 1.
+    let a = encode_host(1, 10, 0, &[vec![(0, start(1)), (500, send(5, 1, 0)), (900, stop(1))]], true, &[]);
+    let b = encode_host(2, 20, 1, &[vec![(100, start(1)), (600, recv(5, 0, 0)), (950, stop(1))]], true, &[]);
+    let (fa, fb, json) = (tmp("host1.rlog"), tmp("host2.rlog"), tmp("hosts.jsonl"));
+    std::fs::write(&fa, a).unwrap();
+    std::fs::write(&fb, b).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(BIN)
+        .args(["analyze", fa.to_str().unwrap(), fb.to_str().unwrap(), "--window", "1us", "--json", json.to_str().unwrap(), "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reps = lines(&json);
+    let hosts: std::collections::BTreeSet<String> = reps.iter().map(|r| r["host"].as_str().unwrap().to_string()).collect();
+    assert_eq!(hosts.len(), 2, "one timeline per host");
+    for r in &reps {
+        assert_eq!(r["streams"].as_array().unwrap().len(), 1, "never mixed");
+        assert_eq!(r["unsynchronized_hosts"].as_array().unwrap().len(), 1);
+        assert!(!r["complete"].as_bool().unwrap());
+        assert!(r["incomplete_reasons"].to_string().contains("other hosts"), "{}", r["incomplete_reasons"]);
+    }
+}

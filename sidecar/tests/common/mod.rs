@@ -11,14 +11,30 @@ pub const PID: u32 = 77;
 /// Encodes one process: worker `i` gets `workers[i]` (ns, event) in order.
 /// `end`: write End frames (a clean shutdown); otherwise the stream is cut.
 pub fn encode_opts(workers: &[Vec<(u64, Event)>], end: bool, lost: &[(usize, usize, u64)]) -> Vec<u8> {
+    encode_host(HOST, PID, 0, workers, end, lost)
+}
+
+/// Like `encode_opts` for process `pid` on `host`, whose workers are
+/// numbered from `first` (timely's global worker index).
+pub fn encode_host(
+    host: u64,
+    pid: u32,
+    first: u32,
+    workers: &[Vec<(u64, Event)>],
+    end: bool,
+    lost: &[(usize, usize, u64)],
+) -> Vec<u8> {
+    const HOST: u64 = 0;
+    const PID: u32 = 0;
+    let _ = (HOST, PID);
     let dom = ClockDomain::MonotonicNs;
     let mut e = Encoder::new();
     let mut out = Vec::new();
-    let pw = StreamId { host: HOST, process: PID, worker: PROCESS_WIDE };
+    let pw = StreamId { host, process: pid, worker: PROCESS_WIDE };
     let hello = Hello {
         host_name: "test".into(),
         program: "known-answer".into(),
-        pid: PID,
+        pid,
         workers: workers.len() as u32,
         invariant_tsc: false,
         ticks_per_sec: 1_000_000_000,
@@ -26,7 +42,7 @@ pub fn encode_opts(workers: &[Vec<(u64, Event)>], end: bool, lost: &[(usize, usi
     e.hello(pw, 0, dom, &hello, &mut out);
     e.clock(pw, 1, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 1_000_000 }], &mut out);
     for (w, evs) in workers.iter().enumerate() {
-        let sid = StreamId { host: HOST, process: PID, worker: w as u32 };
+        let sid = StreamId { host, process: pid, worker: first + w as u32 };
         e.hello(sid, 0, dom, &hello, &mut out);
         let meta: Vec<Meta> = (1..=4)
             .map(|i| Meta::Operator { id: i, name: ["A", "B", "C", "D"][i as usize - 1].into(), addr: vec![0, i] })
