@@ -354,6 +354,10 @@ impl Ingest {
     /// Live deadline: every open stream of `host` emits what it has up to
     /// `t` so that windows ending by `t` can close (what follows continues).
     pub fn force(&mut self, host: u64, t: Ns) {
+        // Cut only at a window boundary: an open gap then ends exactly at its
+        // window's end (a wait cut there, Sager §3.1 projection) instead of a
+        // wait ending mid-window without a terminator.
+        let t = t / self.width * self.width;
         let before = self.out.len();
         for (sid, st) in self.streams.iter_mut() {
             if st.done || sid.host != host {
