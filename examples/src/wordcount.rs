@@ -88,6 +88,8 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                 .container::<Vec<String>>()
                 .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
                 .unary_frontier(Exchange::new(|w: &String| mix(w.bytes().fold(0, |h, b| h * 31 + b as u64))), "Count", move |_cap, _info| {
+                    // Keyed by capability, as in timely's own word count.
+                    #[allow(clippy::mutable_key_type)]
                     let mut queues = HashMap::new();
                     move |(input, frontier), output| {
                         input.for_each_stamp(|cap, data| {

@@ -12,7 +12,7 @@
 //! })?
 //! .join();
 //! if let Ok(probe) = Arc::try_unwrap(probe) {
-//!     eprintln!("{}", probe.shutdown()?);
+//!     eprintln!("{:?}", probe.shutdown()?);
 //! }
 //! # Ok(()) }
 //! ```
