@@ -105,13 +105,18 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                 let mut readers: Vec<Reader> = Vec::new();
                 let live = matches!(*inputs, Inputs::Live { .. });
                 if let Inputs::Files(files) = &*inputs {
+                    // Every worker reads every file and decodes the streams
+                    // it owns (see `io::Share`): decoding is parallel even for
+                    // one file.
                     for (i, p) in files.iter().enumerate() {
-                        if i % peers != index {
-                            continue;
-                        }
+                        let share = crate::io::Share { peers, index, file: i };
                         let name = p.display().to_string();
+                        let progress = if share.primary() { Some(read_bytes.clone()) } else { None };
                         match std::fs::File::open(p) {
-                            Ok(f) => readers.push(Reader::new(name, Box::new(f), width, Some(read_bytes.clone()))),
+                            Ok(f) => readers.push(Reader::new(name, Box::new(f), width, progress).shared(share)),
+                            Err(e) if !share.primary() => {
+                                let _ = e;
+                            }
                             Err(e) => {
                                 let msg = format!("{name}: cannot open: {e}");
                                 eprintln!("sidecar: error: {msg}");

@@ -15,6 +15,32 @@ use ringlog::FrameBuffer;
 use crate::ingest::Ingest;
 use crate::model::{Fragment, Ns};
 
+/// Sharing one file among timely workers: every worker reads the file,
+/// parses every frame header, and decodes (decompresses) only the frames of
+/// the worker streams it owns, plus the process-wide ones (hello, clock).
+/// Decoding then runs in parallel even for a single file.
+#[derive(Clone, Copy, Debug)]
+pub struct Share {
+    pub peers: usize,
+    pub index: usize,
+    /// The file's position in the list (spreads streams of many files).
+    pub file: usize,
+}
+
+impl Share {
+    pub fn owns(&self, s: ringlog::StreamId) -> bool {
+        if s.worker == ringlog::PROCESS_WIDE {
+            return true;
+        }
+        let h = (s.host as usize).wrapping_add(s.process as usize * 31).wrapping_add(s.worker as usize);
+        (h.wrapping_add(self.file)) % self.peers == self.index
+    }
+    /// The worker that reports the file's faults (once, not once per worker).
+    pub fn primary(&self) -> bool {
+        self.file % self.peers == self.index
+    }
+}
+
 /// One byte stream being read.
 pub struct Reader {
     pub ingest: Ingest,
@@ -24,6 +50,10 @@ pub struct Reader {
     pub done: bool,
     /// Bytes read so far (shared progress counter).
     progress: Option<Arc<AtomicU64>>,
+    share: Option<Share>,
+    raw: Vec<u8>,
+    raw_start: usize,
+    raw_offset: u64,
 }
 
 pub enum Polled {
@@ -44,6 +74,61 @@ impl Reader {
             chunk: vec![0; 1 << 20],
             done: false,
             progress,
+            share: None,
+            raw: Vec::new(),
+            raw_start: 0,
+            raw_offset: 0,
+        }
+    }
+
+    /// Reads only the streams `share` assigns to this worker.
+    pub fn shared(mut self, share: Share) -> Reader {
+        if share.peers > 1 {
+            self.share = Some(share);
+        }
+        self
+    }
+
+    /// `seen_by_all`: a fault every sharing worker sees (a bad header,
+    /// truncation) is reported once, by the primary; a payload fault only
+    /// the owning worker sees is reported by it.
+    fn fail(&mut self, e: ringlog::StreamError, seen_by_all: bool) {
+        self.ingest.decode_error(&e);
+        if seen_by_all && self.share.is_some_and(|s| !s.primary()) {
+            self.ingest.errors.clear();
+        }
+        self.done = true;
+    }
+
+    /// Framing for a shared file: header first, payload only if owned.
+    fn drain_shared(&mut self, share: Share) {
+        use ringlog::{frame::parse_header, HEADER_LEN};
+        loop {
+            let have = &self.raw[self.raw_start..];
+            if have.len() < HEADER_LEN {
+                break;
+            }
+            let (h, _) = match parse_header(&have[..HEADER_LEN]) {
+                Ok(x) => x,
+                Err(error) => return self.fail(ringlog::StreamError { offset: self.raw_offset, error }, true),
+            };
+            let total = HEADER_LEN + h.payload_len as usize;
+            if have.len() < total {
+                break;
+            }
+            if share.owns(h.stream) {
+                match ringlog::decode_frame(&have[..total]) {
+                    Ok(Some((f, used))) => self.ingest.frame(f, used as u64),
+                    Ok(None) => break,
+                    Err(error) => return self.fail(ringlog::StreamError { offset: self.raw_offset, error }, false),
+                }
+            }
+            self.raw_start += total;
+            self.raw_offset += total as u64;
+        }
+        if self.raw_start > (1 << 20) && self.raw_start * 2 >= self.raw.len() {
+            self.raw.drain(..self.raw_start);
+            self.raw_start = 0;
         }
     }
 
@@ -73,6 +158,21 @@ impl Reader {
             }
             if n == 0 {
                 // End of input: a partial frame left over is truncation.
+                if let Some(sh) = self.share {
+                    self.drain_shared(sh);
+                    if !self.done {
+                        let left = self.raw.len() - self.raw_start;
+                        if left > 0 {
+                            let error = ringlog::DecodeError::Truncated { have: left as u64 };
+                            self.fail(ringlog::StreamError { offset: self.raw_offset, error }, true);
+                        } else {
+                            self.ingest.eof();
+                            self.done = true;
+                        }
+                    }
+                    result = Polled::Done;
+                    break;
+                }
                 self.drain();
                 if !self.done {
                     if let Err(e) = self.frames.finish() {
@@ -86,6 +186,15 @@ impl Reader {
                 break;
             }
             read += n;
+            if let Some(sh) = self.share {
+                self.raw.extend_from_slice(&self.chunk[..n]);
+                self.drain_shared(sh);
+                if self.done {
+                    result = Polled::Done;
+                    break;
+                }
+                continue;
+            }
             self.frames.feed(&self.chunk[..n]);
             self.drain();
             if self.done {
@@ -255,6 +364,20 @@ mod tests {
         assert_eq!("tcp:0.0.0.0:1".parse::<Listen>().unwrap(), Listen::Tcp("0.0.0.0:1".into()));
         assert_eq!("unix:/x".parse::<Listen>().unwrap(), Listen::Unix("/x".into()));
         assert!("x".parse::<Listen>().is_err());
+    }
+
+    #[test]
+    fn shared_files_give_each_stream_one_owner() {
+        for peers in 1..5 {
+            for w in 0..16u32 {
+                let s = ringlog::StreamId { host: 7, process: 3, worker: w };
+                let owners = (0..peers).filter(|&index| Share { peers, index, file: 2 }.owns(s)).count();
+                assert_eq!(owners, 1);
+            }
+            let pw = ringlog::StreamId { host: 7, process: 3, worker: ringlog::PROCESS_WIDE };
+            assert!((0..peers).all(|index| Share { peers, index, file: 0 }.owns(pw)));
+            assert_eq!((0..peers).filter(|&index| Share { peers, index, file: 5 }.primary()).count(), 1);
+        }
     }
 
     #[test]
