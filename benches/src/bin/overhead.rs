@@ -1,0 +1,262 @@
+//! The overhead harness: runs real timely workloads in alternation under
+//!
+//! - (a) no logging at all (`--no-probe`),
+//! - (b) the probe through the timely adapter into a live `sidecar run`,
+//! - (c) the probe attached with `PROBE_SINK=off`,
+//! - (d) timely's own logging into a file with its `BatchLogger`
+//!   (`TIMELY_LOG_FILE`, how ST2 and ddshow collect),
+//!
+//! and reports, per workload, the median over rounds of each mode's wall
+//! time and CPU time (the traced process, all its threads, writer included)
+//! relative to (a) in the same round, the sidecar's CPU time, records per
+//! second, bytes per record on the wire, and the share of schedule pairs
+//! elided (from one extra, untimed run into a file that is decoded).
+//!
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [-- WORKLOAD ARGS]`
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    None,
+    Sidecar,
+    Off,
+    TimelyLog,
+}
+
+impl Mode {
+    const ALL: [Mode; 4] = [Mode::None, Mode::Sidecar, Mode::Off, Mode::TimelyLog];
+    fn label(self) -> &'static str {
+        match self {
+            Mode::None => "(a) no logging",
+            Mode::Sidecar => "(b) probe -> live sidecar",
+            Mode::Off => "(c) probe, PROBE_SINK=off",
+            Mode::TimelyLog => "(d) timely BatchLogger -> file",
+        }
+    }
+}
+
+#[derive(Default, Clone, Debug)]
+struct Run {
+    wall: f64,
+    cpu: f64,
+    sidecar_cpu: f64,
+    written: u64,
+    bytes: u64,
+    elided: u64,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut rounds = 10usize;
+    let mut workloads = vec!["bfs".to_string(), "pagerank".to_string()];
+    let mut workers = 2usize;
+    let mut build = true;
+    let mut extra: Vec<String> = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--rounds" => rounds = args.next().expect("--rounds N").parse().expect("N"),
+            "--workloads" => workloads = args.next().expect("--workloads LIST").split(',').map(String::from).collect(),
+            "-w" => workers = args.next().expect("-w N").parse().expect("N"),
+            "--no-build" => build = false,
+            "--" => extra.extend(args.by_ref()),
+            other => panic!("unknown argument {other} (see the doc comment at the top of overhead.rs)"),
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    if build {
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--quiet", "-p", "examples", "-p", "sidecar", "--bins"])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build");
+        assert!(ok.success(), "building the workloads and the sidecar failed");
+    }
+    let bin_dir = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from).join("release");
+    let tmp = std::env::temp_dir().join(format!("overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+
+    println!("overhead harness: {rounds} rounds per workload, -w {workers}, modes in rotating order each round");
+    for wl in &workloads {
+        let exe = bin_dir.join(wl);
+        let mut runs: BTreeMap<Mode, Vec<Run>> = BTreeMap::new();
+        for round in 0..rounds {
+            for k in 0..4 {
+                let mode = Mode::ALL[(round + k) % 4];
+                let r = run_once(&exe, &bin_dir.join("sidecar"), mode, workers, &extra, &tmp);
+                runs.entry(mode).or_default().push(r);
+            }
+        }
+        let share = elided_share(&exe, workers, &extra, &tmp);
+        report(wl, &runs, share);
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+}
+
+fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[String], tmp: &Path) -> Run {
+    let mut cmd = Command::new(exe);
+    cmd.arg("-w").arg(workers.to_string()).args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.env_remove("PROBE_SINK").env_remove("TIMELY_LOG_FILE").env_remove("PROBE_ATTACH");
+    let mut side = None;
+    let sock = tmp.join("sidecar.sock");
+    match mode {
+        Mode::None => {
+            cmd.arg("--no-probe");
+        }
+        Mode::Sidecar => {
+            std::fs::remove_file(&sock).ok();
+            let child = Command::new(sidecar)
+                .args(["run", "--listen"])
+                .arg(format!("unix:{}", sock.display()))
+                .arg("--json")
+                .arg(tmp.join("windows.jsonl"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start the sidecar");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !sock.exists() {
+                assert!(Instant::now() < deadline, "the sidecar did not create its socket");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            side = Some(child);
+            cmd.env("PROBE_SINK", format!("unix:{}", sock.display()));
+        }
+        Mode::Off => {
+            cmd.env("PROBE_SINK", "off");
+        }
+        Mode::TimelyLog => {
+            cmd.arg("--no-probe").env("TIMELY_LOG_FILE", tmp.join("timely.log"));
+        }
+    }
+    let (wall, cpu, stderr, ok) = spawn_measured(&mut cmd);
+    assert!(ok, "{} failed under {:?}: {stderr}", exe.display(), mode);
+    let mut r = Run { wall, cpu, ..Run::default() };
+    if let Some(child) = side {
+        // Ctrl-C: the sidecar flushes its last windows and exits.
+        // SAFETY: plain kill(2) on a child we started and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let (_, side_cpu, _ok) = wait_measured(child.id() as i32, Instant::now());
+        r.sidecar_cpu = side_cpu;
+        std::mem::forget(child);
+    }
+    let field = |name: &str| -> u64 {
+        stderr
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    r.written = field("written");
+    r.bytes = field("bytes");
+    r.elided = field("elided");
+    for f in std::fs::read_dir(tmp).unwrap().flatten() {
+        if f.file_name().to_string_lossy().starts_with("timely.log") {
+            std::fs::remove_file(f.path()).ok();
+        }
+    }
+    r
+}
+
+/// Runs the command to completion; wall seconds, CPU seconds (user + system
+/// of the process and all its threads), its stderr, and success.
+fn spawn_measured(cmd: &mut Command) -> (f64, f64, String, bool) {
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("start the workload");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut stderr).ok();
+    }
+    let (wall, cpu, ok) = wait_measured(child.id() as i32, start);
+    std::mem::forget(child);
+    (wall, cpu, stderr, ok)
+}
+
+fn wait_measured(pid: i32, start: Instant) -> (f64, f64, bool) {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value for wait4 to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; `status` and `ru` are valid pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    let wall = start.elapsed().as_secs_f64();
+    assert_eq!(r, pid, "wait4 failed");
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (wall, tv(ru.ru_utime) + tv(ru.ru_stime), ok)
+}
+
+/// The share of schedule pairs elided: one untimed run into a file, decoded.
+fn elided_share(exe: &Path, workers: usize, extra: &[String], tmp: &Path) -> f64 {
+    let path = tmp.join("share.ringlog");
+    let mut cmd = Command::new(exe);
+    cmd.arg("-w").arg(workers.to_string()).args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.env("PROBE_SINK", format!("file:{}", path.display()));
+    let (_, _, _, ok) = spawn_measured(&mut cmd);
+    assert!(ok);
+    let mut published = 0u64;
+    let mut elided = 0u64;
+    for f in ringlog::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap())) {
+        if let ringlog::Body::Records(recs) = f.expect("the trace decodes").body {
+            for r in recs {
+                match r.event() {
+                    Some(ringlog::Event::ScheduleStart { .. }) => published += 1,
+                    Some(ringlog::Event::Step { elided: e, .. }) => elided += e,
+                    _ => {}
+                }
+            }
+        }
+    }
+    std::fs::remove_file(&path).ok();
+    elided as f64 / (elided + published).max(1) as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
+    let base = &runs[&Mode::None];
+    println!("\n## {workload}  (median of {} rounds; ratios are per round against (a) of the same round)", base.len());
+    println!("| mode | wall s | wall / (a) | CPU s | CPU / (a) | sidecar CPU s |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for mode in Mode::ALL {
+        let rs = &runs[&mode];
+        let wall_ratio = median(rs.iter().zip(base).map(|(r, b)| r.wall / b.wall).collect());
+        let cpu_ratio = median(rs.iter().zip(base).map(|(r, b)| r.cpu / b.cpu).collect());
+        let side = if mode == Mode::Sidecar {
+            format!("{:.3}", median(rs.iter().map(|r| r.sidecar_cpu).collect()))
+        } else {
+            "-".into()
+        };
+        println!(
+            "| {} | {:.3} | {:.4} | {:.3} | {:.4} | {} |",
+            mode.label(),
+            median(rs.iter().map(|r| r.wall).collect()),
+            wall_ratio,
+            median(rs.iter().map(|r| r.cpu).collect()),
+            cpu_ratio,
+            side
+        );
+    }
+    let b = &runs[&Mode::Sidecar];
+    let rate = median(b.iter().map(|r| r.written as f64 / r.wall).collect());
+    let bpe = median(b.iter().map(|r| r.bytes as f64 / r.written.max(1) as f64).collect());
+    println!(
+        "records/s under (b): {:.2} M; bytes per record on the wire: {:.2}; schedule pairs elided: {:.1}%",
+        rate / 1e6,
+        bpe,
+        elided_share * 100.0
+    );
+}
