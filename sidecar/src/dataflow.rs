@@ -25,6 +25,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::source;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::Probe;
 
 use crate::io::{Polled, Queues, Reader};
 use crate::model::{Fragment, Ns};
@@ -98,7 +99,14 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         let offsets = offsets.clone();
         let stats_print = stats.clone();
         let inputs2 = inputs.clone();
+        // How far the analysis got: the source stops reading while it is more
+        // than a few windows ahead, so memory stays bounded by the windows in
+        // flight however long the run (live: a wider margin for bursts).
+        let analyzed: timely::dataflow::ProbeHandle<u64> = timely::dataflow::ProbeHandle::new();
+        let analyzed2 = analyzed.clone();
         worker.dataflow::<u64, _, _>(move |scope| {
+            let analyzed = analyzed2;
+            let analyzed_out = analyzed.clone();
             let fragments = source(scope, "Ingest", move |cap: Capability<u64>, info| {
                 let activator = scope.activator_for(info.address);
                 let mut cap = Some(cap);
@@ -136,9 +144,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         stopping = stop.load(Ordering::Relaxed);
                     }
                     let mut any_data = false;
+                    let ahead = if live { 16 } else { 2 };
+                    let throttled = !stopping && analyzed.less_than(&c.time().saturating_sub(ahead));
                     for r in readers.iter_mut() {
                         if stopping {
                             r.stop();
+                        } else if throttled {
+                            // the analysis is behind: let it catch up
                         } else if matches!(r.poll(4 << 20), Polled::Data) {
                             any_data = true;
                         }
@@ -233,7 +245,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             c.downgrade(&m);
                         }
                     }
-                    if any_data {
+                    if throttled {
+                        activator.activate_after(Duration::from_millis(1));
+                    } else if any_data {
                         activator.activate();
                     } else {
                         activator.activate_after(Duration::from_millis(if live { 2 } else { 0 }));
@@ -290,7 +304,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             let sink = sink.clone();
             let stats = stats_print;
             let mut pending: BTreeMap<(u64, u64), (String, String, bool)> = BTreeMap::new();
-            reports.sink(Exchange::new(|_| 0), "Print", move |(input, frontier)| {
+            reports.probe_with(&analyzed_out).sink(Exchange::new(|_| 0), "Print", move |(input, frontier)| {
                 {
                     let p = &mut pending;
                     input.for_each(|_cap, data| {
