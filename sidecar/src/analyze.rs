@@ -62,7 +62,7 @@ fn kind_name(k: MsgKind) -> &'static str {
 /// Analyzes window `index` (of width `width` ns) of host `host` from the
 /// fragments its streams sent.
 pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> WindowReport {
-    let (ws, we) = (index * width, (index + 1) * width);
+    let (ws, we) = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
     let mut rep = WindowReport {
         host: format!("{host:016x}"),
         window: index,
@@ -231,7 +231,8 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                     if i == j {
                         mc.data_worker_local += 1;
                     } else {
-                        arrivals[j].push(Arrival { at: s.1.min(r.1), src: i as u32, channel, kind: MsgKind::Data, sent: s.1 });
+                        // read before sent (clock trouble): the edge is clamped to the read
+                        arrivals[j].push(Arrival { at: s.1.min(r.1), src: i as u32, channel, kind: MsgKind::Data, sent: s.1.min(r.1) });
                     }
                     a += 1;
                     b += 1;
@@ -293,7 +294,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                     inbox[j].arrivals.push(s.min(r));
                     inbox[j].reads.push(r);
                     if sids[i].process != sids[j].process {
-                        arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress, sent: s });
+                        arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress, sent: s.min(r) });
                     }
                 }
                 _ => {
@@ -436,7 +437,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
             }
             PathEdge::Comm(c) => {
                 let c = &g.comms[c as usize];
-                let d = g.t[c.dst as usize] - g.t[c.src as usize];
+                let d = g.t[c.dst as usize].saturating_sub(g.t[c.src as usize]);
                 match c.kind {
                     MsgKind::Data => s.by_kind.data_message += d,
                     MsgKind::Progress => s.by_kind.progress_message += d,

@@ -238,7 +238,7 @@ pub fn critical_path(g: &Graph) -> CriticalPath {
                     break;
                 }
                 let src = g.comms[c as usize].src;
-                cp.length += g.t[vi] - g.t[src as usize];
+                cp.length += g.t[vi].saturating_sub(g.t[src as usize]);
                 cp.edges.push(PathEdge::Comm(c));
                 v = src;
             }
@@ -389,7 +389,7 @@ pub fn participation(g: &Graph) -> Participation {
     for (i, c) in g.comms.iter().enumerate() {
         let (s, d) = (c.src as usize, c.dst as usize);
         if fwd[s] > ninf && bwd[d] > ninf {
-            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * (g.t[d] - g.t[s]) as f64 / span;
+            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * g.t[d].saturating_sub(g.t[s]) as f64 / span;
         }
     }
     p

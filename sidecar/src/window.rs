@@ -73,12 +73,14 @@ impl Windower {
             }
             let k1 = self.index(s);
             let k2 = if e > s { self.index(e - 1) } else { k1 };
+            // A corrupt clock can make one item span absurdly many windows.
+            let k2 = k2.min(k1.saturating_add(10_000));
             for k in k1..=k2 {
                 let w = self.width;
                 match self.frag(k) {
                     Some(f) => {
                         f.items.push(it);
-                        let (ws, we) = (k * w, (k + 1) * w);
+                        let (ws, we) = (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w));
                         f.covered.0 = f.covered.0.min(s.max(ws));
                         f.covered.1 = f.covered.1.max(e.min(we));
                     }
@@ -130,8 +132,12 @@ impl Windower {
         }
         // Every window between handed-over ones exists (items tile the
         // timeline); empty ones get an empty fragment so the owner knows the
-        // stream was present.
-        for k in self.next..upto {
+        // stream was present. A jump of more than MAX_SKIP windows (a stream
+        // silent for days, or a bogus timestamp) is not spelled out window
+        // by window: the windows past the cap are skipped, and said so.
+        const MAX_SKIP: u64 = 10_000;
+        let stop = upto.min(self.next.saturating_add(MAX_SKIP));
+        for k in self.next..stop {
             let w = self.width;
             let slot = self.open.pop_front().flatten();
             let mut f = slot.unwrap_or_else(|| Fragment {
@@ -139,13 +145,19 @@ impl Windower {
                 window: k,
                 workers_expected: self.workers_expected,
                 program: self.program.clone(),
-                covered: (k * w, (k + 1) * w),
+                covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
                 ..Default::default()
             });
             if f.covered.0 > f.covered.1 {
-                f.covered = (k * w, k * w);
+                f.covered = (k.saturating_mul(w), k.saturating_mul(w));
             }
             out.push(f);
+        }
+        if stop < upto {
+            if let Some(f) = out.last_mut() {
+                f.faults.push(format!("stream jumps {} windows ahead; windows in between skipped", upto - stop));
+            }
+            self.open.clear();
         }
         self.next = upto;
     }

@@ -3,6 +3,7 @@
 //! equal enumeration of all paths (issue "Tests").
 
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
+mod common;
 use proptest::prelude::*;
 use sidecar::graph::{critical_path, participation, EKind, Graph, GraphBuilder};
 use sidecar::model::MsgKind;
@@ -171,5 +172,50 @@ proptest! {
         if total > 0.0 {
             prop_assert!((got.log2_paths - total.log2()).abs() < 1e-9);
         }
+    }
+}
+
+fn any_event() -> impl Strategy<Value = ringlog::Event> {
+    use ringlog::Event::*;
+    let w = 0u32..4;
+    prop_oneof![
+        (0u32..3).prop_map(|op| ScheduleStart { op }),
+        (0u32..3).prop_map(|op| ScheduleStop { op }),
+        (0u32..2, w.clone(), 0u64..5).prop_map(|(channel, to, seq)| MessageSend { channel, to, seq, records: 1 }),
+        (0u32..2, w.clone(), 0u64..5).prop_map(|(channel, from, seq)| MessageRecv { channel, from, seq, records: 1 }),
+        (0u64..5).prop_map(|seq| ProgressSend { channel: 0, seq }),
+        (w, 0u64..5).prop_map(|(from, seq)| ProgressRecv { channel: 0, from, seq }),
+        (0u64..3).prop_map(|id| SpanStart { id }),
+        (0u64..3).prop_map(|id| SpanStop { id }),
+        (0u64..3, 0u64..100).prop_map(|(elided, spin_ticks)| Step { elided, spin_ticks }),
+        Just(Unpark),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Never panic on bad input: arbitrary event sequences (unpaired,
+    /// misnested, out of order, messages that never match, timestamps that
+    /// jump) through the whole analysis, and arbitrary bytes.
+    #[test]
+    fn arbitrary_traces_never_panic(
+        workers in prop::collection::vec(prop::collection::vec((0u64..3000, any_event()), 0..40), 1..4),
+        jump in prop::option::weighted(0.1, 1u64 << 40..1u64 << 62),
+        garbage in prop::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let mut ws: Vec<Vec<(u64, ringlog::Event)>> = workers;
+        if let (Some(j), Some(w)) = (jump, ws.first_mut()) {
+            w.push((j, ringlog::Event::ScheduleStart { op: 1 }));
+        }
+        let bytes = common::encode_opts(&ws, jump.is_none(), &[(0, 1, 2)]);
+        let (reps, _) = sidecar::analyze::analyze_bytes(&[("t", &bytes)], 500);
+        for r in &reps {
+            prop_assert!(r.critical_path.length_ns <= r.critical_path.span_ns);
+        }
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() * 2 / 3);
+        cut.extend_from_slice(&garbage);
+        let _ = sidecar::analyze::analyze_bytes(&[("g", &cut), ("h", &garbage)], 500);
     }
 }
