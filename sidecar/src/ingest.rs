@@ -336,6 +336,12 @@ impl Ingest {
         self.end_all(Some("stream cut off without End (disconnect)"));
     }
 
+    /// The sidecar is stopping (Ctrl-C): open streams end here; their last
+    /// windows are marked as cut by the stop, not by the probe.
+    pub fn stop(&mut self) {
+        self.end_all(Some("analysis stopped (Ctrl-C) before the stream ended"));
+    }
+
     fn end_all(&mut self, why: Option<&str>) {
         let before = self.out.len();
         for st in self.streams.values_mut() {

@@ -227,9 +227,15 @@ impl Reader {
     /// Stops reading (Ctrl-C): open streams end here, marked as such.
     pub fn stop(&mut self) {
         if !self.done {
-            self.drain();
-            self.ingest.eof();
-            self.done = true;
+            if let Some(sh) = self.share {
+                self.drain_shared(sh);
+            } else {
+                self.drain();
+            }
+            if !self.done {
+                self.ingest.stop();
+                self.done = true;
+            }
         }
     }
 
