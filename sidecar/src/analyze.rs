@@ -572,6 +572,9 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
             )
         });
     }
+    for f in frags {
+        crate::model::give_items(f.items);
+    }
     reasons.sort();
     reasons.dedup();
     rep.complete = reasons.is_empty() && n > 0;

@@ -159,3 +159,32 @@ pub struct Fragment {
     /// timelines: not synchronized with this one).
     pub other_hosts: Vec<u64>,
 }
+
+/// Recycled item vectors. A window's fragments hold millions of items; with
+/// a fresh vector per window every page is faulted in again (large
+/// allocations go straight back to the kernel), which cost more than the
+/// analysis itself. Vectors come back here when their window is analyzed.
+/// Bounded by total capacity, so memory stays bounded.
+static ITEM_POOL: std::sync::Mutex<Vec<Vec<Item>>> = std::sync::Mutex::new(Vec::new());
+const POOL_MAX_ITEMS: usize = 16 << 20; // 16 M items = 640 MB at most
+
+/// An empty item vector, recycled if one is available.
+pub fn take_items() -> Vec<Item> {
+    ITEM_POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default()
+}
+
+/// Returns an item vector for reuse.
+pub fn give_items(mut v: Vec<Item>) {
+    if v.capacity() < 1024 {
+        return;
+    }
+    v.clear();
+    if let Ok(mut p) = ITEM_POOL.lock() {
+        let held: usize = p.iter().map(|x| x.capacity()).sum();
+        if held + v.capacity() <= POOL_MAX_ITEMS {
+            // largest last: `take_items` hands out the biggest first
+            p.push(v);
+            p.sort_by_key(|x| x.capacity());
+        }
+    }
+}

@@ -57,6 +57,7 @@ impl Windower {
             workers_expected: we,
             program: prog.clone(),
             covered: (Ns::MAX, 0),
+            items: crate::model::take_items(),
             ..Default::default()
         }))
     }
