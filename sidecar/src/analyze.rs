@@ -335,7 +335,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     // ---- timelines, waits, graph ----
     let mut gb = GraphBuilder::new((ws, we), n);
     let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
-    let mut intervals: Vec<Item> = Vec::new();
+    let mut intervals: Vec<Item> = crate::model::take_items();
     for (j, f) in frags.iter().enumerate() {
         intervals.clear();
         intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
@@ -397,6 +397,7 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
         ww.on = on;
         waiting.push(ww);
     }
+    crate::model::give_items(intervals);
     let g = gb.build();
     rep.waiting = waiting;
 
