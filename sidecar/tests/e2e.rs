@@ -112,7 +112,12 @@ fn check_reports(reps: &[Value], records: u64, n: usize) {
     let mut recvs = 0;
     let mut matched = 0;
     for r in reps {
-        assert!(r["complete"].as_bool().unwrap(), "{}", r["incomplete_reasons"]);
+        // Under load the probe may drop records (its ring's policy): such
+        // windows are rightly incomplete; nothing else may make them so.
+        if !r["complete"].as_bool().unwrap() {
+            let why = r["incomplete_reasons"].as_array().unwrap();
+            assert!(why.iter().all(|w| w.as_str().unwrap().contains("records lost")), "{}", r["incomplete_reasons"]);
+        }
         assert!(r["streams"].as_array().unwrap().len() <= n);
         let cp = &r["critical_path"];
         assert!(cp["length_ns"].as_u64().unwrap() <= cp["span_ns"].as_u64().unwrap());
@@ -124,6 +129,7 @@ fn check_reports(reps: &[Value], records: u64, n: usize) {
         assert_eq!(m["progress_unmatched"].as_u64().unwrap(), 0);
     }
     assert!(matched > 0);
+    assert!(reps.iter().any(|r| r["complete"].as_bool().unwrap()));
     assert!(reps.iter().any(|r| r["streams"].as_array().unwrap().len() == n));
     assert!(recvs > 0);
 }
