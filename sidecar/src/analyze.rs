@@ -70,6 +70,16 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
         end_ns: we,
         ..Default::default()
     };
+    // Streams known to have ended by now, per process (markers included),
+    // then the markers are dropped: they carry no data.
+    let mut ended_of: FxHashMap<u32, u32> = FxHashMap::default();
+    for f in &frags {
+        if let Some(s) = f.stream {
+            let e = ended_of.entry(s.process).or_default();
+            *e = (*e).max(f.peers_ended);
+        }
+    }
+    frags.retain(|f| !f.marker);
     // One fragment per stream (merge duplicates defensively).
     frags.sort_by_key(|f| f.stream);
     let mut merged: Vec<Fragment> = Vec::with_capacity(frags.len());
@@ -139,17 +149,15 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     for (p, members) in &procs {
         let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
         expected_of.insert(*p, expected);
-        let ended = members.iter().map(|&i| frags[i].peers_ended).max().unwrap_or(0);
-        let expected = expected.saturating_sub(ended).max(members.len() as u32);
-        let expected = if ended > 0 { expected } else { members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0) };
+        // Streams that ended before this window are not missing from it.
+        let alive = expected.saturating_sub(ended_of.get(p).copied().unwrap_or(0));
         let edge = members.iter().any(|&i| frags[i].covered.0 > ws || frags[i].ended);
-        if expected as usize > members.len() && !edge {
-            reasons.push(format!("process {p}: {} of {expected} worker streams present", members.len()));
+        if alive as usize > members.len() && !edge {
+            reasons.push(format!("process {p}: {} of {alive} worker streams present", members.len()));
         }
     }
-    // A worker of this process (index below its worker count) without a
-    // stream here: its messages are not "another timeline".
-    // Timely numbers workers globally, each process a contiguous block of
+    // A worker of this process without a stream here: its messages are not
+    // "another timeline". Timely numbers workers globally, each process a contiguous block of
     // its worker count.
     let mut base_of: FxHashMap<u32, u32> = FxHashMap::default();
     for (p, members) in &procs {
@@ -593,6 +601,7 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
     use std::collections::BTreeMap;
     let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
     let mut errors = Vec::new();
+    let mut ended = crate::model::EndedStreams::default();
     for (name, bytes) in inputs {
         let mut ing = crate::ingest::Ingest::new(*name, width);
         let mut fb = ringlog::FrameBuffer::new();
@@ -619,11 +628,20 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
             }
         }
         errors.append(&mut ing.errors);
+        for (sid, k) in ing.ended.drain(..) {
+            ended.note(sid, k);
+        }
         for f in ing.out.drain(..) {
             let host = f.stream.map(|s| s.host).unwrap_or(0);
             by_window.entry((f.window, host)).or_default().push(f);
         }
     }
-    let reps = by_window.into_iter().map(|((w, h), frags)| analyze(h, w, width, frags)).collect();
+    let reps = by_window
+        .into_iter()
+        .map(|((w, h), mut frags)| {
+            ended.apply(w, &mut frags);
+            analyze(h, w, width, frags)
+        })
+        .collect();
     (reps, errors)
 }

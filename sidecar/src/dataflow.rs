@@ -194,6 +194,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         }
                     }
                     for r in readers.iter_mut() {
+                        // Ended streams: a note to every owner (see
+                        // `Fragment::marker`), at the first window without it.
+                        for (sid, k) in r.ingest.ended.drain(..) {
+                            for p in 0..peers {
+                                buf.push(Fragment { stream: Some(sid), window: k, marker: true, route: p as u64, ..Default::default() });
+                            }
+                        }
                         r.take_fragments(&mut buf);
                         for e in r.ingest.errors.drain(..) {
                             eprintln!("sidecar: error: {e}");
@@ -257,16 +264,23 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             // The owner of each window gathers its fragments.
             let live = matches!(*inputs2, Inputs::Live { .. });
             let reports = fragments.unary_frontier(
-                Exchange::new(|(h, _, f): &(u64, u64, Fragment)| owner(*h, f.window)),
+                Exchange::new(|(h, _, f): &(u64, u64, Fragment)| if f.marker { f.route } else { owner(*h, f.window) }),
                 "Analyze",
                 move |_cap, _info| {
                     // (timely time, host) → fragments of that window
                     let mut stash: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
+                    let mut ended = crate::model::EndedStreams::default();
                     let mut caps: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
                     move |(input, frontier), output| {
                         input.for_each_stamp(|cap, data| {
                             for v in data {
                                 for (h, w, f) in v.drain(..) {
+                                    if f.marker {
+                                        if let Some(sid) = f.stream {
+                                            ended.note(sid, f.window);
+                                        }
+                                        continue;
+                                    }
                                     if let std::collections::btree_map::Entry::Vacant(e) = caps.entry(w) {
                                         if let Some(c) = cap.retain_least(0) {
                                             e.insert(c.delayed(&w.max(*c.time())));
@@ -280,8 +294,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         let ready: Vec<(u64, u64)> =
                             stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         for key in ready {
-                            let frags = stash.remove(&key).unwrap();
+                            let mut frags = stash.remove(&key).unwrap();
                             let window = frags[0].window;
+                            ended.apply(window, &mut frags);
                             let rep = crate::analyze::analyze(key.1, window, width, frags);
                             let delay_ms = rep
                                 .start_unix_ns

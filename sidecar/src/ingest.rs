@@ -48,6 +48,9 @@ pub struct Ingest {
     pub records: u64,
     pub bytes: u64,
     failed: bool,
+    /// Streams that ended, with the first window they are absent from; the
+    /// caller hands these to every window owner.
+    pub ended: Vec<(Sid, u64)>,
 }
 
 impl Ingest {
@@ -62,6 +65,7 @@ impl Ingest {
             records: 0,
             bytes: 0,
             failed: false,
+            ended: Vec::new(),
         }
     }
 
@@ -250,6 +254,7 @@ impl Ingest {
                 let before = self.out.len();
                 Self::flush(st, &mut self.out, true);
                 st.windower.finish(true, None, &mut self.out);
+                self.mark_ended(sid);
                 self.finish_batch(before);
                 return;
             }
@@ -296,11 +301,6 @@ impl Ingest {
     fn realtime_offsets(&mut self, before: usize) {
         for f in &mut self.out[before..] {
             if let Some(s) = f.stream {
-                f.peers_ended = self
-                    .streams
-                    .iter()
-                    .filter(|(k, st)| st.done && k.host == s.host && k.process == s.process)
-                    .count() as u32;
                 f.realtime_offset =
                     self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).map(|o| o as i64);
             }
@@ -344,7 +344,8 @@ impl Ingest {
 
     fn end_all(&mut self, why: Option<&str>) {
         let before = self.out.len();
-        for st in self.streams.values_mut() {
+        let mut ended = Vec::new();
+        for (sid, st) in self.streams.iter_mut() {
             if st.done {
                 continue;
             }
@@ -353,8 +354,20 @@ impl Ingest {
             let late = st.windower.add(&mut st.builder.out);
             let _ = late;
             st.windower.finish(false, why, &mut self.out);
+            ended.push(*sid);
+        }
+        for sid in ended {
+            self.mark_ended(sid);
         }
         self.finish_batch(before);
+    }
+
+    /// A stream ended: note the first window it is absent from, so that the
+    /// owners of later windows do not count it as missing.
+    fn mark_ended(&mut self, sid: Sid) {
+        if let Some(st) = self.streams.get(&sid) {
+            self.ended.push((sid, st.windower.next_window()));
+        }
     }
 
     /// Live deadline: every open stream of `host` emits what it has up to

@@ -152,12 +152,17 @@ pub struct Fragment {
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.
     pub realtime_offset: Option<i64>,
-    /// Streams of the same process that had ended (cleanly or not) when
-    /// this fragment was handed over: not "missing" from later windows.
+    /// Streams of the same process known to have ended before this window
+    /// (set by the window's owner): not "missing" from it.
     pub peers_ended: u32,
     /// Other hosts whose streams this sidecar analyzes (on their own
     /// timelines: not synchronized with this one).
     pub other_hosts: Vec<u64>,
+    /// Not a stream's data: a note, sent to every window owner, that this
+    /// stream ended and is absent from `window` on.
+    pub marker: bool,
+    /// For markers: the worker index it is sent to.
+    pub route: u64,
 }
 
 /// Recycled item vectors. A window's fragments hold millions of items; with
@@ -185,6 +190,26 @@ pub fn give_items(mut v: Vec<Item>) {
             // largest last: `take_items` hands out the biggest first
             p.push(v);
             p.sort_by_key(|x| x.capacity());
+        }
+    }
+}
+
+/// Ended streams as window owners track them: (host, process) → the first
+/// window each ended stream is absent from.
+#[derive(Default, Debug)]
+pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<u64>>);
+
+impl EndedStreams {
+    pub fn note(&mut self, s: Sid, absent_from: u64) {
+        self.0.entry((s.host, s.process)).or_default().push(absent_from);
+    }
+    /// Sets `peers_ended` on the window's fragments.
+    pub fn apply(&self, window: u64, frags: &mut [Fragment]) {
+        for f in frags {
+            if let Some(s) = f.stream {
+                let n = self.0.get(&(s.host, s.process)).map_or(0, |v| v.iter().filter(|&&a| a <= window).count());
+                f.peers_ended = f.peers_ended.max(n as u32);
+            }
         }
     }
 }
