@@ -184,10 +184,16 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             }
                         }
                         if readers.iter().all(|r| r.done) {
-                            // No stream here: follow the wall clock, two
-                            // windows behind so a stream connecting now is
-                            // not late.
-                            let k = (((now - *grace as i128).max(0) as u64) / width).saturating_sub(2);
+                            // No stream here: follow the wall clock of the
+                            // hosts seen (in their timely time), a little more
+                            // than the grace behind so that a stream
+                            // connecting now is not late.
+                            let back = *grace as i128 + *grace as i128 / 2;
+                            let k = hosts
+                                .iter()
+                                .map(|(_, (o, sh))| (((now - o - back).max(0) as u64) / width) + sh)
+                                .min()
+                                .unwrap_or_else(|| (((now - back).max(0) as u64) / width).saturating_sub(1));
                             if k > *c.time() {
                                 c.downgrade(&k);
                             }
