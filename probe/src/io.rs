@@ -1,5 +1,6 @@
 //! The writer's way to the kernel: io_uring, or plain write(2)/send(2) where
-//! io_uring cannot be set up (old kernels, seccomp filters in containers).
+//! io_uring cannot be set up or cannot write (old kernels, seccomp filters
+//! in containers).
 
 use std::io;
 
@@ -17,57 +18,104 @@ pub enum IoBackend {
 }
 
 pub(crate) enum Io {
-    Uring(Box<IoUring>),
+    Uring { ring: Box<IoUring>, calls: u64 },
     Syscall,
 }
 
-const WRITE: u64 = 1;
-const TIMEOUT: u64 = 2;
+const WRITE: u64 = 0;
+const TIMEOUT: u64 = 1;
+
+/// How a single io_uring write ended.
+enum UringError {
+    /// Both completions are in: nothing in the kernel refers to the buffer.
+    Io(io::Error),
+    /// The ring refuses the operation itself (unsupported, forbidden): use
+    /// write(2) instead. Both completions are in.
+    Unusable(io::Error),
+    /// The ring failed while an operation may still be in flight: neither
+    /// the ring nor the buffer may be touched or freed again.
+    Broken(io::Error),
+}
 
 impl Io {
     pub fn new(want: IoBackend) -> Io {
         if want == IoBackend::Syscall || std::env::var_os("PROBE_IO").is_some_and(|v| v == "syscall") {
             return Io::Syscall;
         }
-        match IoUring::new(8) {
-            Ok(r) => Io::Uring(Box::new(r)),
-            Err(_) => Io::Syscall,
+        let Ok(ring) = IoUring::new(8) else {
+            return Io::Syscall;
+        };
+        // Kernels before 5.6 have io_uring without send/write-at-offset or
+        // linked timeouts: ask rather than fail on the first write.
+        let mut probe = io_uring::Probe::new();
+        if ring.submitter().register_probe(&mut probe).is_err()
+            || ![opcode::Write::CODE, opcode::Send::CODE, opcode::LinkTimeout::CODE]
+                .iter()
+                .all(|&c| probe.is_supported(c))
+        {
+            return Io::Syscall;
         }
+        Io::Uring { ring: Box::new(ring), calls: 0 }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
-            Io::Uring(_) => "io_uring",
+            Io::Uring { .. } => "io_uring",
             Io::Syscall => "write(2)",
         }
     }
 
-    /// Writes all of `buf` (one batch of whole frames). On failure returns
-    /// how many bytes did reach the sink, so the caller can account frame by
-    /// frame and cut a file back to a frame boundary.
-    pub fn write_all(&mut self, conn: &mut Conn, buf: &[u8]) -> Result<(), (usize, io::Error)> {
+    /// Writes all of `buf` (one batch of whole frames) and hands the buffer
+    /// back. On failure also says how many bytes reached the sink, so the
+    /// caller can account frame by frame and cut a file back to a frame
+    /// boundary.
+    ///
+    /// The buffer is taken by value because, if io_uring fails while a
+    /// write may still be in flight, the kernel may go on reading it: it is
+    /// then leaked together with the ring (and an empty one returned), and
+    /// the writer goes on with write(2).
+    pub fn write_all(&mut self, conn: &mut Conn, buf: Vec<u8>) -> (Vec<u8>, Result<(), (usize, io::Error)>) {
         let mut done = 0;
         while done < buf.len() {
             let rest = &buf[done..];
             let n = match self {
-                Io::Uring(ring) => uring_write(ring, conn, rest),
+                Io::Uring { ring, calls } => {
+                    *calls += 1;
+                    match uring_write(ring, conn, rest, *calls << 1) {
+                        Ok(n) => Ok(n),
+                        Err(UringError::Io(e)) => Err(e),
+                        Err(UringError::Unusable(e)) => {
+                            let _ = e;
+                            *self = Io::Syscall;
+                            continue;
+                        }
+                        Err(UringError::Broken(e)) => {
+                            let Io::Uring { ring, .. } = std::mem::replace(self, Io::Syscall) else { unreachable!() };
+                            std::mem::forget(ring);
+                            std::mem::forget(buf);
+                            return (Vec::new(), Err((done, e)));
+                        }
+                    }
+                }
                 Io::Syscall => syscall_write(conn, rest),
             };
             match n {
-                Ok(0) => return Err((done, io::Error::new(io::ErrorKind::WriteZero, "sink accepted no bytes"))),
+                Ok(0) => return (buf, Err((done, io::Error::new(io::ErrorKind::WriteZero, "sink accepted no bytes")))),
                 Ok(n) => {
                     done += n;
                     conn.pos += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err((done, e)),
+                Err(e) => return (buf, Err((done, e))),
             }
         }
-        Ok(())
+        (buf, Ok(()))
     }
 }
 
-fn uring_write(ring: &mut IoUring, conn: &Conn, buf: &[u8]) -> io::Result<usize> {
+/// One write (and its linked timeout) through the ring. Returns only once
+/// both completions are in, unless the ring itself fails (`Broken`).
+fn uring_write(ring: &mut IoUring, conn: &Conn, buf: &[u8], tag: u64) -> Result<usize, UringError> {
     let fd = types::Fd(conn.fd());
     let len = buf.len().min(u32::MAX as usize) as u32;
     let op = if conn.is_file {
@@ -78,32 +126,61 @@ fn uring_write(ring: &mut IoUring, conn: &Conn, buf: &[u8]) -> io::Result<usize>
     // A linked timeout bounds how long a stalled peer can hold the writer
     // (the socket's SO_SNDTIMEO does not apply to io_uring's async path).
     let ts = types::Timespec::new().sec(WRITE_TIMEOUT.as_secs());
-    let timeout = opcode::LinkTimeout::new(&ts).build().user_data(TIMEOUT);
-    let op = op.flags(squeue::Flags::IO_LINK).user_data(WRITE);
-    // SAFETY: the entries point at `buf` and `ts`, which outlive the
-    // operations: we wait below for both completions before returning, and
-    // the queue is empty on entry (every call drains what it submitted).
-    unsafe {
+    let timeout = opcode::LinkTimeout::new(&ts).build().user_data(tag | TIMEOUT);
+    let op = op.flags(squeue::Flags::IO_LINK).user_data(tag | WRITE);
+    {
         let mut sq = ring.submission();
-        sq.push(&op).map_err(|_| io::Error::other("io_uring submission queue full"))?;
-        sq.push(&timeout).map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        if sq.capacity() - sq.len() < 2 {
+            return Err(UringError::Io(io::Error::other("io_uring submission queue full")));
+        }
+        // SAFETY: the entries point at `buf` and `ts`, which outlive the
+        // operations: this function does not return before both
+        // completions are in, except as `Broken`, in which case the caller
+        // leaks the buffer and the ring so that neither is freed or reused.
+        unsafe {
+            sq.push(&op).expect("room checked above");
+            sq.push(&timeout).expect("room checked above");
+        }
     }
     let mut result = None;
     let mut seen = 0;
+    let mut failures = 0;
     while seen < 2 {
-        ring.submit_and_wait(2 - seen)?;
+        match ring.submit_and_wait(2 - seen) {
+            Ok(_) => {}
+            // A signal interrupted the wait: the operations go on; wait again.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                failures += 1;
+                if failures > 3 {
+                    return Err(UringError::Broken(e));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+        }
         for cqe in ring.completion() {
+            // Completions of earlier calls cannot be here (every call waits
+            // for both of its own), but a tag check costs nothing.
+            if cqe.user_data() & !1 != tag {
+                continue;
+            }
             seen += 1;
-            if cqe.user_data() == WRITE {
+            if cqe.user_data() & 1 == WRITE {
                 result = Some(cqe.result());
             }
         }
     }
     match result {
         Some(r) if r >= 0 => Ok(r as usize),
-        Some(r) if -r == libc::ECANCELED => Err(io::Error::new(io::ErrorKind::TimedOut, "write timed out")),
-        Some(r) => Err(io::Error::from_raw_os_error(-r)),
-        None => Err(io::Error::other("io_uring lost a completion")),
+        Some(r) if -r == libc::ECANCELED => {
+            Err(UringError::Io(io::Error::new(io::ErrorKind::TimedOut, "write timed out")))
+        }
+        Some(r) if [libc::EINVAL, libc::EOPNOTSUPP, libc::EPERM, libc::ENOSYS].contains(&-r) => {
+            Err(UringError::Unusable(io::Error::from_raw_os_error(-r)))
+        }
+        Some(r) => Err(UringError::Io(io::Error::from_raw_os_error(-r))),
+        None => Err(UringError::Io(io::Error::other("io_uring lost a completion"))),
     }
 }
 

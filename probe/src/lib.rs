@@ -172,10 +172,17 @@ impl Builder {
         let handle = std::thread::Builder::new()
             .name("probe-writer".into())
             .spawn(move || {
-                let w = writer::Writer::new(cfg, s2);
-                let stats = w.run();
-                a2.store(false, Ordering::Release);
-                stats
+                // Cleared however the thread ends (a panic included), so a
+                // worker blocked on a full ring never waits for a writer
+                // that is gone.
+                struct Alive(Arc<AtomicBool>);
+                impl Drop for Alive {
+                    fn drop(&mut self) {
+                        self.0.store(false, Ordering::Release);
+                    }
+                }
+                let _alive = Alive(a2);
+                writer::Writer::new(cfg, s2).run()
             })
             .map_err(Error::Spawn)?;
         Ok(Probe {

@@ -85,13 +85,15 @@ impl Conn {
     }
 
     /// Cuts a file back to `len` bytes, so that a frame whose write failed
-    /// half way does not leave a torn frame in the trace.
-    pub fn truncate(&mut self, len: u64) {
-        if self.is_file {
-            // SAFETY: `fd` is an open descriptor we own.
-            unsafe { libc::ftruncate(self.fd(), len as libc::off_t) };
-            self.pos = len;
+    /// half way does not leave a torn frame in the trace. False if the file
+    /// could not be cut (sockets: nothing to do, true).
+    pub fn truncate(&mut self, len: u64) -> bool {
+        if !self.is_file {
+            return true;
         }
+        self.pos = len;
+        // SAFETY: `fd` is an open descriptor we own.
+        unsafe { libc::ftruncate(self.fd(), len as libc::off_t) == 0 }
     }
 }
 

@@ -290,7 +290,7 @@ impl Active {
         // Closing the last elided pair's spin time is the common case here
         // (idle operators come in runs), so it is done without a branch:
         // `spin_mask` is all ones exactly when one is open.
-        self.spin_ticks += ts.wrapping_sub(self.spin_from) & self.spin_mask;
+        self.spin_ticks = self.spin_ticks.wrapping_add(ts.wrapping_sub(self.spin_from) & self.spin_mask);
         self.spin_mask = 0;
         self.pending = true;
         self.pending_op = op;
@@ -329,7 +329,7 @@ impl Active {
     #[cold]
     #[inline(never)]
     fn before_event(&mut self, ts: u64) {
-        self.spin_ticks += ts.wrapping_sub(self.spin_from) & self.spin_mask;
+        self.spin_ticks = self.spin_ticks.wrapping_add(ts.wrapping_sub(self.spin_from) & self.spin_mask);
         self.spin_mask = 0;
         if self.pending {
             self.pending = false;
@@ -347,28 +347,30 @@ impl Active {
             self.before_event(ts);
         }
         let (elided, spin) = (self.elided, self.spin_ticks);
-        self.push(Record::new(Kind::Step, ts, elided, 0, spin as u32, (spin >> 32) as u32));
-        self.elided_total += elided;
-        self.elided = 0;
-        self.spin_ticks = 0;
-        self.shared.elided.store(self.elided_total, Ordering::Relaxed);
+        // A Step lost to a full ring leaves its counts to the next one, so
+        // the elided total a reader sums stays exact.
+        if self.push(Record::new(Kind::Step, ts, elided, 0, spin as u32, (spin >> 32) as u32)) {
+            self.elided_total += elided;
+            self.elided = 0;
+            self.spin_ticks = 0;
+            self.shared.elided.store(self.elided_total, Ordering::Relaxed);
+        }
     }
 
+    /// True if the record is in the ring.
     #[inline(always)]
-    fn push(&mut self, rec: Record) {
-        if !self.ring.push(rec) {
-            self.full(rec);
-        }
+    fn push(&mut self, rec: Record) -> bool {
+        self.ring.push(rec) || self.full(rec)
     }
 
     #[cold]
     #[inline(never)]
-    fn full(&mut self, rec: Record) {
+    fn full(&mut self, rec: Record) -> bool {
         if self.block {
             let mut spins = 0u32;
             while self.shared.writer_alive.load(Ordering::Acquire) {
                 if self.ring.push(rec) {
-                    return;
+                    return true;
                 }
                 // Waking the writer is a syscall, allowed here: the engine
                 // asked to wait rather than lose records.
@@ -383,6 +385,7 @@ impl Active {
         }
         self.lost += 1;
         self.shared.lost.store(self.lost, Ordering::Relaxed);
+        false
     }
 
     fn meta(&self, m: Meta) {

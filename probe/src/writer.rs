@@ -20,6 +20,8 @@ const FLUSH_BYTES: usize = 1 << 20;
 const CLOCK_EVERY: Duration = Duration::from_secs(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Metadata entries per frame, at most.
+const META_CHUNK: usize = 4096;
 
 pub(crate) struct Config {
     pub sink: Sink,
@@ -55,14 +57,25 @@ struct Stream {
     /// Lost records not yet reported in a frame header.
     lost_unreported: u64,
     stats: WorkerStats,
+    /// Its End frame is in the batch (or, with no sink, nothing more will
+    /// come): stop draining it.
     ended: bool,
+    /// Its End frame reached the sink, or there was no sink to send it to
+    /// at shutdown: the stream can be forgotten.
+    end_confirmed: bool,
 }
 
 /// A frame in the current batch, for accounting if its write fails.
 struct Pending {
+    /// Offset of the frame's end in the batch.
     end: usize,
-    stream: usize,
+    /// The worker stream it belongs to (None: process-wide).
+    stream: Option<usize>,
+    /// Records it carries, and the loss count its header reports.
     records: u64,
+    lost: u64,
+    /// It is the stream's End frame.
+    is_end: bool,
 }
 
 pub(crate) struct Writer {
@@ -82,6 +95,8 @@ pub(crate) struct Writer {
     backoff: Duration,
     opened_once: bool,
     failing: bool,
+    /// A file sink left with a torn frame that could not be cut off.
+    sink_disabled: bool,
     stats: Stats,
     cpu_start: u64,
 }
@@ -118,6 +133,7 @@ impl Writer {
             backoff: BACKOFF_MIN,
             opened_once: false,
             failing: false,
+            sink_disabled: false,
             stats,
             cpu_start: clock::thread_cpu_ns(),
         }
@@ -170,33 +186,45 @@ impl Writer {
             if self.conn.is_some() {
                 let seq = self.next_process_seq();
                 self.enc.clock(self.process_stream(), seq, self.cfg.clock.domain(), &[self.last_clock], &mut self.batch);
+                self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
             }
         }
         let mut moved = 0;
         for i in 0..self.streams.len() {
+            if self.streams[i].ended {
+                continue;
+            }
             // Read `closed` before draining: a worker sets it after its last
             // push, so a ring found empty after seeing it is empty for good.
             let closed = self.streams[i].shared.closed.load(Ordering::Acquire);
+            // Records published before the metadata is taken are drained in
+            // this pass, later ones in the next: metadata always precedes,
+            // on the wire, the records written after it.
+            let mut limit = self.streams[i].ring.len();
             self.take_meta(i);
-            loop {
-                let n = self.drain(i);
+            while limit > 0 {
+                let n = self.drain(i, limit);
                 moved += n;
+                limit -= n;
                 if self.batch.len() >= FLUSH_BYTES {
                     self.flush();
                 }
-                if n < MAX_BATCH {
+                if n == 0 {
                     break;
                 }
             }
-            if closed && self.streams[i].ring.is_empty() && !self.streams[i].ended {
-                self.end_stream(i);
+            if self.streams[i].ring.is_empty() {
+                self.refresh_counts(i);
+            }
+            if closed && self.streams[i].ring.is_empty() {
+                self.end_stream(i, stopping);
             }
         }
         self.flush();
-        for s in self.streams.iter().filter(|s| s.ended) {
+        for s in self.streams.iter().filter(|s| s.end_confirmed) {
             self.stats.ended.push(s.stats.clone());
         }
-        self.streams.retain(|s| !s.ended);
+        self.streams.retain(|s| !s.end_confirmed);
         moved
     }
 
@@ -216,12 +244,14 @@ impl Writer {
                 lost_unreported: 0,
                 stats,
                 ended: false,
+                end_confirmed: false,
             });
             let i = self.streams.len() - 1;
             if self.conn.is_some() {
                 let s = &mut self.streams[i];
                 self.enc.hello(s.id, s.seq, self.cfg.clock.domain(), &self.hello, &mut self.batch);
                 s.seq += 1;
+                self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
             }
         }
     }
@@ -239,7 +269,7 @@ impl Writer {
     /// connection first gets the context a reader needs: who writes, the
     /// clock, each stream's start and all metadata so far.
     fn ensure_conn(&mut self, stopping: bool) {
-        if self.conn.is_some() || matches!(self.cfg.sink, Sink::Off | Sink::Invalid(_)) {
+        if self.conn.is_some() || self.sink_disabled || matches!(self.cfg.sink, Sink::Off | Sink::Invalid(_)) {
             return;
         }
         if Instant::now() < self.retry_at && !stopping {
@@ -249,7 +279,7 @@ impl Writer {
             Ok(c) => {
                 self.opened_once = true;
                 if self.failing {
-                    eprintln!("probe: sink {} is back; records lost meanwhile are counted in the stream", self.cfg.sink);
+                    log(format_args!("sink {} is back; records lost meanwhile are counted in the stream", self.cfg.sink));
                 }
                 self.failing = false;
                 self.backoff = BACKOFF_MIN;
@@ -262,12 +292,16 @@ impl Writer {
                 self.enc.hello(self.process_stream(), seq, dom, &self.hello, &mut self.batch);
                 let seq = self.next_process_seq();
                 self.enc.clock(self.process_stream(), seq, dom, &[self.last_clock], &mut self.batch);
-                for s in &mut self.streams {
+                self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
+                for i in 0..self.streams.len() {
+                    let s = &mut self.streams[i];
                     self.enc.hello(s.id, s.seq, dom, &self.hello, &mut self.batch);
                     s.seq += 1;
-                    if !s.meta_all.is_empty() {
-                        self.enc.metadata(s.id, s.seq, dom, &s.meta_all, &mut self.batch);
-                        s.seq += 1;
+                    self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
+                    if !self.streams[i].meta_all.is_empty() {
+                        let meta = std::mem::take(&mut self.streams[i].meta_all);
+                        self.metadata_frames(i, &meta);
+                        self.streams[i].meta_all = meta;
                     }
                 }
             }
@@ -280,7 +314,7 @@ impl Writer {
         let msg = format!("{}: {e}", self.cfg.sink);
         if !self.failing {
             // One line per outage, not per retry.
-            eprintln!("probe: sink {msg}; dropping records (counted) and retrying with backoff");
+            log(format_args!("sink {msg}; dropping records (counted) and retrying with backoff"));
         }
         self.stats.last_error = Some(msg);
         self.failing = true;
@@ -297,65 +331,90 @@ impl Writer {
             }
             std::mem::take(&mut *m)
         };
-        let s = &mut self.streams[i];
         if self.conn.is_some() {
-            self.enc.metadata(s.id, s.seq, self.cfg.clock.domain(), &new, &mut self.batch);
+            self.metadata_frames(i, &new);
+        }
+        self.streams[i].meta_all.extend(new);
+    }
+
+    /// Metadata in frames of at most META_CHUNK entries, so that no frame
+    /// comes near the reader's size limit however much an engine describes.
+    fn metadata_frames(&mut self, i: usize, entries: &[Meta]) {
+        for chunk in entries.chunks(META_CHUNK) {
+            let s = &mut self.streams[i];
+            self.enc.metadata(s.id, s.seq, self.cfg.clock.domain(), chunk, &mut self.batch);
             s.seq += 1;
+            self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
         }
-        s.meta_all.extend(new);
     }
 
-    /// Moves up to MAX_BATCH records of stream `i` into one frame (or, with
-    /// no sink, counts them lost). Returns the records moved.
-    fn drain(&mut self, i: usize) -> usize {
-        let s = &mut self.streams[i];
-        let ring_lost = s.shared.lost.load(Ordering::Relaxed);
-        let new_lost = ring_lost - s.ring_lost_reported;
-        s.ring_lost_reported = ring_lost;
-        s.stats.lost_ring = ring_lost;
-        s.lost_unreported += new_lost;
-        let (a, b) = s.ring.readable();
-        let n = (a.len() + b.len()).min(MAX_BATCH);
-        if n == 0 {
-            return 0;
-        }
-        let (a, b) = if a.len() >= n { (&a[..n], &b[..0]) } else { (a, &b[..n - a.len()]) };
-        s.popped += n as u64;
-        s.stats.produced = s.popped + ring_lost;
-        if self.conn.is_none() {
-            s.ring.release(n);
-            s.stats.lost_sink += n as u64;
-            s.lost_unreported += n as u64;
-            return n;
-        }
-        self.enc.records(s.id, s.seq, s.lost_unreported, self.cfg.clock.domain(), &[a, b], &mut self.batch);
-        s.ring.release(n);
-        s.seq += 1;
-        s.lost_unreported = 0;
-        self.pending.push(Pending { end: self.batch.len(), stream: i, records: n as u64 });
-        n
-    }
-
-    fn end_stream(&mut self, i: usize) {
+    /// Brings the stream's loss and production counts up to date.
+    fn refresh_counts(&mut self, i: usize) {
         let s = &mut self.streams[i];
         let ring_lost = s.shared.lost.load(Ordering::Relaxed);
         s.lost_unreported += ring_lost - s.ring_lost_reported;
         s.ring_lost_reported = ring_lost;
         s.stats.lost_ring = ring_lost;
         s.stats.produced = s.popped + ring_lost;
-        s.stats.elided = s.shared.elided.load(Ordering::Relaxed);
-        s.ended = true;
-        if self.conn.is_some() {
-            let end = EndStats { produced: s.stats.produced, lost: s.stats.lost(), elided: s.stats.elided };
-            self.enc.end(s.id, s.seq, s.lost_unreported, self.cfg.clock.domain(), &end, &mut self.batch);
-            s.seq += 1;
-            s.lost_unreported = 0;
+    }
+
+    /// Moves up to `limit` (at most MAX_BATCH) records of stream `i` into
+    /// one frame (or, with no sink, counts them lost). Returns the records
+    /// moved.
+    fn drain(&mut self, i: usize, limit: usize) -> usize {
+        self.refresh_counts(i);
+        let s = &mut self.streams[i];
+        let (a, b) = s.ring.readable();
+        let n = (a.len() + b.len()).min(MAX_BATCH).min(limit);
+        if n == 0 {
+            return 0;
         }
+        let (a, b) = if a.len() >= n { (&a[..n], &b[..0]) } else { (a, &b[..n - a.len()]) };
+        s.popped += n as u64;
+        s.stats.produced = s.popped + s.ring_lost_reported;
+        if self.conn.is_none() {
+            s.ring.release(n);
+            s.stats.lost_sink += n as u64;
+            s.lost_unreported += n as u64;
+            return n;
+        }
+        let lost = s.lost_unreported;
+        self.enc.records(s.id, s.seq, lost, self.cfg.clock.domain(), &[a, b], &mut self.batch);
+        s.ring.release(n);
+        s.seq += 1;
+        s.lost_unreported = 0;
+        self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: n as u64, lost, is_end: false });
+        n
+    }
+
+    /// Ends a closed, drained stream with its End frame. With no sink the
+    /// stream waits for one (its End is sent after the reconnect), except at
+    /// shutdown, where it is forgotten.
+    fn end_stream(&mut self, i: usize, stopping: bool) {
+        self.refresh_counts(i);
+        let s = &mut self.streams[i];
+        s.stats.elided = s.shared.elided.load(Ordering::Relaxed);
+        if self.conn.is_none() {
+            if stopping {
+                s.ended = true;
+                s.end_confirmed = true;
+            }
+            return;
+        }
+        s.ended = true;
+        let end = EndStats { produced: s.stats.produced, lost: s.stats.lost(), elided: s.stats.elided };
+        let lost = s.lost_unreported;
+        self.enc.end(s.id, s.seq, lost, self.cfg.clock.domain(), &end, &mut self.batch);
+        s.seq += 1;
+        s.lost_unreported = 0;
+        self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost, is_end: true });
     }
 
     /// Writes the gathered frames. On failure, frames that did not reach the
-    /// sink have their records counted lost (reported in the stream's next
-    /// frame header), a file is cut back to the last whole frame, and the
+    /// sink have their records (and the losses their headers reported)
+    /// counted lost again, to be reported in the stream's next frame
+    /// header; an End frame that did not get through is sent again after
+    /// the reconnect; a file is cut back to the last whole frame; and the
     /// connection is dropped to be reopened with backoff.
     fn flush(&mut self) {
         if self.batch.is_empty() {
@@ -367,35 +426,55 @@ impl Writer {
             return;
         };
         let start = conn.pos;
-        match self.io.write_all(conn, &self.batch) {
+        let batch = std::mem::take(&mut self.batch);
+        let (batch, result) = self.io.write_all(conn, batch);
+        self.batch = batch;
+        let pending = std::mem::take(&mut self.pending);
+        match result {
             Ok(()) => {
                 self.stats.bytes += self.batch.len() as u64;
-                for p in &self.pending {
-                    self.streams[p.stream].stats.written += p.records;
+                for p in &pending {
+                    if let Some(i) = p.stream {
+                        let s = &mut self.streams[i];
+                        s.stats.written += p.records;
+                        s.end_confirmed |= p.is_end;
+                    }
                 }
             }
             Err((done, e)) => {
                 let mut good = 0;
-                let pending = std::mem::take(&mut self.pending);
                 for p in &pending {
-                    let s = &mut self.streams[p.stream];
+                    let Some(i) = p.stream else {
+                        if p.end <= done {
+                            good = p.end;
+                        }
+                        continue;
+                    };
+                    let s = &mut self.streams[i];
                     if p.end <= done {
                         s.stats.written += p.records;
+                        s.end_confirmed |= p.is_end;
                         good = p.end;
                     } else {
                         s.stats.lost_sink += p.records;
-                        s.lost_unreported += p.records;
+                        s.lost_unreported += p.records + p.lost;
+                        if p.is_end {
+                            s.ended = false;
+                        }
                     }
                 }
                 self.stats.bytes += good as u64;
-                if let Some(c) = self.conn.as_mut() {
-                    c.truncate(start + good as u64);
+                let torn = done > good;
+                let cut = self.conn.as_mut().map(|c| c.truncate(start + good as u64));
+                if torn && cut == Some(false) {
+                    // A torn frame that cannot be cut off would poison
+                    // everything appended after it: stop writing this file.
+                    self.sink_disabled = true;
                 }
                 self.sink_failed(e);
             }
         }
         self.batch.clear();
-        self.pending.clear();
     }
 
     fn finish(&mut self) {
@@ -406,6 +485,7 @@ impl Writer {
             let seq = self.next_process_seq();
             let end = EndStats::default();
             self.enc.end(self.process_stream(), seq, 0, self.cfg.clock.domain(), &end, &mut self.batch);
+            self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
             self.flush();
         }
     }
@@ -422,4 +502,11 @@ impl Writer {
         self.stats.workers = workers;
         *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner()) = self.stats.clone();
     }
+}
+
+/// One line on stderr. A closed or full stderr must not take the writer
+/// down (a panic here would strand blocked workers), so errors are ignored.
+fn log(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "probe: {args}");
 }

@@ -322,3 +322,42 @@ fn writer_can_be_pinned_and_sleeps_when_idle() {
     // (2 ms naps, 20 ms calibration sleep) uses a few.
     assert!(idle.writer_cpu_ns < 60_000_000, "writer used {} ns of CPU while idle", idle.writer_cpu_ns);
 }
+
+#[test]
+fn metadata_precedes_the_records_written_after_it() {
+    let p = tmp_path("meta-order.ringlog");
+    let probe = Probe::builder().sink(Sink::file(&p)).idle_interval(std::time::Duration::from_micros(50)).start().unwrap();
+    let mut w = probe.worker(0);
+    for op in 0..20_000usize {
+        w.operator(op, "Op", &[0, op]);
+        w.schedule_start(op);
+        w.mark(op as u64);
+        w.schedule_stop(op);
+    }
+    drop(w);
+    probe.shutdown().unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    let mut known = std::collections::HashSet::new();
+    let mut checked = 0;
+    for f in ringlog::Decoder::new(&bytes[..]) {
+        match f.unwrap().body {
+            ringlog::Body::Metadata(m) => {
+                for e in m {
+                    if let Meta::Operator { id, .. } = e {
+                        known.insert(id);
+                    }
+                }
+            }
+            ringlog::Body::Records(rs) => {
+                for r in rs {
+                    if let Some(Event::ScheduleStart { op }) = r.event() {
+                        assert!(known.contains(&op), "operator {op} used before it was described");
+                        checked += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(checked, 20_000);
+}

@@ -156,6 +156,11 @@ impl Consumer {
     pub fn is_empty(&self) -> bool {
         self.shared.tail.0.load(Ordering::Acquire) == self.head
     }
+
+    /// Records ready to read now.
+    pub fn len(&self) -> usize {
+        self.shared.tail.0.load(Ordering::Acquire).wrapping_sub(self.head)
+    }
 }
 
 #[cfg(test)]
