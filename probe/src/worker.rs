@@ -55,6 +55,8 @@ pub(crate) struct Active {
     spin_from: u64,
     /// All ones while `spin_from` is open, else zero.
     spin_mask: u64,
+    /// `pending` or a spin time open: the one flag an event tests.
+    dirty: bool,
     spin_ticks: u64,
     elided: u64,
     elided_total: u64,
@@ -86,6 +88,7 @@ impl WorkerProbe {
                 pending_ts: 0,
                 spin_from: 0,
                 spin_mask: 0,
+                dirty: false,
                 spin_ticks: 0,
                 elided: 0,
                 elided_total: 0,
@@ -293,6 +296,7 @@ impl Active {
         self.spin_ticks = self.spin_ticks.wrapping_add(ts.wrapping_sub(self.spin_from) & self.spin_mask);
         self.spin_mask = 0;
         self.pending = true;
+        self.dirty = true;
         self.pending_op = op;
         self.pending_ts = ts;
     }
@@ -318,7 +322,7 @@ impl Active {
 
     #[inline(always)]
     fn event_at(&mut self, ts: u64, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
-        if self.pending | (self.spin_mask != 0) {
+        if self.dirty {
             self.before_event(ts);
         }
         self.push(Record::new(kind, ts, a, b, c, d));
@@ -331,6 +335,7 @@ impl Active {
     fn before_event(&mut self, ts: u64) {
         self.spin_ticks = self.spin_ticks.wrapping_add(ts.wrapping_sub(self.spin_from) & self.spin_mask);
         self.spin_mask = 0;
+        self.dirty = false;
         if self.pending {
             self.pending = false;
             self.push(Record::new(Kind::ScheduleStart, self.pending_ts, 0, self.pending_op, 0, 0));
@@ -343,7 +348,7 @@ impl Active {
     }
 
     fn step_at(&mut self, ts: u64) {
-        if self.pending | (self.spin_mask != 0) {
+        if self.dirty {
             self.before_event(ts);
         }
         let (elided, spin) = (self.elided, self.spin_ticks);
