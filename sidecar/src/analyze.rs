@@ -59,9 +59,88 @@ fn kind_name(k: MsgKind) -> &'static str {
     }
 }
 
+/// What a timeline export (Perfetto) needs of one window, beyond the report:
+/// every worker's activities and waits, the messages between workers, and
+/// the critical path piece by piece. Built only when asked for
+/// ([`analyze_detail`]); the default path does not pay for it.
+#[derive(Clone, Debug, Default)]
+pub struct WindowDetail {
+    pub host: u64,
+    pub window: u64,
+    /// Window bounds, ns.
+    pub span: (Ns, Ns),
+    /// The window's streams; `stream` fields below index this.
+    pub streams: Vec<Sid>,
+    pub programs: Vec<String>,
+    /// Per stream: operator names and span names known so far.
+    pub op_names: Vec<FxHashMap<u32, String>>,
+    pub span_names: Vec<FxHashMap<u64, String>>,
+    /// Per stream: its instrumentation counters in this window.
+    pub counters: Vec<crate::model::Counters>,
+    /// Operator executions, spans, waits (clipped to the window).
+    pub activities: Vec<Activity>,
+    /// Data messages matched between two workers of the window, and the
+    /// progress messages that ended a wait.
+    pub messages: Vec<Message>,
+    /// The critical path, from the window's end backwards.
+    pub critical: Vec<CriticalPiece>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivityKind {
+    Operator(u32),
+    Span(u64),
+    /// Waiting, ended by a message from `on` (a global worker index; None:
+    /// nothing visible) on `channel`.
+    Waiting { on: Option<u32>, channel: Option<u32>, kind: &'static str },
+    WaitingForInput,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Activity {
+    pub stream: u32,
+    pub start: Ns,
+    pub end: Ns,
+    pub what: ActivityKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub src: u32,
+    pub dst: u32,
+    pub sent: Ns,
+    pub read: Ns,
+    pub channel: u32,
+    pub kind: MsgKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CriticalKind {
+    Operator(u32),
+    Span(u64),
+    WaitingForInput,
+    Unknown,
+    /// A message that ended a wait: from stream `from` (at `start`) to this
+    /// piece's stream (at `end`).
+    Message { from: u32, channel: u32, kind: MsgKind },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CriticalPiece {
+    pub stream: u32,
+    pub start: Ns,
+    pub end: Ns,
+    pub what: CriticalKind,
+}
+
 /// Analyzes window `index` (of width `width` ns) of host `host` from the
 /// fragments its streams sent.
-pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> WindowReport {
+pub fn analyze(host: u64, index: u64, width: Ns, frags: Vec<Fragment>) -> WindowReport {
+    analyze_detail(host, index, width, frags, None)
+}
+
+/// [`analyze`], also filling `detail` (for timeline exports) when given.
+pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>, mut detail: Option<&mut WindowDetail>) -> WindowReport {
     let (ws, we) = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
     let mut rep = WindowReport {
         host: format!("{host:016x}"),
@@ -99,6 +178,15 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     let n = frags.len();
     let sids: Vec<Sid> = frags.iter().map(|f| f.stream.unwrap_or(Sid { host, process: 0, worker: 0 })).collect();
     rep.start_unix_ns = frags.iter().find_map(|f| f.realtime_offset).map(|o| ws as i64 + o);
+    if let Some(d) = detail.as_deref_mut() {
+        *d = WindowDetail { host, window: index, span: (ws, we), streams: sids.clone(), ..Default::default() };
+        for f in &frags {
+            d.programs.push(f.program.clone());
+            d.op_names.push(f.ops.iter().cloned().collect());
+            d.span_names.push(f.spans.iter().cloned().collect());
+            d.counters.push(f.counters);
+        }
+    }
 
     // Worker index → local index: same process first, else any process on
     // this host (timely worker indices are global across processes).
@@ -239,6 +327,10 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                     if i == j {
                         mc.data_worker_local += 1;
                     } else {
+                        if let Some(d) = detail.as_deref_mut() {
+                            let (src, dst, sent, read) = (i as u32, j as u32, s.1.min(r.1), r.1);
+                            d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
+                        }
                         // read before sent (clock trouble): the edge is clamped to the read
                         arrivals[j].push(Arrival { at: s.1.min(r.1), src: i as u32, channel, kind: MsgKind::Data, sent: s.1.min(r.1) });
                     }
@@ -360,6 +452,14 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                         Busy::Span(id) => EKind::Span(id),
                     };
                     gb.segment(j, start, end, k);
+                    if let Some(d) = detail.as_deref_mut() {
+                        let what = match what {
+                            Busy::Operator(op) => ActivityKind::Operator(op),
+                            Busy::Span(id) => ActivityKind::Span(id),
+                        };
+                        let (start, end) = (start.max(ws), end.min(we));
+                        d.activities.push(Activity { stream: j as u32, start, end, what });
+                    }
                 }
                 Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next) {
                     None => gb.segment(j, start, end, EKind::Unknown),
@@ -370,6 +470,10 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                             WaitKind::WaitingForInput => {
                                 gb.segment(j, w.start, w.end, EKind::WaitingForInput);
                                 ww.waiting_for_input_ns += d;
+                                if let Some(dt) = detail.as_deref_mut() {
+                                    let (start, end) = (w.start.max(ws), w.end.min(we));
+                                    dt.activities.push(Activity { stream: j as u32, start, end, what: ActivityKind::WaitingForInput });
+                                }
                             }
                             WaitKind::Waiting(o) => {
                                 gb.segment(j, w.start, w.end, EKind::Wait);
@@ -382,6 +486,11 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
                                     }
                                     WaitOn::Unknown => (None, None, "unknown"),
                                 };
+                                if let Some(dt) = detail.as_deref_mut() {
+                                    let (start, end) = (w.start.max(ws), w.end.min(we));
+                                    let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
+                                    dt.activities.push(Activity { stream: j as u32, start, end, what });
+                                }
                                 let e = on.entry(key).or_default();
                                 e.0 += d;
                                 e.1 += 1;
@@ -507,6 +616,35 @@ pub fn analyze(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>) -> Wi
     top_ch.truncate(TOP);
     s.top_channels = top_ch;
     rep.critical_path = s;
+    if let Some(d) = detail.as_deref_mut() {
+        for c in &g.comms {
+            if c.kind == MsgKind::Progress {
+                let (src, dst) = (g.w[c.src as usize], g.w[c.dst as usize]);
+                let (sent, read) = (g.t[c.src as usize], g.t[c.dst as usize]);
+                d.messages.push(Message { src, dst, sent, read, channel: c.channel, kind: c.kind });
+            }
+        }
+        for e in &cp.edges {
+            d.critical.push(match *e {
+                PathEdge::Worker(v) => {
+                    let v = v as usize;
+                    let what = match g.kind[v] {
+                        EKind::Op(op) => CriticalKind::Operator(op),
+                        EKind::Span(id) => CriticalKind::Span(id),
+                        EKind::WaitingForInput => CriticalKind::WaitingForInput,
+                        _ => CriticalKind::Unknown,
+                    };
+                    CriticalPiece { stream: g.w[v], start: g.t[v] - g.weight(v), end: g.t[v], what }
+                }
+                PathEdge::Comm(c) => {
+                    let c = &g.comms[c as usize];
+                    let (src, dst) = (c.src as usize, c.dst as usize);
+                    let what = CriticalKind::Message { from: g.w[src], channel: c.channel, kind: c.kind };
+                    CriticalPiece { stream: g.w[dst], start: g.t[src].min(g.t[dst]), end: g.t[dst], what }
+                }
+            });
+        }
+    }
 
     // ---- participation ----
     let p = graph::participation(&g);

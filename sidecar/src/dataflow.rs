@@ -30,10 +30,13 @@ use timely::dataflow::operators::Probe;
 use crate::io::{Polled, Queues, Reader};
 use crate::model::{Fragment, Ns};
 
-/// Where reports go: JSON lines and terminal lines.
+/// Where reports go: JSON lines, terminal lines, a Perfetto trace.
+#[derive(Default)]
 pub struct Sink {
     pub json: Option<Box<dyn Write + Send>>,
     pub terminal: Option<Box<dyn Write + Send>>,
+    /// Timeline export; windows are written by their owners as analyzed.
+    pub perfetto: Option<Arc<Mutex<crate::export::PerfettoExport<Box<dyn Write + Send>>>>>,
 }
 
 pub enum Inputs {
@@ -57,6 +60,8 @@ pub struct RunStats {
     pub windows: u64,
     pub incomplete: u64,
     pub errors: Vec<String>,
+    /// Sums over the windows analyzed (for a closing summary).
+    pub totals: crate::summary::RunTotals,
 }
 
 /// The worker that owns a window: consecutive windows of one host go to
@@ -71,6 +76,9 @@ fn now_unix_ns() -> i128 {
 
 pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
     let config = timely::Config::from_args(settings.timely_args.clone().into_iter())?;
+    let mut sink = sink;
+    let perfetto = sink.perfetto.take();
+    let perfetto_end = perfetto.clone();
     let sink = Arc::new(Mutex::new(sink));
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let total_bytes: u64 = match &inputs {
@@ -98,6 +106,8 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         let read_bytes = read_bytes.clone();
         let offsets = offsets.clone();
         let stats_print = stats.clone();
+        let stats_analyze = stats.clone();
+        let perfetto = perfetto.clone();
         let inputs2 = inputs.clone();
         // How far the analysis got: the source stops reading while it is more
         // than a few windows ahead, so memory stays bounded by the windows in
@@ -148,6 +158,11 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                     let throttled = !stopping && analyzed.less_than(&c.time().saturating_sub(ahead));
                     for r in readers.iter_mut() {
                         if stopping {
+                            // What has arrived is analyzed: read to the end
+                            // of what is there (a closed connection to its
+                            // end), briefly, then stop.
+                            let t = Instant::now();
+                            while matches!(r.poll(4 << 20), Polled::Data) && t.elapsed() < Duration::from_millis(500) {}
                             r.stop();
                         } else if throttled {
                             // the analysis is behind: let it catch up
@@ -303,7 +318,18 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             let mut frags = stash.remove(&key).unwrap();
                             let window = frags[0].window;
                             ended.apply(window, &mut frags);
-                            let rep = crate::analyze::analyze(key.1, window, width, frags);
+                            let rep = match &perfetto {
+                                None => crate::analyze::analyze(key.1, window, width, frags),
+                                Some(p) => {
+                                    let mut d = crate::analyze::WindowDetail::default();
+                                    let rep = crate::analyze::analyze_detail(key.1, window, width, frags, Some(&mut d));
+                                    if let Err(e) = p.lock().unwrap().window(&d) {
+                                        stats_analyze.lock().unwrap().errors.push(format!("perfetto output: {e}"));
+                                    }
+                                    rep
+                                }
+                            };
+                            stats_analyze.lock().unwrap().totals.add(&rep);
                             let delay_ms = rep
                                 .start_unix_ns
                                 .filter(|_| live)
@@ -364,6 +390,11 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         r?;
     }
     let _ = started;
+    if let Some(p) = perfetto_end {
+        if let Err(e) = p.lock().unwrap().flush() {
+            stats.lock().unwrap().errors.push(format!("perfetto output: {e}"));
+        }
+    }
     let st = stats.lock().unwrap().clone();
     Ok(st)
 }

@@ -327,7 +327,9 @@ pub fn spawn_listener(listen: Listen, width: Ns, queues: Queues, stop: Arc<Atomi
     }
     Ok(std::thread::spawn(move || {
         let mut n = 0usize;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // Once stopped, connections already pending are still taken.
+            let stopping = stop.load(Ordering::Relaxed);
             let got: Option<(Box<dyn Read + Send>, String)> = match &l {
                 L::U(l) => match l.accept() {
                     Ok((s, _)) => {
@@ -351,6 +353,7 @@ pub fn spawn_listener(listen: Listen, width: Ns, queues: Queues, stop: Arc<Atomi
                     queues[w].lock().unwrap().push(Reader::new(name, r, width, None));
                     n += 1;
                 }
+                None if stopping => break,
                 None => std::thread::sleep(Duration::from_millis(2)),
             }
         }

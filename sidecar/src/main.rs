@@ -42,6 +42,10 @@ struct Common {
     /// Do not print the per-window summary lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Also write a Perfetto trace (protobuf) to FILE: one track per
+    /// worker, operators, waits, messages as flows, the critical path.
+    #[arg(long, value_name = "FILE")]
+    perfetto: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -71,6 +75,47 @@ enum Cmd {
         files: Vec<PathBuf>,
         #[command(flatten)]
         common: Common,
+    },
+    /// Run COMMAND with its probe pointed at a fresh socket, analyze it live,
+    /// print a closing summary with what tracing cost, and exit with the
+    /// command's status.
+    ///
+    /// Example: sidecar watch -- target/release/skew -w 2
+    Watch {
+        /// How long past a window's end to wait for a silent stream.
+        #[arg(long, default_value = "30ms", value_parser = parse_duration)]
+        grace: u64,
+        /// Estimated probe cost per published record, ns (measured: ~12 ns
+        /// on the development machine; `cargo bench -p benches --bench hot_path`).
+        #[arg(long, default_value_t = sidecar::watch::NS_PER_RECORD)]
+        ns_per_record: f64,
+        /// Estimated probe cost per elided schedule pair, ns (measured: ~10 ns).
+        #[arg(long, default_value_t = sidecar::watch::NS_PER_ELIDED)]
+        ns_per_elided: f64,
+        /// Write the closing summary as one JSON object to FILE.
+        #[arg(long, value_name = "FILE")]
+        summary_json: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+        /// The command to run (after `--`).
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Convert recorded probe files into a Perfetto trace.
+    ///
+    /// Example: sidecar export --perfetto trace.pftrace trace.rlog
+    Export {
+        /// The Perfetto trace to write.
+        #[arg(long, value_name = "OUT", required = true)]
+        perfetto: PathBuf,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Window length.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        window: u64,
+        /// Analysis worker threads.
+        #[arg(short = 'w', long, default_value_t = 1)]
+        workers: usize,
     },
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).
@@ -134,7 +179,12 @@ fn sink(c: &Common) -> Result<Sink, String> {
     } else {
         Some(Box::new(std::io::stdout()))
     };
-    Ok(Sink { json, terminal })
+    let mut perfetto = None;
+    if let Some(p) = &c.perfetto {
+        let e = sidecar::export::PerfettoExport::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        perfetto = Some(Arc::new(Mutex::new(e)));
+    }
+    Ok(Sink { json, terminal, perfetto })
 }
 
 fn main() {
@@ -154,7 +204,24 @@ fn main() {
                 timely_args: timely_args(&common),
                 progress_bar: std::io::stderr().is_terminal(),
             };
-            run(settings, Inputs::Files(files), &common)
+            run(settings, Inputs::Files(files), &common).0
+        }
+        Cmd::Export { perfetto, files, window, workers } => {
+            let common = Common {
+                window,
+                json: None,
+                workers,
+                processes: None,
+                process: None,
+                hostfile: None,
+                quiet: true,
+                perfetto: Some(perfetto),
+            };
+            let settings = Settings { width: window, timely_args: timely_args(&common), progress_bar: std::io::stderr().is_terminal() };
+            run(settings, Inputs::Files(files), &common).0
+        }
+        Cmd::Watch { grace, ns_per_record, ns_per_elided, summary_json, common, command } => {
+            watch(grace, ns_per_record, ns_per_elided, summary_json, common, command)
         }
         Cmd::Run { listen, grace, common } => {
             let stop = Arc::new(AtomicBool::new(false));
@@ -177,7 +244,7 @@ fn main() {
                 }
             };
             let settings = Settings { width: common.window, timely_args: timely_args(&common), progress_bar: false };
-            let code = run(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common);
+            let code = run(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
             stop.store(true, Ordering::SeqCst);
             let _ = listener.join();
             code
@@ -186,12 +253,12 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run(settings: Settings, inputs: Inputs, common: &Common) -> i32 {
+fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<dataflow::RunStats>) {
     let sink = match sink(common) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sidecar: {e}");
-            return 2;
+            return (2, None);
         }
     };
     let t0 = std::time::Instant::now();
@@ -208,15 +275,133 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> i32 {
                 st.incomplete,
                 st.errors.len()
             );
-            if st.errors.is_empty() {
-                0
-            } else {
-                1
+            if let Some(p) = &common.perfetto {
+                eprintln!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
             }
+            (if st.errors.is_empty() { 0 } else { 1 }, Some(st))
         }
         Err(e) => {
             eprintln!("sidecar: {e}");
-            2
+            (2, None)
         }
     }
+}
+
+/// `sidecar watch`: the command runs with `PROBE_SINK=unix:SOCKET` (a fresh
+/// socket in a private directory); its standard error passes through and its
+/// `probe:` line is kept for the cost summary. When it exits, the listener
+/// takes the connections still pending, the analysis reads what has arrived
+/// to its end, and the closing summary is printed.
+fn watch(grace: u64, ns_per_record: f64, ns_per_elided: f64, summary_json: Option<PathBuf>, common: Common, command: Vec<String>) -> i32 {
+    use std::io::{BufRead, Write as _};
+    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::process::ExitStatusExt;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("sidecar-watch-{}-{nanos}", std::process::id()));
+    if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        eprintln!("sidecar: cannot create {}: {e}", dir.display());
+        return 2;
+    }
+    let sock = dir.join("probe.sock");
+    let listen_stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let n = common.workers.max(1);
+    let queues = Arc::new((0..n).map(|_| Mutex::new(Vec::new())).collect::<Vec<_>>());
+    let listener = match spawn_listener(Listen::Unix(sock.clone()), common.window, queues.clone(), listen_stop.clone()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sidecar: cannot listen on {}: {e}", sock.display());
+            let _ = std::fs::remove_dir_all(&dir);
+            return 2;
+        }
+    };
+    // Ctrl-C reaches the command too (same process group): let it end on
+    // its own; a second Ctrl-C exits now.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let i2 = interrupted.clone();
+    let _ = ctrlc::set_handler(move || {
+        if i2.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nsidecar: interrupted: waiting for the command to end (Ctrl-C again to quit now)");
+    });
+    let started = std::time::Instant::now();
+    let mut child = match std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("PROBE_SINK", format!("unix:{}", sock.display()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sidecar: cannot start {:?}: {e}", command[0]);
+            listen_stop.store(true, Ordering::SeqCst);
+            let _ = listener.join();
+            let _ = std::fs::remove_dir_all(&dir);
+            return 127;
+        }
+    };
+    let probe_line: Arc<Mutex<Option<sidecar::watch::ProbeLine>>> = Arc::new(Mutex::new(None));
+    let stderr = child.stderr.take().expect("piped");
+    let pl = probe_line.clone();
+    let echo = std::thread::spawn(move || {
+        let mut r = std::io::BufReader::new(stderr);
+        let mut line = String::new();
+        while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            if let Some(p) = sidecar::watch::ProbeLine::parse(&line) {
+                *pl.lock().unwrap() = Some(p);
+            }
+            line.clear();
+        }
+    });
+    let waiter = {
+        let stop = stop.clone();
+        let listen_stop = listen_stop.clone();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            let wall = started.elapsed();
+            let _ = echo.join();
+            // Connections not yet accepted are taken first, then the
+            // analysis reads the rest and ends.
+            listen_stop.store(true, Ordering::SeqCst);
+            let _ = listener.join();
+            stop.store(true, Ordering::SeqCst);
+            (status, wall)
+        })
+    };
+    let settings = Settings { width: common.window, timely_args: timely_args(&common), progress_bar: false };
+    let (code, st) = run(settings, Inputs::Live { queues, stop, grace }, &common);
+    let (status, wall) = waiter.join().expect("the waiting thread does not panic");
+    let _ = std::fs::remove_dir_all(&dir);
+    let exit = match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(e) => {
+            eprintln!("sidecar: waiting for the command: {e}");
+            1
+        }
+    };
+    let Some(st) = st else { return if exit == 0 { code } else { exit } };
+    let pl = probe_line.lock().unwrap().clone();
+    let cost = sidecar::watch::Cost::new(&st.totals, pl.as_ref(), ns_per_record, ns_per_elided);
+    let summary = sidecar::watch::Summary::new(&command, exit, wall.as_secs_f64() * 1e3, &st.totals, pl.as_ref(), cost);
+    let text = summary.text();
+    if common.json.as_deref() == Some("-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    if pl.is_none() {
+        eprintln!("sidecar: no `probe:` line on the command's stderr: the writer thread's CPU is unknown");
+    }
+    if st.totals.streams.is_empty() {
+        eprintln!("sidecar: no probe connected (does the program read PROBE_SINK?)");
+    }
+    if let Some(p) = summary_json {
+        let j = serde_json::to_string(&summary).unwrap_or_default();
+        if let Err(e) = std::fs::write(&p, j + "\n") {
+            eprintln!("sidecar: cannot write {}: {e}", p.display());
+        }
+    }
+    exit
 }

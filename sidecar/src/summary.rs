@@ -202,3 +202,55 @@ impl WindowReport {
         )
     }
 }
+
+/// Sums over the windows of a run, for a closing summary (`sidecar watch`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunTotals {
+    pub windows: u64,
+    pub incomplete: u64,
+    /// Windows where a trace property check failed.
+    pub property_violations: u64,
+    pub instrumentation: Instrumentation,
+    /// Worker streams seen: (host, process, worker).
+    pub streams: std::collections::BTreeSet<(String, u32, u32)>,
+    /// Traced worker time: the sum over windows and streams of the time
+    /// each stream covered, ns.
+    pub worker_ns: Ns,
+    /// Critical path length summed over windows, ns.
+    pub critical_path_ns: Ns,
+    /// Critical path time per (worker, operator name), ns.
+    pub operators: std::collections::BTreeMap<(u32, String), Ns>,
+    /// Waiting time per (worker, worker waited on; None: not visible), ns.
+    pub waits: std::collections::BTreeMap<(u32, Option<u32>), Ns>,
+}
+
+impl RunTotals {
+    pub fn add(&mut self, r: &WindowReport) {
+        self.windows += 1;
+        self.incomplete += (!r.complete) as u64;
+        let p = &r.properties;
+        self.property_violations += !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
+        let (a, b) = (&mut self.instrumentation, &r.instrumentation);
+        a.records += b.records;
+        a.elided_schedules += b.elided_schedules;
+        a.spin_ns += b.spin_ns;
+        a.bytes += b.bytes;
+        a.records_lost += b.records_lost;
+        a.steps += b.steps;
+        a.unpaired += b.unpaired;
+        for s in &r.streams {
+            self.streams.insert((r.host.clone(), s.process, s.worker));
+            self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
+        }
+        self.critical_path_ns += r.critical_path.length_ns;
+        // Only the top operators travel in the report: the sums are of those.
+        for o in &r.critical_path.top_operators {
+            *self.operators.entry((o.worker, o.name.clone())).or_default() += o.ns;
+        }
+        for w in &r.waiting {
+            for on in &w.on {
+                *self.waits.entry((w.worker, on.worker)).or_default() += on.ns;
+            }
+        }
+    }
+}
