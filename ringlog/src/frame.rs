@@ -1,6 +1,8 @@
 //! Frames: the unit written to a sink and read back. See `FORMAT.md`.
 
 use crate::record::{Kind, Record};
+#[cfg(test)]
+use crate::record::Event;
 use crate::varint::{self, Reader};
 use crate::DecodeError;
 
@@ -436,17 +438,43 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, DecodeError> {
     if crc32fast::hash(payload) != payload_crc {
         return Err(DecodeError::PayloadChecksum { kind: header.kind, seq: header.seq });
     }
-    let raw_owned;
-    let raw: &[u8] = if header.compressed {
-        raw_owned = zstd::bulk::decompress(payload, header.raw_len as usize)
-            .map_err(|e| DecodeError::Decompress(e.to_string()))?;
-        if raw_owned.len() != header.raw_len as usize {
-            return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
+    if header.compressed {
+        // One decompression context and output buffer per thread, reused
+        // frame after frame (a fresh context per frame cost more than the
+        // decompression). The output is exactly `raw_len` bytes long, as
+        // with a buffer of that capacity.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>)>> =
+                const { std::cell::RefCell::new(None) };
         }
-        &raw_owned
-    } else {
-        payload
-    };
+        return SCRATCH.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            if guard.is_none() {
+                let d = zstd::bulk::Decompressor::new().map_err(|e| DecodeError::Decompress(e.to_string()))?;
+                *guard = Some((d, Vec::new()));
+            }
+            let (d, buf) = guard.as_mut().unwrap();
+            let want = header.raw_len as usize;
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let n = d
+                .decompress_to_buffer(payload, &mut buf[..want])
+                .map_err(|e| DecodeError::Decompress(e.to_string()))?;
+            if n != want {
+                return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
+            }
+            let res = finish_frame(header, &buf[..n], total);
+            if buf.len() > (8 << 20) {
+                *buf = Vec::new(); // do not hold a rare huge frame's buffer
+            }
+            res
+        });
+    }
+    finish_frame(header, payload, total)
+}
+
+fn finish_frame(header: FrameHeader, raw: &[u8], total: usize) -> Result<Option<(Frame, usize)>, DecodeError> {
     let body = decode_body(&header, raw).map_err(|e| match e {
         DecodeError::PayloadTruncated { .. } | DecodeError::BadPayload { .. } => {
             DecodeError::InFrame { kind: header.kind, seq: header.seq, inner: Box::new(e) }
@@ -454,6 +482,76 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, DecodeError> {
         e => e,
     })?;
     Ok(Some((Frame { header, body }, total)))
+}
+
+/// Fields used per record kind byte (bit 0: a, 1: b, 2: c, 3: d); `NO_KIND`
+/// for bytes that are not a kind. Mirrors `Kind::fields`.
+const NO_KIND: u8 = 0xff;
+const FIELD_MASK: [u8; 256] = {
+    let mut t = [NO_KIND; 256];
+    t[Kind::ScheduleStart as usize] = 0b0010;
+    t[Kind::ScheduleStop as usize] = 0b0010;
+    t[Kind::MessageSend as usize] = 0b1111;
+    t[Kind::MessageRecv as usize] = 0b1111;
+    t[Kind::ProgressSend as usize] = 0b0011;
+    t[Kind::ProgressRecv as usize] = 0b0111;
+    t[Kind::SpanStart as usize] = 0b0001;
+    t[Kind::SpanStop as usize] = 0b0001;
+    t[Kind::Mark as usize] = 0b0001;
+    t[Kind::Step as usize] = 0b1101;
+    t[Kind::Park as usize] = 0b0001;
+    t[Kind::Unpark as usize] = 0b0001;
+    t
+};
+
+/// One record on the fast path: known kind, every varint at most 8 bytes
+/// with 8 bytes readable, values in range. `None` on anything else; the
+/// caller rewinds and takes the checked path, which names the fault.
+#[inline(always)]
+fn record_fast(r: &mut Reader, prev: u64) -> Option<Record> {
+    let kind = r.u8("").ok()?;
+    let m = FIELD_MASK[kind as usize];
+    if m == NO_KIND {
+        return None;
+    }
+    let ts = prev.wrapping_add(varint::unzigzag(r.u64_short()?) as u64);
+    let a = if m & 1 != 0 { r.u64_short()? } else { 0 };
+    let b = if m & 2 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
+    let c = if m & 4 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
+    let d = if m & 8 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
+    Some(Record { ts, a, b, c, d, kind, _pad: [0; 3] })
+}
+
+/// One record on the checked path (the reference decoding).
+#[inline(never)]
+fn record_checked(r: &mut Reader, prev: u64) -> Result<Record, DecodeError> {
+    let kind_byte = r.u8("record kind")?;
+    let kind = Kind::from_u8(kind_byte).ok_or(DecodeError::UnknownRecordKind(kind_byte))?;
+    let ts = prev.wrapping_add(varint::unzigzag(r.u64("timestamp delta")?) as u64);
+    let f = kind.fields();
+    let a = if f.a { r.u64("field a")? } else { 0 };
+    let b = if f.b { r.u32("field b")? } else { 0 };
+    let c = if f.c { r.u32("field c")? } else { 0 };
+    let d = if f.d { r.u32("field d")? } else { 0 };
+    Ok(Record::new(kind, ts, a, b, c, d))
+}
+
+fn decode_records(r: &mut Reader, count: usize, first_ts: u64) -> Result<Vec<Record>, DecodeError> {
+    let mut out = Vec::with_capacity(count);
+    let mut prev = first_ts;
+    for _ in 0..count {
+        let at = r.pos();
+        let rec = match record_fast(r, prev) {
+            Some(rec) => rec,
+            None => {
+                r.set_pos(at);
+                record_checked(r, prev)?
+            }
+        };
+        out.push(rec);
+        prev = rec.ts;
+    }
+    Ok(out)
 }
 
 fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
@@ -464,20 +562,7 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
             if h.count as usize > raw.len() / 2 {
                 return Err(DecodeError::BadHeader { why: "record count larger than the payload can hold" });
             }
-            let mut out = Vec::with_capacity(h.count as usize);
-            let mut prev = h.first_ts;
-            for _ in 0..h.count {
-                let kind_byte = r.u8("record kind")?;
-                let kind = Kind::from_u8(kind_byte).ok_or(DecodeError::UnknownRecordKind(kind_byte))?;
-                let ts = prev.wrapping_add(varint::unzigzag(r.u64("timestamp delta")?) as u64);
-                let f = kind.fields();
-                let a = if f.a { r.u64("field a")? } else { 0 };
-                let b = if f.b { r.u32("field b")? } else { 0 };
-                let c = if f.c { r.u32("field c")? } else { 0 };
-                let d = if f.d { r.u32("field d")? } else { 0 };
-                out.push(Record::new(kind, ts, a, b, c, d));
-                prev = ts;
-            }
+            let out = decode_records(&mut r, h.count as usize, h.first_ts)?;
             if out.first().is_some_and(|f| f.ts != h.first_ts) {
                 return Err(DecodeError::BadPayload { what: "first record", why: "timestamp differs from the header" });
             }
@@ -550,4 +635,39 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
         return Err(DecodeError::BadPayload { what: "payload", why: "bytes left over after the last entry" });
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    #[test]
+    fn field_mask_mirrors_kind_fields() {
+        for v in 0..=255u8 {
+            match Kind::from_u8(v) {
+                Some(k) => {
+                    let f = k.fields();
+                    let m = f.a as u8 | (f.b as u8) << 1 | (f.c as u8) << 2 | (f.d as u8) << 3;
+                    assert_eq!(FIELD_MASK[v as usize], m, "kind {v}");
+                }
+                None => assert_eq!(FIELD_MASK[v as usize], NO_KIND),
+            }
+        }
+    }
+
+    #[test]
+    fn fast_and_checked_paths_agree_on_long_and_odd_values() {
+        let recs = vec![
+            Record::from_event(u64::MAX - 5, Event::MessageSend { channel: u32::MAX, to: 1 << 28, seq: u64::MAX, records: 0 }),
+            Record::from_event(3, Event::Step { elided: 1 << 56, spin_ticks: u64::MAX }),
+            Record::from_event(1 << 40, Event::ProgressRecv { channel: 0, from: 127, seq: 128 }),
+            Record::from_event(1 << 40, Event::Unpark),
+            Record::from_event(7, Event::SpanStart { id: (1 << 49) - 1 }),
+        ];
+        let mut bytes = Vec::new();
+        let s = StreamId { host: 1, process: 2, worker: 3 };
+        Encoder::new().records(s, 0, 0, ClockDomain::Tsc, &[&recs], &mut bytes);
+        let (f, _) = decode_frame(&bytes).unwrap().unwrap();
+        assert_eq!(f.body, Body::Records(recs));
+    }
 }

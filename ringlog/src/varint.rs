@@ -26,6 +26,25 @@ pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A read failure inside a payload: small and `Copy`, so the hot loops carry
+/// no drop glue; converted to a [`DecodeError`] once, where it leaves the
+/// frame decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    Truncated { what: &'static str },
+    Bad { what: &'static str, why: &'static str },
+}
+
+impl From<ReadError> for DecodeError {
+    #[cold]
+    fn from(e: ReadError) -> DecodeError {
+        match e {
+            ReadError::Truncated { what } => DecodeError::PayloadTruncated { what },
+            ReadError::Bad { what, why } => DecodeError::BadPayload { what, why },
+        }
+    }
+}
+
 /// Reads from a payload; every read names what it was reading when it fails.
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -41,21 +60,43 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
-    pub fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
-        let b = *self.buf.get(self.pos).ok_or(DecodeError::PayloadTruncated { what })?;
-        self.pos += 1;
-        Ok(b)
+    /// Bytes not read yet.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
     }
 
     #[inline]
-    pub fn u64(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+    pub fn u8(&mut self, what: &'static str) -> Result<u8, ReadError> {
+        match self.buf.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(ReadError::Truncated { what }),
+        }
+    }
+
+    #[inline]
+    pub fn u64(&mut self, what: &'static str) -> Result<u64, ReadError> {
+        // One-byte values are the common case.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.u64_slow(what)
+    }
+
+    fn u64_slow(&mut self, what: &'static str) -> Result<u64, ReadError> {
         let mut v: u64 = 0;
         let mut shift = 0u32;
         loop {
-            let b = *self.buf.get(self.pos).ok_or(DecodeError::PayloadTruncated { what })?;
+            let Some(&b) = self.buf.get(self.pos) else { return Err(ReadError::Truncated { what }) };
             self.pos += 1;
             if shift == 63 && b > 1 {
-                return Err(DecodeError::BadPayload { what, why: "varint overflows 64 bits" });
+                return Err(ReadError::Bad { what, why: "varint overflows 64 bits" });
             }
             v |= ((b & 0x7f) as u64) << shift;
             if b & 0x80 == 0 {
@@ -63,24 +104,64 @@ impl<'a> Reader<'a> {
             }
             shift += 7;
             if shift > 63 {
-                return Err(DecodeError::BadPayload { what, why: "varint longer than 10 bytes" });
+                return Err(ReadError::Bad { what, why: "varint longer than 10 bytes" });
             }
         }
     }
 
-    pub fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
-        let v = self.u64(what)?;
-        u32::try_from(v).map_err(|_| DecodeError::BadPayload { what, why: "value exceeds 32 bits" })
+    /// Fast path for record fields: a varint of at most 8 bytes, read with
+    /// one 8-byte load. `None` (nothing consumed) when fewer than 8 bytes
+    /// remain or the varint is longer: the caller then takes the checked
+    /// path, which reports faults exactly as before.
+    #[inline(always)]
+    pub fn u64_short(&mut self) -> Option<u64> {
+        let bytes: [u8; 8] = self.buf.get(self.pos..self.pos + 8)?.try_into().ok()?;
+        let w = u64::from_le_bytes(bytes);
+        if w & 0x80 == 0 {
+            self.pos += 1;
+            return Some(w & 0x7f);
+        }
+        let stops = !w & 0x8080_8080_8080_8080;
+        if stops == 0 {
+            return None;
+        }
+        let bits = stops.trailing_zeros() + 1; // through the last byte's stop bit
+        let len = (bits / 8) as usize;
+        let mut x = if bits >= 64 { w } else { w & ((1u64 << bits) - 1) };
+        x &= 0x7f7f_7f7f_7f7f_7f7f;
+        // Compact the 7-bit groups: 8 → 16 → 32 → 64-bit lanes.
+        x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+        x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+        x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
+        self.pos += len;
+        Some(x)
     }
 
-    pub fn fixed_u64(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+    /// Position (for the callers that retry a record on the checked path).
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    #[inline]
+    pub fn set_pos(&mut self, pos: usize) {
+        self.pos = pos;
+    }
+
+    #[inline]
+    pub fn u32(&mut self, what: &'static str) -> Result<u32, ReadError> {
+        let v = self.u64(what)?;
+        u32::try_from(v).map_err(|_| ReadError::Bad { what, why: "value exceeds 32 bits" })
+    }
+
+    pub fn fixed_u64(&mut self, what: &'static str) -> Result<u64, ReadError> {
         let s = self.bytes_exact(8, what)?;
         Ok(u64::from_le_bytes(s.try_into().unwrap()))
     }
 
-    pub fn bytes_exact(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+    pub fn bytes_exact(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ReadError> {
         if self.buf.len() - self.pos < n {
-            return Err(DecodeError::PayloadTruncated { what });
+            return Err(ReadError::Truncated { what });
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -88,17 +169,17 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-prefixed byte string of at most `max` bytes.
-    pub fn bytes(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
+    pub fn bytes(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], ReadError> {
         let n = self.u64(what)?;
         if n > max as u64 {
-            return Err(DecodeError::BadPayload { what, why: "length over its limit" });
+            return Err(ReadError::Bad { what, why: "length over its limit" });
         }
         self.bytes_exact(n as usize, what)
     }
 
-    pub fn string(&mut self, max: usize, what: &'static str) -> Result<String, DecodeError> {
+    pub fn string(&mut self, max: usize, what: &'static str) -> Result<String, ReadError> {
         let b = self.bytes(max, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| DecodeError::BadPayload { what, why: "not UTF-8" })
+        String::from_utf8(b.to_vec()).map_err(|_| ReadError::Bad { what, why: "not UTF-8" })
     }
 }
 
@@ -117,6 +198,27 @@ mod tests {
             prop_assert_eq!(r.u64("v").unwrap(), v);
             prop_assert_eq!(unzigzag(r.u64("s").unwrap()), s);
             prop_assert!(r.is_empty());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn short_path_agrees_with_checked(v in any::<u64>(), pad in proptest::collection::vec(any::<u8>(), 0..12)) {
+            let mut out = Vec::new();
+            put_u64(&mut out, v);
+            let n = out.len();
+            out.extend_from_slice(&pad);
+            let mut r = Reader::new(&out);
+            match r.u64_short() {
+                Some(x) => {
+                    prop_assert_eq!(x, v);
+                    prop_assert_eq!(r.pos(), n);
+                }
+                None => {
+                    prop_assert!(n > 8 || out.len() < 8);
+                    prop_assert_eq!(r.pos(), 0);
+                }
+            }
         }
     }
 
