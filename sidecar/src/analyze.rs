@@ -45,7 +45,7 @@ impl Hasher for KeyHasher {
 type KeyMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
-use crate::model::{Busy, Fragment, Item, MsgKind, Ns, Sid};
+use crate::model::{Busy, Fragment, GapEnd, Item, MsgKind, Ns, Sid};
 use crate::properties;
 use crate::summary::*;
 use crate::waits::{Arrival, Inbox, WaitFinder, WaitKind, WaitOn};
@@ -436,6 +436,17 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     let mut gb = GraphBuilder::new((ws, we), n);
     let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
     let mut intervals: Vec<Item> = crate::model::take_items();
+    // The message read after a gap ended it only if it arrived in the gap.
+    // A sender on this timeline (or the worker itself) whose message arrived
+    // inside the gap is found by the wait finder from the arrivals; if it was
+    // not, the message came after the work that ended the gap had started
+    // (the read is later in the same busy period), so that work had no
+    // visible cause: Waiting-for-Input, not a wait without terminator.
+    // (A gap cut at the window's end keeps its later reader.)
+    let next_cause = |next: GapEnd, end: Ns, j: usize| match next {
+        GapEnd::Read { from, .. } if end <= we && resolve(sids[j].process, from).is_some() => GapEnd::NoCause,
+        n => n,
+    };
     for (j, f) in frags.iter().enumerate() {
         intervals.clear();
         intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
@@ -461,7 +472,7 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                         d.activities.push(Activity { stream: j as u32, start, end, what });
                     }
                 }
-                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next) {
+                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next_cause(next, end, j)) {
                     None => gb.segment(j, start, end, EKind::Unknown),
                     Some(w) => {
                         gb.segment(j, start, w.start, EKind::Unknown);
@@ -688,6 +699,27 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
 
     // ---- properties ----
     let mut props = properties::check(&g);
+    // Streams that begin inside the window (see `Properties::stream_starts`).
+    let began: Vec<Option<Ns>> = frags.iter().map(|f| (f.covered.0 > ws && f.covered.0 < we).then_some(f.covered.0)).collect();
+    if let Some(last_start) = began.iter().flatten().max().copied() {
+        let tmin = g.t.iter().copied().min().unwrap_or(ws);
+        for (w, &(a, b)) in g.chains.iter().enumerate() {
+            if b > a && g.t[a as usize] > tmin && began[w].is_some_and(|s| g.t[a as usize] >= s) {
+                let m = &mut props.min_in_degree;
+                m.violations -= 1;
+                m.at.retain(|v| !(v.worker == Some(w as u32) && v.at_ns == g.t[a as usize]));
+                props.stream_starts.min_in_degree += 1;
+            }
+        }
+        let c = &mut props.communication_existence;
+        let before = c.at.len();
+        c.at.retain(|v| v.until_ns.is_none_or(|u| u > last_start));
+        let gone = (before - c.at.len()) as u64;
+        c.violations -= gone;
+        props.stream_starts.communication_existence += gone;
+        props.min_in_degree.ok = props.min_in_degree.violations == 0;
+        props.communication_existence.ok = props.communication_existence.violations == 0;
+    }
     for v in props
         .min_in_degree
         .at

@@ -50,6 +50,17 @@ pub struct Properties {
     pub min_in_degree: Check,
     pub communication_existence: Check,
     pub wait_termination: Check,
+    /// Not counted above: worker timelines that begin inside the window
+    /// because the worker's stream starts there (a thread starting is not a
+    /// worker "out of the blue"), and the all-waiting stretches before the
+    /// last such start (the workers waited on had not started yet).
+    pub stream_starts: StreamStarts,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStarts {
+    pub min_in_degree: u64,
+    pub communication_existence: u64,
 }
 
 pub fn check(g: &Graph) -> Properties {
@@ -125,6 +136,7 @@ pub fn check(g: &Graph) -> Properties {
         min_in_degree: p.min_in_degree.done(),
         communication_existence: p.communication_existence.done(),
         wait_termination: p.wait_termination.done(),
+        stream_starts: StreamStarts::default(),
     }
 }
 
