@@ -88,21 +88,49 @@ impl GraphBuilder {
     pub fn build(mut self) -> Graph {
         let mut g = Graph { window: self.window, ..Default::default() };
         let mut times: Vec<Ns> = Vec::new();
+        let mut splits: Vec<Ns> = Vec::new();
+        let mut merged: Vec<Ns> = Vec::new();
         for (w, segs) in self.segs.iter_mut().enumerate() {
             let first = g.t.len() as u32;
             if segs.is_empty() {
                 g.chains.push((first, first));
                 continue;
             }
-            segs.sort_by_key(|s| (s.0, s.1));
+            // Segments nearly always come in order: check before sorting.
+            if !segs.is_sorted_by_key(|s| (s.0, s.1)) {
+                segs.sort_by_key(|s| (s.0, s.1));
+            }
             let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
             times.clear();
             for s in segs.iter() {
                 times.push(s.0);
                 times.push(s.1);
             }
-            times.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
-            times.sort();
+            // Segment bounds are usually one sorted run; the splits are
+            // sorted on their own and merged in (same result as sorting all).
+            splits.clear();
+            splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
+            if times.is_sorted() {
+                splits.sort_unstable();
+                merged.clear();
+                merged.reserve(times.len() + splits.len());
+                let (mut a, mut b) = (0, 0);
+                while a < times.len() && b < splits.len() {
+                    if times[a] <= splits[b] {
+                        merged.push(times[a]);
+                        a += 1;
+                    } else {
+                        merged.push(splits[b]);
+                        b += 1;
+                    }
+                }
+                merged.extend_from_slice(&times[a..]);
+                merged.extend_from_slice(&splits[b..]);
+                std::mem::swap(&mut times, &mut merged);
+            } else {
+                times.extend_from_slice(&splits);
+                times.sort_unstable();
+            }
             times.dedup();
             let mut si = 0;
             for (i, &t) in times.iter().enumerate() {

@@ -181,6 +181,7 @@ impl Ingest {
                 let mut bytes_left = bytes;
                 let width = self.width;
                 let mut unknown = 0u64;
+                let mut cur_hi: Ns = 0;
                 for r in &recs {
                     let Ok(t) = p.clock.to_ns(r.ts) else { continue };
                     let t = st.last_ts.map_or(t, |l| t.max(l));
@@ -192,15 +193,20 @@ impl Ingest {
                         }
                     }
                     st.last_ts = Some(t);
-                    let k = t / width;
-                    if k != cur_k {
-                        if cur_k != u64::MAX {
-                            c.bytes = std::mem::take(&mut bytes_left);
-                            st.windower.count(cur_t, &c);
-                            c = Counters::default();
+                    // `t` never decreases here: the window changes only when
+                    // `t` passes the current one's end (no division per record).
+                    if t >= cur_hi {
+                        let k = t / width;
+                        cur_hi = (k + 1).saturating_mul(width);
+                        if k != cur_k {
+                            if cur_k != u64::MAX {
+                                c.bytes = std::mem::take(&mut bytes_left);
+                                st.windower.count(cur_t, &c);
+                                c = Counters::default();
+                            }
+                            cur_k = k;
+                            cur_t = t;
                         }
-                        cur_k = k;
-                        cur_t = t;
                     }
                     c.records += 1;
                     match r.event() {

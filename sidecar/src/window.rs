@@ -66,8 +66,24 @@ impl Windower {
     /// were already handed over (late; counted by the caller as a fault).
     pub fn add(&mut self, items: &mut Vec<Item>) -> u64 {
         let mut late = 0;
+        let w = self.width;
+        // The window the last item landed in, while it stays open: (offset
+        // in `open`, start, end). Items come nearly in time order, so most
+        // fall inside it and skip the index divisions and the lookup.
+        // (`next` and the offsets of open windows do not move during `add`.)
+        let mut cur: Option<(usize, Ns, Ns)> = None;
         for it in items.drain(..) {
             let (s, e) = (it.start(), it.end());
+            if let Some((off, lo, hi)) = cur {
+                if s >= lo && s < hi && e <= hi {
+                    if let Some(Some(f)) = self.open.get_mut(off) {
+                        f.items.push(it);
+                        f.covered.0 = f.covered.0.min(s);
+                        f.covered.1 = f.covered.1.max(e);
+                        continue;
+                    }
+                }
+            }
             if !self.started {
                 self.started = true;
                 self.next = self.index(s);
@@ -76,14 +92,19 @@ impl Windower {
             let k2 = if e > s { self.index(e - 1) } else { k1 };
             // A corrupt clock can make one item span absurdly many windows.
             let k2 = k2.min(k1.saturating_add(10_000));
+            cur = None;
             for k in k1..=k2 {
-                let w = self.width;
                 match self.frag(k) {
                     Some(f) => {
                         f.items.push(it);
                         let (ws, we) = (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w));
                         f.covered.0 = f.covered.0.min(s.max(ws));
                         f.covered.1 = f.covered.1.max(e.min(we));
+                        if k == k2 {
+                            if let (Some(lo), Some(hi)) = (k.checked_mul(w), k.checked_add(1).and_then(|k| k.checked_mul(w))) {
+                                cur = Some(((k - self.next) as usize, lo, hi));
+                            }
+                        }
                     }
                     None => late += 1,
                 }
