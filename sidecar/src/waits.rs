@@ -73,84 +73,8 @@ pub struct Inbox {
 
 impl Inbox {
     pub fn prepare(&mut self) {
-        let mut tmp = Vec::new();
-        sort_ns(&mut self.arrivals, &mut tmp);
-        sort_ns(&mut self.reads, &mut tmp);
-    }
-}
-
-/// Sorts times ascending (the same result as `sort`): already sorted input
-/// is left alone; large inputs spanning less than 2^44 ns (plus `Ns::MAX`
-/// for "never") are radix sorted, 11 bits a pass, since they are many
-/// interleaved sorted runs, which comparison sorts handle slowly.
-pub fn sort_ns(v: &mut Vec<Ns>, tmp: &mut Vec<Ns>) {
-    if v.is_sorted() {
-        return;
-    }
-    if v.len() < 512 {
-        v.sort_unstable();
-        return;
-    }
-    let (mut lo, mut hi, mut never) = (Ns::MAX, 0, 0usize);
-    for &x in v.iter() {
-        if x == Ns::MAX {
-            never += 1;
-        } else {
-            lo = lo.min(x);
-            hi = hi.max(x);
-        }
-    }
-    let n = v.len() - never;
-    let bits = if n == 0 { 0 } else { 64 - (hi - lo).leading_zeros() };
-    if bits > 44 {
-        v.sort_unstable();
-        return;
-    }
-    const B: u32 = 11;
-    const R: usize = 1 << B;
-    let passes = bits.div_ceil(B).max(1) as usize;
-    let mut counts = vec![[0usize; R]; passes];
-    // Keys relative to `lo`, "never" dropped (appended at the end).
-    tmp.clear();
-    tmp.extend(v.iter().copied().filter(|&x| x != Ns::MAX).map(|x| x - lo));
-    for &x in tmp.iter() {
-        for (p, c) in counts.iter_mut().enumerate() {
-            c[((x >> (p as u32 * B)) as usize) & (R - 1)] += 1;
-        }
-    }
-    v.clear();
-    v.resize(n, 0);
-    let (mut src, mut dst) = (&mut *tmp, &mut *v);
-    for (p, c) in counts.iter_mut().enumerate() {
-        let mut sum = 0;
-        for x in c.iter_mut() {
-            let k = *x;
-            *x = sum;
-            sum += k;
-        }
-        let shift = p as u32 * B;
-        for &x in src.iter() {
-            let d = ((x >> shift) as usize) & (R - 1);
-            dst[c[d]] = x;
-            c[d] += 1;
-        }
-        std::mem::swap(&mut src, &mut dst);
-    }
-    // `src` holds the sorted keys.
-    let sorted: Vec<Ns> = if passes % 2 == 1 {
-        // after an odd number of passes the result is in `v`
-        std::mem::take(v)
-    } else {
-        std::mem::take(tmp)
-    };
-    let mut sorted = sorted;
-    for x in sorted.iter_mut() {
-        *x += lo;
-    }
-    sorted.resize(n + never, Ns::MAX);
-    let spare = std::mem::replace(v, sorted);
-    if spare.capacity() > tmp.capacity() {
-        *tmp = spare;
+        self.arrivals.sort();
+        self.reads.sort();
     }
 }
 
@@ -224,31 +148,6 @@ mod tests {
 
     fn arr(at: Ns, src: u32) -> Arrival {
         Arrival { at, src, channel: 7, kind: MsgKind::Data, sent: at }
-    }
-
-    #[test]
-    fn radix_sort_matches_sort() {
-        let mut seed = 0x1234_5678_9abc_def0u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let mut tmp = Vec::new();
-        for (n, span, never) in [(0usize, 1u64, 0u64), (600, 1, 0), (600, 1 << 11, 3), (5000, 1 << 30, 7), (5000, 1 << 44, 2), (3000, 1 << 50, 0), (2000, u64::MAX, 0)] {
-            let mut v: Vec<Ns> = (0..n).map(|_| (next() % span).wrapping_add(1_000_000)).collect();
-            for i in 0..never as usize {
-                if i < v.len() {
-                    let l = v.len();
-                    v[i * 7 % l] = Ns::MAX;
-                }
-            }
-            let mut want = v.clone();
-            want.sort();
-            sort_ns(&mut v, &mut tmp);
-            assert_eq!(v, want, "n {n} span {span}");
-        }
     }
 
     #[test]
