@@ -627,7 +627,7 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     top_ch.truncate(TOP);
     s.top_channels = top_ch;
     rep.critical_path = s;
-    if let Some(d) = detail.as_deref_mut() {
+    if let Some(d) = detail {
         for c in &g.comms {
             if c.kind == MsgKind::Progress {
                 let (src, dst) = (g.w[c.src as usize], g.w[c.dst as usize]);

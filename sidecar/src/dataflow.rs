@@ -36,8 +36,11 @@ pub struct Sink {
     pub json: Option<Box<dyn Write + Send>>,
     pub terminal: Option<Box<dyn Write + Send>>,
     /// Timeline export; windows are written by their owners as analyzed.
-    pub perfetto: Option<Arc<Mutex<crate::export::PerfettoExport<Box<dyn Write + Send>>>>>,
+    pub perfetto: Option<SharedPerfetto>,
 }
+
+/// The Perfetto export, shared by the workers that own windows.
+pub type SharedPerfetto = Arc<Mutex<crate::export::PerfettoExport<Box<dyn Write + Send>>>>;
 
 pub enum Inputs {
     Files(Vec<PathBuf>),

@@ -82,8 +82,10 @@ enum Cmd {
     ///
     /// Example: sidecar watch -- target/release/skew -w 2
     Watch {
-        /// How long past a window's end to wait for a silent stream.
-        #[arg(long, default_value = "30ms", value_parser = parse_duration)]
+        /// How long past a window's end to wait for a silent stream (a
+        /// worker inside a long operator execution publishes nothing until
+        /// it ends; longer than this and its window closes without it).
+        #[arg(long, default_value = "500ms", value_parser = parse_duration)]
         grace: u64,
         /// Estimated probe cost per published record, ns (measured: ~12 ns
         /// on the development machine; `cargo bench -p benches --bench hot_path`).
