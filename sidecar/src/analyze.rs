@@ -701,7 +701,15 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     let mut props = properties::check(&g);
     // Streams that begin inside the window (see `Properties::stream_starts`).
     let began: Vec<Option<Ns>> = frags.iter().map(|f| (f.covered.0 > ws && f.covered.0 < we).then_some(f.covered.0)).collect();
-    if let Some(last_start) = began.iter().flatten().max().copied() {
+    // A worker of a process that has not started yet (fewer streams here
+    // than the process runs, none of the absent ones ended): the workers
+    // present may wait on it with nothing in flight.
+    let not_started = procs.iter().any(|(p, members)| {
+        let alive = expected_of[p].saturating_sub(ended_of.get(p).copied().unwrap_or(0));
+        (members.len() as u32) < alive && members.iter().all(|&i| !frags[i].ended)
+    });
+    let last_start = if not_started { Some(we) } else { began.iter().flatten().max().copied() };
+    if let Some(last_start) = last_start {
         let tmin = g.t.iter().copied().min().unwrap_or(ws);
         for (w, &(a, b)) in g.chains.iter().enumerate() {
             if b > a && g.t[a as usize] > tmin && began[w].is_some_and(|s| g.t[a as usize] >= s) {

@@ -53,7 +53,8 @@ pub struct Properties {
     /// Not counted above: worker timelines that begin inside the window
     /// because the worker's stream starts there (a thread starting is not a
     /// worker "out of the blue"), and the all-waiting stretches before the
-    /// last such start (the workers waited on had not started yet).
+    /// last such start, or anywhere in a window where some worker of the
+    /// process has not started yet (the workers waited on had not started).
     pub stream_starts: StreamStarts,
 }
 

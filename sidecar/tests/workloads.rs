@@ -85,7 +85,13 @@ fn waits_on(w: &Value) -> BTreeMap<u64, (Option<u64>, u64)> {
     m
 }
 
-const SKEW: &[&str] = &["-w", "4", "--epochs", "4", "--records", "10000", "--work", "256"];
+/// Sized so that worker 0's Consume dominates the windows in either
+/// profile (about a second).
+const SKEW: &[&str] = if cfg!(debug_assertions) {
+    &["-w", "4", "--epochs", "4", "--records", "10000", "--work", "256"]
+} else {
+    &["-w", "4", "--epochs", "4", "--records", "10000", "--work", "1024"]
+};
 
 #[test]
 fn skew_names_worker_0_and_everyone_waits_on_it() {
@@ -167,7 +173,7 @@ fn watch_runs_a_workload_live_and_reports_its_cost() {
     let json = tmp("watch.jsonl");
     let _ = std::fs::remove_file(&json);
     let skew = example("skew");
-    let mut args = vec!["watch", "--window", "20ms", "--grace", "200ms", "--summary-json", summary.to_str().unwrap()];
+    let mut args = vec!["watch", "--window", "20ms", "--grace", "2s", "--summary-json", summary.to_str().unwrap()];
     args.extend(["--perfetto", pf.to_str().unwrap(), "--json", json.to_str().unwrap(), "--", skew.to_str().unwrap()]);
     args.extend(SKEW);
     let o = Command::new(BIN).args(&args).output().unwrap();
