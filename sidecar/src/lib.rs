@@ -7,6 +7,9 @@
 //! [`graph`] (window graph, critical path, participation), [`properties`]
 //! (Sager's trace properties), [`analyze`] + [`summary`] (the per-window
 //! report). [`dataflow`] wires them on timely; [`io`] reads files and sockets.
+//! [`export`] turns windows into a Perfetto trace (written by the streaming
+//! protobuf writer in [`perfetto`]); [`watch`] is the closing summary of
+//! `sidecar watch` and what tracing cost.
 
 pub mod activity;
 pub mod analyze;
