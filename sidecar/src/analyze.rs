@@ -443,8 +443,15 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     // (the read is later in the same busy period), so that work had no
     // visible cause: Waiting-for-Input, not a wait without terminator.
     // (A gap cut at the window's end keeps its later reader.)
-    let next_cause = |next: GapEnd, end: Ns, j: usize| match next {
-        GapEnd::Read { from, .. } if end <= we && resolve(sids[j].process, from).is_some() => GapEnd::NoCause,
+    let max_w = sids.iter().map(|s| s.worker as usize + 1).max().unwrap_or(0).min(1 << 16);
+    let mut present = vec![false; max_w];
+    for s in &sids {
+        if let Some(p) = present.get_mut(s.worker as usize) {
+            *p = true;
+        }
+    }
+    let next_cause = |next: GapEnd, end: Ns| match next {
+        GapEnd::Read { from, .. } if end <= we && present.get(from as usize).copied().unwrap_or(false) => GapEnd::NoCause,
         n => n,
     };
     for (j, f) in frags.iter().enumerate() {
@@ -472,7 +479,7 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                         d.activities.push(Activity { stream: j as u32, start, end, what });
                     }
                 }
-                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next_cause(next, end, j)) {
+                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next_cause(next, end)) {
                     None => gb.segment(j, start, end, EKind::Unknown),
                     Some(w) => {
                         gb.segment(j, start, w.start, EKind::Unknown);
