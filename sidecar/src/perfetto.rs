@@ -25,6 +25,28 @@ pub mod proto {
         pub track_event: Option<TrackEvent>,
         #[prost(message, optional, tag = "60")]
         pub track_descriptor: Option<TrackDescriptor>,
+        #[prost(message, optional, tag = "12")]
+        pub interned_data: Option<InternedData>,
+    }
+
+    /// Strings sent once per sequence and referred to by id (`*_iid`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct InternedData {
+        #[prost(message, repeated, tag = "1")]
+        pub event_categories: Vec<Interned>,
+        #[prost(message, repeated, tag = "2")]
+        pub event_names: Vec<Interned>,
+        #[prost(message, repeated, tag = "3")]
+        pub debug_annotation_names: Vec<Interned>,
+    }
+
+    /// `EventCategory`, `EventName`, `DebugAnnotationName`: iid + name.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Interned {
+        #[prost(uint64, optional, tag = "1")]
+        pub iid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -77,13 +99,17 @@ pub mod proto {
         pub track_uuid: Option<u64>,
         #[prost(string, optional, tag = "23")]
         pub name: Option<String>,
+        #[prost(uint64, optional, tag = "10")]
+        pub name_iid: Option<u64>,
         #[prost(string, repeated, tag = "22")]
         pub categories: Vec<String>,
+        #[prost(uint64, repeated, packed = "false", tag = "3")]
+        pub category_iids: Vec<u64>,
         #[prost(int64, optional, tag = "30")]
         pub counter_value: Option<i64>,
-        #[prost(fixed64, repeated, tag = "47")]
+        #[prost(fixed64, repeated, packed = "false", tag = "47")]
         pub flow_ids: Vec<u64>,
-        #[prost(fixed64, repeated, tag = "48")]
+        #[prost(fixed64, repeated, packed = "false", tag = "48")]
         pub terminating_flow_ids: Vec<u64>,
         #[prost(message, repeated, tag = "4")]
         pub debug_annotations: Vec<DebugAnnotation>,
@@ -93,6 +119,8 @@ pub mod proto {
     pub struct DebugAnnotation {
         #[prost(string, optional, tag = "10")]
         pub name: Option<String>,
+        #[prost(uint64, optional, tag = "1")]
+        pub name_iid: Option<u64>,
         #[prost(uint64, optional, tag = "3")]
         pub uint_value: Option<u64>,
         #[prost(string, optional, tag = "6")]
@@ -107,6 +135,7 @@ const SLICE_END: i32 = 2;
 const INSTANT: i32 = 3;
 const COUNTER: i32 = 4;
 const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
 const SEQUENCE: u32 = 1;
 
 /// A debug argument on a slice.
@@ -123,17 +152,62 @@ pub struct Writer<W: Write> {
     buf: Vec<u8>,
     first: bool,
     packets: u64,
+    /// Interned strings (event names, categories, argument names): sent
+    /// once, then referred to by iid, which keeps large traces small.
+    names: std::collections::HashMap<String, u64>,
+    cats: std::collections::HashMap<String, u64>,
+    arg_names: std::collections::HashMap<String, u64>,
+    pending: InternedData,
 }
 
 impl<W: Write> Writer<W> {
     pub fn new(out: W) -> Self {
-        Writer { out, next_uuid: 1, buf: Vec::with_capacity(256), first: true, packets: 0 }
+        Writer {
+            out,
+            next_uuid: 1,
+            buf: Vec::with_capacity(256),
+            first: true,
+            packets: 0,
+            names: Default::default(),
+            cats: Default::default(),
+            arg_names: Default::default(),
+            pending: InternedData::default(),
+        }
+    }
+
+    fn intern(map: &mut std::collections::HashMap<String, u64>, out: &mut Vec<Interned>, s: &str) -> u64 {
+        if let Some(&i) = map.get(s) {
+            return i;
+        }
+        let i = map.len() as u64 + 1;
+        map.insert(s.to_string(), i);
+        out.push(Interned { iid: Some(i), name: Some(s.to_string()) });
+        i
+    }
+
+    fn name_iid(&mut self, s: &str) -> u64 {
+        Self::intern(&mut self.names, &mut self.pending.event_names, s)
+    }
+
+    fn cat_iid(&mut self, s: &str) -> u64 {
+        Self::intern(&mut self.cats, &mut self.pending.event_categories, s)
+    }
+
+    fn arg_iid(&mut self, s: &str) -> u64 {
+        Self::intern(&mut self.arg_names, &mut self.pending.debug_annotation_names, s)
     }
 
     fn packet(&mut self, mut p: TracePacket) -> io::Result<()> {
         p.trusted_packet_sequence_id = Some(SEQUENCE);
+        if p.track_event.is_some() {
+            p.sequence_flags = Some(SEQ_NEEDS_INCREMENTAL_STATE);
+            let pending = std::mem::take(&mut self.pending);
+            if pending != InternedData::default() {
+                p.interned_data = Some(pending);
+            }
+        }
         if self.first {
-            p.sequence_flags = Some(SEQ_INCREMENTAL_STATE_CLEARED);
+            p.sequence_flags = Some(p.sequence_flags.unwrap_or(0) | SEQ_INCREMENTAL_STATE_CLEARED);
             self.first = false;
         }
         self.buf.clear();
@@ -231,7 +305,7 @@ impl<W: Write> Writer<W> {
         let debug_annotations = args
             .iter()
             .map(|(k, v)| DebugAnnotation {
-                name: Some((*k).into()),
+                name_iid: Some(self.arg_iid(k)),
                 uint_value: match v {
                     Arg::U(u) => Some(*u),
                     Arg::S(_) => None,
@@ -240,15 +314,17 @@ impl<W: Write> Writer<W> {
                     Arg::S(s) => Some(s.clone()),
                     Arg::U(_) => None,
                 },
+                ..Default::default()
             })
             .collect();
+        let (name_iid, cat_iid) = (self.name_iid(name), self.cat_iid(category));
         self.packet(TracePacket {
             timestamp: Some(start),
             track_event: Some(TrackEvent {
                 r#type: Some(SLICE_BEGIN),
                 track_uuid: Some(track),
-                name: Some(name.into()),
-                categories: vec![category.into()],
+                name_iid: Some(name_iid),
+                category_iids: vec![cat_iid],
                 flow_ids: flows_out.to_vec(),
                 terminating_flow_ids: flows_in.to_vec(),
                 debug_annotations,
@@ -266,13 +342,14 @@ impl<W: Write> Writer<W> {
     /// A zero-length event (e.g. a message sent or received outside any
     /// slice) that can carry flow ends.
     pub fn instant(&mut self, track: u64, ts: u64, name: &str, category: &str, flows_out: &[u64], flows_in: &[u64]) -> io::Result<()> {
+        let (name_iid, cat_iid) = (self.name_iid(name), self.cat_iid(category));
         self.packet(TracePacket {
             timestamp: Some(ts),
             track_event: Some(TrackEvent {
                 r#type: Some(INSTANT),
                 track_uuid: Some(track),
-                name: Some(name.into()),
-                categories: vec![category.into()],
+                name_iid: Some(name_iid),
+                category_iids: vec![cat_iid],
                 flow_ids: flows_out.to_vec(),
                 terminating_flow_ids: flows_in.to_vec(),
                 ..Default::default()

@@ -295,6 +295,22 @@ fn check_perfetto(path: &Path) {
         assert!(counter_names.contains(format!("w{w} records lost").as_str()), "{counter_names:?}");
         assert!(counter_names.contains(format!("w{w} schedules elided").as_str()), "{counter_names:?}");
     }
+    // Interned strings (one sequence): event names, categories, arg names.
+    let (mut names, mut cats, mut args): (HashMap<u64, String>, HashMap<u64, String>, HashMap<u64, String>) = Default::default();
+    for p in &trace.packet {
+        if let Some(d) = p.interned_data.as_ref() {
+            names.extend(d.event_names.iter().map(|n| (n.iid(), n.name().to_string())));
+            cats.extend(d.event_categories.iter().map(|n| (n.iid(), n.name().to_string())));
+            args.extend(d.debug_annotation_names.iter().map(|n| (n.iid(), n.name().to_string())));
+        }
+    }
+    let name_of = |e: &perfetto_protos::track_event::TrackEvent| -> String {
+        if e.has_name_iid() {
+            names[&e.name_iid()].clone()
+        } else {
+            e.name().to_string()
+        }
+    };
     // Events.
     let mut op_slices: HashMap<u32, BTreeSet<String>> = HashMap::new();
     let mut waits_on: HashMap<u32, BTreeSet<u64>> = HashMap::new();
@@ -319,10 +335,12 @@ fn check_perfetto(path: &Path) {
                 counter_events += 1;
             }
             Type::TYPE_SLICE_BEGIN => {
-                let cat = e.categories.first().map(|s| s.as_str()).unwrap_or("");
+                let cat = e.category_iids.first().map(|c| cats[c].as_str()).or(e.categories.first().map(|s| s.as_str()));
+                let cat = cat.unwrap_or("");
+                let name = name_of(e);
                 if track == cp_track {
                     cp_slices += 1;
-                    if e.name() == "w0: Consume" {
+                    if name == "w0: Consume" {
                         cp_consume += p.timestamp();
                     }
                     continue;
@@ -330,16 +348,16 @@ fn check_perfetto(path: &Path) {
                 let w = *worker_of.get(&track).expect("slices are on worker tracks");
                 match cat {
                     "operator" => {
-                        op_slices.entry(w).or_default().insert(e.name().to_string());
+                        op_slices.entry(w).or_default().insert(name);
                     }
-                    "wait" if e.name().starts_with("wait on w") => {
+                    "wait" if name.starts_with("wait on w") => {
                         let on = e
                             .debug_annotations
                             .iter()
-                            .find(|a| a.name() == "waited_on_worker")
+                            .find(|a| a.has_name_iid() && args[&a.name_iid()] == "waited_on_worker")
                             .map(|a| a.uint_value())
                             .expect("a wait names the worker waited on");
-                        assert_eq!(e.name(), format!("wait on w{on}"));
+                        assert_eq!(name, format!("wait on w{on}"));
                         waits_on.entry(w).or_default().insert(on);
                     }
                     "critical_path" => cp_on_workers += 1,
