@@ -67,6 +67,7 @@ impl Builder {
         self.last_ts
     }
 
+    #[inline]
     fn emit(&mut self, it: Item) {
         if self.held.is_some() {
             self.held_items.push(it);
@@ -75,6 +76,7 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn release(&mut self) {
         if let Some(g) = self.held.take() {
             self.out.push(g);
@@ -82,12 +84,14 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn open_gap(&mut self, t: Ns) {
         let cause_until = if self.pending_steps == 0 { Some(t) } else { None };
         self.gap = Some(OpenGap { start: t, cause_until });
     }
 
     /// Closes the open gap at `t` into a held gap (zero-length gaps vanish).
+    #[inline]
     fn close_gap(&mut self, t: Ns) {
         if let Some(g) = self.gap.take() {
             if t > g.start {
@@ -98,6 +102,7 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn note_read(&mut self, from: u32, channel: u32, kind: MsgKind) {
         if let Some(Item::Gap { next, .. }) = &mut self.held {
             if *next == GapEnd::NoCause {
@@ -106,6 +111,7 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn begin(&mut self, t: Ns, what: Busy) {
         if let Some(top) = self.stack.last().copied() {
             if t > top.1 {
@@ -117,6 +123,7 @@ impl Builder {
         self.stack.push((what, t));
     }
 
+    #[inline]
     fn end(&mut self, t: Ns, what: Busy) {
         let Some(pos) = self.stack.iter().rposition(|(w, _)| *w == what) else {
             self.unpaired += 1;
@@ -142,6 +149,7 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn point(&mut self, t: Ns, it: Item) {
         let read = match it {
             Item::Recv { from, channel, .. } => Some((from, channel, MsgKind::Data)),
@@ -175,6 +183,7 @@ impl Builder {
         }
     }
 
+    #[inline]
     fn step(&mut self, t: Ns) {
         self.steps += 1;
         self.pending_steps = self.pending_steps.saturating_sub(1);
