@@ -23,9 +23,10 @@ impl std::error::Error for StreamError {}
 
 /// Accumulates bytes from a live connection and hands out whole frames.
 ///
-/// Its buffer never holds more than one frame's worth of unparsed bytes plus
-/// what was fed in one call, since every frame's length is checked against
-/// `MAX_PAYLOAD` before waiting for the rest.
+/// Fed one chunk at a time with `next_frame` called until it returns
+/// `Ok(None)`, its buffer never holds more than one frame's worth of
+/// unparsed bytes plus one chunk, since every frame's length is checked
+/// against `MAX_PAYLOAD` before waiting for the rest.
 #[derive(Default)]
 pub struct FrameBuffer {
     buf: Vec<u8>,
@@ -39,7 +40,13 @@ impl FrameBuffer {
         Self::default()
     }
 
+    /// Adds bytes. Ignored once the stream has failed. The caller is
+    /// expected to take frames (`next_frame`) between feeds: the buffer
+    /// holds what it is fed until a whole frame can be taken.
     pub fn feed(&mut self, bytes: &[u8]) {
+        if self.failed {
+            return;
+        }
         if self.start > 0 && self.start * 2 >= self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;

@@ -14,6 +14,9 @@ pub const HEADER_LEN: usize = 72;
 pub const MAX_PAYLOAD: usize = 16 << 20;
 /// Largest decompressed payload a reader accepts.
 pub const MAX_RAW: usize = 64 << 20;
+/// Entries reserved up front when decoding a frame, at most: a header's
+/// count is not trusted with more before the entries actually decode.
+const PREALLOC: usize = 1 << 12;
 /// `worker` value for frames that concern the whole process.
 pub const PROCESS_WIDE: u32 = u32::MAX;
 const FLAG_ZSTD: u8 = 1;
@@ -537,7 +540,9 @@ fn record_checked(r: &mut Reader, prev: u64) -> Result<Record, DecodeError> {
 }
 
 fn decode_records(r: &mut Reader, count: usize, first_ts: u64) -> Result<Vec<Record>, DecodeError> {
-    let mut out = Vec::with_capacity(count);
+    // The count is checked against the payload length, not yet against
+    // what decodes: start small and let the vector grow with real records.
+    let mut out = Vec::with_capacity(count.min(PREALLOC));
     let mut prev = first_ts;
     for _ in 0..count {
         let at = r.pos();
@@ -559,7 +564,9 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
     let body = match h.kind {
         FrameKind::Records => {
             // Every record takes at least two bytes, which bounds `count`.
-            if h.count as usize > raw.len() / 2 {
+            // Every record takes at least three bytes: kind, time delta, and
+            // one field (every kind has at least one).
+            if h.count as usize > raw.len() / 3 {
                 return Err(DecodeError::BadHeader { why: "record count larger than the payload can hold" });
             }
             let out = decode_records(&mut r, h.count as usize, h.first_ts)?;
@@ -581,10 +588,11 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
             ticks_per_sec: r.u64("ticks per second")?,
         }),
         FrameKind::Metadata => {
-            if h.count as usize > raw.len() / 2 {
+            // Every entry takes at least three bytes (tag, id, a length).
+            if h.count as usize > raw.len() / 3 {
                 return Err(DecodeError::BadHeader { why: "metadata count larger than the payload can hold" });
             }
-            let mut out = Vec::with_capacity(h.count as usize);
+            let mut out = Vec::with_capacity((h.count as usize).min(PREALLOC));
             for _ in 0..h.count {
                 out.push(match r.u8("metadata tag")? {
                     1 => {
