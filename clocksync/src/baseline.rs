@@ -194,7 +194,9 @@ impl Estimator for ConvexHull {
         let ping = (px, x.s as i128 - y0 as i128);
         let pong = (px, x.e as i128 - y0 as i128);
         // Monotone chain, appending in x order (exchanges arrive in time order).
-        while self.below.len() >= 2 && cross(self.below[self.below.len() - 2], self.below[self.below.len() - 1], ping) >= 0 {
+        while self.below.len() >= 2
+            && cross(self.below[self.below.len() - 2], self.below[self.below.len() - 1], ping) >= 0
+        {
             self.below.pop();
         }
         if self.below.last().is_some_and(|p| p.0 == ping.0 && p.1 >= ping.1) {
@@ -205,7 +207,9 @@ impl Estimator for ConvexHull {
             }
             self.below.push(ping);
         }
-        while self.above.len() >= 2 && cross(self.above[self.above.len() - 2], self.above[self.above.len() - 1], pong) <= 0 {
+        while self.above.len() >= 2
+            && cross(self.above[self.above.len() - 2], self.above[self.above.len() - 1], pong) <= 0
+        {
             self.above.pop();
         }
         if self.above.last().is_some_and(|p| p.0 == pong.0 && p.1 <= pong.1) {

@@ -96,7 +96,13 @@ struct Converters<'a> {
 
 impl Converters<'_> {
     fn conv(&self, k: u64, truth: i128) -> Conv {
-        Conv { fz: self.fz.to_reference_tight(k).ok(), lr: self.lr.to_reference(k), ch: self.ch.to_reference(k), truth, converted: true }
+        Conv {
+            fz: self.fz.to_reference_tight(k).ok(),
+            lr: self.lr.to_reference(k),
+            ch: self.ch.to_reference(k),
+            truth,
+            converted: true,
+        }
     }
 }
 
@@ -105,7 +111,13 @@ fn exact(t: i128) -> Conv {
 }
 
 impl TrialReport {
-    fn count_point(st: &mut PointStats, send: Option<i128>, recv: Option<i128>, ends: [(&Option<i128>, i128, bool); 2], hz: u64) {
+    fn count_point(
+        st: &mut PointStats,
+        send: Option<i128>,
+        recv: Option<i128>,
+        ends: [(&Option<i128>, i128, bool); 2],
+        hz: u64,
+    ) {
         st.messages += 1;
         for (p, truth, _) in ends.into_iter().filter(|e| e.2) {
             st.conversions += 1;
@@ -124,8 +136,20 @@ impl TrialReport {
 
     /// Judge one message from `send` to `recv` (both converted to the reference).
     fn judge(&mut self, send: &Conv, recv: &Conv, hz: u64) {
-        Self::count_point(&mut self.lr, send.lr, recv.lr, [(&send.lr, send.truth, send.converted), (&recv.lr, recv.truth, recv.converted)], hz);
-        Self::count_point(&mut self.ch, send.ch, recv.ch, [(&send.ch, send.truth, send.converted), (&recv.ch, recv.truth, recv.converted)], hz);
+        Self::count_point(
+            &mut self.lr,
+            send.lr,
+            recv.lr,
+            [(&send.lr, send.truth, send.converted), (&recv.lr, recv.truth, recv.converted)],
+            hz,
+        );
+        Self::count_point(
+            &mut self.ch,
+            send.ch,
+            recv.ch,
+            [(&send.ch, send.truth, send.converted), (&recv.ch, recv.truth, recv.converted)],
+            hz,
+        );
         let f = &mut self.freezer;
         f.messages += 1;
         for c in [send, recv].into_iter().filter(|c| c.converted) {
@@ -244,9 +268,12 @@ fn min_avg_max(v: impl Iterator<Item = f64>) -> (f64, f64, f64) {
 /// mean width, mean |error|.
 pub fn table(reports: &[TrialReport]) -> String {
     let mut out = String::new();
-    out.push_str("| method | fast sends % (min / avg / max) | truth contained % | mean width ns | mean abs error ns |\n");
+    out.push_str(
+        "| method | fast sends % (min / avg / max) | truth contained % | mean width ns | mean abs error ns |\n",
+    );
     out.push_str("|---|---|---|---|---|\n");
-    let sum = |f: &dyn Fn(&TrialReport) -> (u64, u64)| reports.iter().map(f).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let sum =
+        |f: &dyn Fn(&TrialReport) -> (u64, u64)| reports.iter().map(f).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     let row = |name: &str, fast: &dyn Fn(&TrialReport) -> (u64, u64), contained: (u64, u64), width: f64, err: f64| {
         let (lo, avg, hi) = min_avg_max(reports.iter().map(|r| {
             let (n, d) = fast(r);
@@ -260,9 +287,27 @@ pub fn table(reports: &[TrialReport]) -> String {
     let fz_conv = sum(&|r| (r.freezer.contained, r.freezer.conversions));
     let fz_width = reports.iter().map(|r| r.freezer.sum_width_ns).sum::<f64>() / fz_conv.1.max(1) as f64;
     let fz_err = reports.iter().map(|r| r.freezer.sum_abs_err_ns).sum::<f64>() / fz_conv.1.max(1) as f64;
-    out += &row("FreeZer, certain (recv.hi < send.lo)", &|r| (r.freezer.certain, r.freezer.messages), fz_conv, fz_width, fz_err);
-    out += &row("FreeZer, lo vs lo and hi vs hi", &|r| (r.freezer.both_ends, r.freezer.messages), fz_conv, fz_width, fz_err);
-    out += &row("FreeZer, lo vs lo or hi vs hi", &|r| (r.freezer.either_end, r.freezer.messages), fz_conv, fz_width, fz_err);
+    out += &row(
+        "FreeZer, certain (recv.hi < send.lo)",
+        &|r| (r.freezer.certain, r.freezer.messages),
+        fz_conv,
+        fz_width,
+        fz_err,
+    );
+    out += &row(
+        "FreeZer, lo vs lo and hi vs hi",
+        &|r| (r.freezer.both_ends, r.freezer.messages),
+        fz_conv,
+        fz_width,
+        fz_err,
+    );
+    out += &row(
+        "FreeZer, lo vs lo or hi vs hi",
+        &|r| (r.freezer.either_end, r.freezer.messages),
+        fz_conv,
+        fz_width,
+        fz_err,
+    );
     out += &row("FreeZer, midpoints", &|r| (r.freezer.midpoint, r.freezer.messages), fz_conv, fz_width, fz_err);
     for (name, get) in [
         ("linear regression", (|r: &TrialReport| r.lr) as fn(&TrialReport) -> PointStats),

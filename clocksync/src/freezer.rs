@@ -148,10 +148,9 @@ impl fmt::Display for Violation {
             Violation::SourceWentBackwards { previous, now } => {
                 write!(f, "source clock went backwards ({previous} then {now})")
             }
-            Violation::ReferenceWentBackwards { previous, now } => write!(
-                f,
-                "reference clock went backwards or exchanges arrived out of order ({previous} then {now})"
-            ),
+            Violation::ReferenceWentBackwards { previous, now } => {
+                write!(f, "reference clock went backwards or exchanges arrived out of order ({previous} then {now})")
+            }
         }
     }
 }
@@ -159,10 +158,9 @@ impl fmt::Display for Violation {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NotCalibrated { exchanges } => write!(
-                f,
-                "not calibrated yet: {exchanges} exchange(s) in this epoch, need two a few ticks apart"
-            ),
+            Error::NotCalibrated { exchanges } => {
+                write!(f, "not calibrated yet: {exchanges} exchange(s) in this epoch, need two a few ticks apart")
+            }
             Error::InvalidExchange(x) => write!(f, "invalid exchange {x:?}: e < s on the reference clock"),
             Error::ClockModel { epoch, violation } => write!(
                 f,

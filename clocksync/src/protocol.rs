@@ -386,7 +386,12 @@ impl<C: Clock> Prober<C> {
 
     /// Probe at the configured rate for `duration`, feeding `fz`; `each` sees every
     /// exchange after it was fed.
-    pub fn run_for(&mut self, fz: &mut FreeZer, duration: Duration, mut each: impl FnMut(&Exchange, &FreeZer)) -> io::Result<()> {
+    pub fn run_for(
+        &mut self,
+        fz: &mut FreeZer,
+        duration: Duration,
+        mut each: impl FnMut(&Exchange, &FreeZer),
+    ) -> io::Result<()> {
         let period = Duration::from_secs_f64(1.0 / self.config.rate_hz.max(1) as f64);
         let start = Instant::now();
         let mut next = start;

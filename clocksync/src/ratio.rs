@@ -116,9 +116,7 @@ impl Ord for Ratio {
             (true, false) => Ordering::Greater,
             (false, true) => Ordering::Less,
             // a/b vs c/d  <=>  a·d vs c·b; both products < 2^128.
-            (false, false) => {
-                (self.num as u128 * other.den as u128).cmp(&(other.num as u128 * self.den as u128))
-            }
+            (false, false) => (self.num as u128 * other.den as u128).cmp(&(other.num as u128 * self.den as u128)),
         }
     }
 }

@@ -38,7 +38,10 @@ fn probing_over_udp_bounds_the_simulated_truth() {
         })
         .unwrap();
     let st = prober.stats();
-    println!("{st:?}, {checked} checked, width now {:?}", fz.to_reference_tight(source.read(base.elapsed().as_nanos() as i128 * 1000)).map(|i| i.width()));
+    println!(
+        "{st:?}, {checked} checked, width now {:?}",
+        fz.to_reference_tight(source.read(base.elapsed().as_nanos() as i128 * 1000)).map(|i| i.width())
+    );
     assert!(st.exchanges >= 100, "{st:?}");
     assert_eq!(st.violations + st.bad + st.foreign + st.invalid, 0, "{st:?}");
     assert!(checked >= 100);

@@ -49,7 +49,11 @@ pub struct Output {
 
 impl std::fmt::Display for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "bfs: nodes={} edges={} reached={} depth={}", self.params.nodes, self.params.edges, self.reached, self.depth)
+        write!(
+            f,
+            "bfs: nodes={} edges={} reached={} depth={}",
+            self.params.nodes, self.params.edges, self.reached, self.depth
+        )
     }
 }
 

@@ -257,7 +257,9 @@ pub fn main_with<O: std::fmt::Display>(
 }
 
 /// Joins timely's workers, turning a panic into an error.
-pub fn join<T: Send + 'static>(guards: Result<timely::communication::WorkerGuards<T>, String>) -> Result<Vec<T>, String> {
+pub fn join<T: Send + 'static>(
+    guards: Result<timely::communication::WorkerGuards<T>, String>,
+) -> Result<Vec<T>, String> {
     guards?.join().into_iter().collect()
 }
 

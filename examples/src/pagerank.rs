@@ -34,7 +34,8 @@ pub struct Params {
 
 impl Params {
     pub fn from_opts(o: &Opts) -> Result<Params, String> {
-        let p = Params { nodes: o.get("nodes", 200_000)?, edges: o.get("edges", 2_000_000)?, iters: o.get("iters", 20)? };
+        let p =
+            Params { nodes: o.get("nodes", 200_000)?, edges: o.get("edges", 2_000_000)?, iters: o.get("iters", 20)? };
         if p.nodes == 0 || p.nodes > u32::MAX as u64 {
             return Err("--nodes must be in 1..2^32".into());
         }
@@ -54,7 +55,11 @@ pub struct Output {
 impl std::fmt::Display for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let p = self.params;
-        write!(f, "pagerank: nodes={} edges={} iters={} sum={:.9} max={:.9e}", p.nodes, p.edges, p.iters, self.sum, self.max)
+        write!(
+            f,
+            "pagerank: nodes={} edges={} iters={} sum={:.9} max={:.9e}",
+            p.nodes, p.edges, p.iters, self.sum, self.max
+        )
     }
 }
 

@@ -31,7 +31,11 @@ pub struct Params {
 
 impl Params {
     pub fn from_opts(o: &Opts) -> Result<Params, String> {
-        Ok(Params { epochs: o.get("epochs", 20)?, lines: o.get("lines", 20_000)?, vocab: o.get("vocab", 10_000)?.max(1) })
+        Ok(Params {
+            epochs: o.get("epochs", 20)?,
+            lines: o.get("lines", 20_000)?,
+            vocab: o.get("vocab", 10_000)?.max(1),
+        })
     }
 }
 
@@ -87,32 +91,36 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                 .to_stream(scope)
                 .container::<Vec<String>>()
                 .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-                .unary_frontier(Exchange::new(|w: &String| mix(w.bytes().fold(0, |h, b| h * 31 + b as u64))), "Count", move |_cap, _info| {
-                    // Keyed by capability, as in timely's own word count.
-                    #[allow(clippy::mutable_key_type)]
-                    let mut queues = HashMap::new();
-                    move |(input, frontier), output| {
-                        input.for_each_stamp(|cap, data| {
-                            if let Some(cap) = cap.retain_least(output.output_index()) {
-                                queues.entry(cap).or_insert_with(Vec::new).extend(data.map(std::mem::take));
-                            }
-                        });
-                        let mut counts = c2.borrow_mut();
-                        for (cap, batches) in queues.iter_mut() {
-                            if !frontier.less_equal(cap.time()) {
-                                let mut n = 0u64;
-                                for mut batch in batches.drain(..) {
-                                    for w in batch.drain(..) {
-                                        *counts.entry(w).or_insert(0) += 1;
-                                        n += 1;
-                                    }
+                .unary_frontier(
+                    Exchange::new(|w: &String| mix(w.bytes().fold(0, |h, b| h * 31 + b as u64))),
+                    "Count",
+                    move |_cap, _info| {
+                        // Keyed by capability, as in timely's own word count.
+                        #[allow(clippy::mutable_key_type)]
+                        let mut queues = HashMap::new();
+                        move |(input, frontier), output| {
+                            input.for_each_stamp(|cap, data| {
+                                if let Some(cap) = cap.retain_least(output.output_index()) {
+                                    queues.entry(cap).or_insert_with(Vec::new).extend(data.map(std::mem::take));
                                 }
-                                output.session(cap).give((*cap.time(), n));
+                            });
+                            let mut counts = c2.borrow_mut();
+                            for (cap, batches) in queues.iter_mut() {
+                                if !frontier.less_equal(cap.time()) {
+                                    let mut n = 0u64;
+                                    for mut batch in batches.drain(..) {
+                                        for w in batch.drain(..) {
+                                            *counts.entry(w).or_insert(0) += 1;
+                                            n += 1;
+                                        }
+                                    }
+                                    output.session(cap).give((*cap.time(), n));
+                                }
                             }
+                            queues.retain(|_, b: &mut Vec<Vec<String>>| !b.is_empty());
                         }
-                        queues.retain(|_, b: &mut Vec<Vec<String>>| !b.is_empty());
-                    }
-                })
+                    },
+                )
                 .container::<Vec<(u64, u64)>>()
                 .inspect(move |&(_, n)| *n2.borrow_mut() += n)
                 .probe_with(&probe);

@@ -63,10 +63,9 @@ pub enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::InvalidSink(s) => write!(
-                f,
-                "invalid probe sink {s:?}: expected unix:PATH, tcp:HOST:PORT, file:PATH or off"
-            ),
+            Error::InvalidSink(s) => {
+                write!(f, "invalid probe sink {s:?}: expected unix:PATH, tcp:HOST:PORT, file:PATH or off")
+            }
             Error::Config(s) => write!(f, "invalid probe configuration: {s}"),
             Error::Spawn(e) => write!(f, "could not start the probe's writer thread: {e}"),
             Error::WriterPanicked => write!(f, "the probe's writer thread panicked"),

@@ -122,11 +122,7 @@ pub(crate) fn open(sink: &Sink, fresh_file: bool) -> io::Result<Conn> {
             Err(last)
         }
         Sink::File(p) => {
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(fresh_file)
-                .open(p)?;
+            let f = std::fs::OpenOptions::new().write(true).create(true).truncate(fresh_file).open(p)?;
             let pos = f.metadata()?.len();
             Ok(Conn { fd: f.into(), is_file: true, pos })
         }

@@ -295,9 +295,19 @@ impl Adapter {
                         TimelyEvent::Messages(m) => {
                             let records = m.record_count.clamp(0, u32::MAX as i64) as u32;
                             if m.is_send {
-                                Ev::Send { channel: m.channel as u32, to: m.target as u32, seq: m.seq_no as u64, records }
+                                Ev::Send {
+                                    channel: m.channel as u32,
+                                    to: m.target as u32,
+                                    seq: m.seq_no as u64,
+                                    records,
+                                }
                             } else {
-                                Ev::Recv { channel: m.channel as u32, from: m.source as u32, seq: m.seq_no as u64, records }
+                                Ev::Recv {
+                                    channel: m.channel as u32,
+                                    from: m.source as u32,
+                                    seq: m.seq_no as u64,
+                                    records,
+                                }
                             }
                         }
                         TimelyEvent::PushProgress(p) => Ev::Push(p.op_id as u32),

@@ -77,7 +77,12 @@ impl WorkerProbe {
         WorkerProbe { active: None }
     }
 
-    pub(crate) fn new(ring: ringlog::ring::Producer, clock: Source, on_full: OnFull, shared: Arc<WorkerShared>) -> Self {
+    pub(crate) fn new(
+        ring: ringlog::ring::Producer,
+        clock: Source,
+        on_full: OnFull,
+        shared: Arc<WorkerShared>,
+    ) -> Self {
         WorkerProbe {
             active: Some(Active {
                 ring,

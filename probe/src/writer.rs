@@ -185,7 +185,13 @@ impl Writer {
             self.next_clock = Instant::now() + CLOCK_EVERY;
             if self.conn.is_some() {
                 let seq = self.next_process_seq();
-                self.enc.clock(self.process_stream(), seq, self.cfg.clock.domain(), &[self.last_clock], &mut self.batch);
+                self.enc.clock(
+                    self.process_stream(),
+                    seq,
+                    self.cfg.clock.domain(),
+                    &[self.last_clock],
+                    &mut self.batch,
+                );
                 self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
             }
         }
@@ -251,7 +257,13 @@ impl Writer {
                 let s = &mut self.streams[i];
                 self.enc.hello(s.id, s.seq, self.cfg.clock.domain(), &self.hello, &mut self.batch);
                 s.seq += 1;
-                self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
+                self.pending.push(Pending {
+                    end: self.batch.len(),
+                    stream: Some(i),
+                    records: 0,
+                    lost: 0,
+                    is_end: false,
+                });
             }
         }
     }
@@ -279,7 +291,10 @@ impl Writer {
             Ok(c) => {
                 self.opened_once = true;
                 if self.failing {
-                    log(format_args!("sink {} is back; records lost meanwhile are counted in the stream", self.cfg.sink));
+                    log(format_args!(
+                        "sink {} is back; records lost meanwhile are counted in the stream",
+                        self.cfg.sink
+                    ));
                 }
                 self.failing = false;
                 self.backoff = BACKOFF_MIN;
@@ -297,7 +312,13 @@ impl Writer {
                     let s = &mut self.streams[i];
                     self.enc.hello(s.id, s.seq, dom, &self.hello, &mut self.batch);
                     s.seq += 1;
-                    self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
+                    self.pending.push(Pending {
+                        end: self.batch.len(),
+                        stream: Some(i),
+                        records: 0,
+                        lost: 0,
+                        is_end: false,
+                    });
                     if !self.streams[i].meta_all.is_empty() {
                         let meta = std::mem::take(&mut self.streams[i].meta_all);
                         self.metadata_frames(i, &meta);

@@ -93,7 +93,9 @@ impl Model {
                 self.event(Event::MessageRecv { channel: ch as u32, from: from as u32, seq, records: n as u32 })
             }
             Call::PSend(ch, seq) => self.event(Event::ProgressSend { channel: ch as u32, seq }),
-            Call::PRecv(ch, from, seq) => self.event(Event::ProgressRecv { channel: ch as u32, from: from as u32, seq }),
+            Call::PRecv(ch, from, seq) => {
+                self.event(Event::ProgressRecv { channel: ch as u32, from: from as u32, seq })
+            }
             Call::SpanStart(id) => self.event(Event::SpanStart { id }),
             Call::SpanStop(id) => self.event(Event::SpanStop { id }),
             Call::Mark(id) => self.event(Event::Mark { id }),
@@ -266,10 +268,14 @@ fn large_run_through_the_io_uring_and_syscall_paths() {
         assert!(t.error.is_none(), "{:?}", t.error);
         let s = &t.workers[&0];
         assert_eq!(s.records.len() as u64, 3 * n + 1);
-        let seqs: Vec<u64> = s.records.iter().filter_map(|r| match r.event() {
-            Some(Event::MessageSend { seq, .. }) => Some(seq),
-            _ => None,
-        }).collect();
+        let seqs: Vec<u64> = s
+            .records
+            .iter()
+            .filter_map(|r| match r.event() {
+                Some(Event::MessageSend { seq, .. }) => Some(seq),
+                _ => None,
+            })
+            .collect();
         assert_eq!(seqs, (0..n).collect::<Vec<_>>());
         assert_eq!(stats.workers[0].elided, n);
         assert_eq!(stats.bytes, std::fs::metadata(&p).unwrap().len());
@@ -326,7 +332,8 @@ fn writer_can_be_pinned_and_sleeps_when_idle() {
 #[test]
 fn metadata_precedes_the_records_written_after_it() {
     let p = tmp_path("meta-order.ringlog");
-    let probe = Probe::builder().sink(Sink::file(&p)).idle_interval(std::time::Duration::from_micros(50)).start().unwrap();
+    let probe =
+        Probe::builder().sink(Sink::file(&p)).idle_interval(std::time::Duration::from_micros(50)).start().unwrap();
     let mut w = probe.worker(0);
     for op in 0..20_000usize {
         w.operator(op, "Op", &[0, op]);

@@ -70,12 +70,8 @@ fn run(name: &str, monotonic: bool) -> Run {
     if monotonic {
         std::env::set_var("PROBE_CLOCK", "monotonic");
     }
-    let started = Probe::builder()
-            .sink(Sink::file(&path))
-            .on_full(OnFull::Block)
-            .workers(WORKERS)
-            .ring_capacity(1 << 12)
-            .start();
+    let started =
+        Probe::builder().sink(Sink::file(&path)).on_full(OnFull::Block).workers(WORKERS).ring_capacity(1 << 12).start();
     if monotonic {
         std::env::remove_var("PROBE_CLOCK");
     }
@@ -135,7 +131,11 @@ fn run(name: &str, monotonic: bool) -> Run {
                                 std::hint::spin_loop();
                             }
                             let (tsc1, mono1) = (probe::rdtsc(), monotonic_ns());
-                            r2.lock().unwrap().entry(index).or_default().push(Reads { tsc: (tsc0, tsc1), mono: (mono0, mono1) });
+                            r2.lock()
+                                .unwrap()
+                                .entry(index)
+                                .or_default()
+                                .push(Reads { tsc: (tsc0, tsc1), mono: (mono0, mono1) });
                         }
                     }
                 })
@@ -304,10 +304,8 @@ fn trace_matches_what_timely_logged() {
         // The adapter's count was read when the worker closure returned;
         // timely steps on until its dataflows complete.
         assert!(steps >= ad.steps, "worker {w}: {steps} steps, adapter wrote {} by then", ad.steps);
-        let (ws, wr) = (
-            sends.keys().filter(|k| k.1 == w).count() as u64,
-            recvs.keys().filter(|k| k.2 == w).count() as u64,
-        );
+        let (ws, wr) =
+            (sends.keys().filter(|k| k.1 == w).count() as u64, recvs.keys().filter(|k| k.2 == w).count() as u64);
         assert_eq!((ws, wr), (logged.sends, logged.recvs), "worker {w}");
     }
 
@@ -370,7 +368,9 @@ fn check_clock(run: Run, domain: Option<ClockDomain>) {
             let &(start, stop) = pairs
                 .iter()
                 .find(|&&(a, b)| a as i64 <= r0 as i64 + slack && b as i64 >= r1 as i64 - slack)
-                .unwrap_or_else(|| panic!("worker {w}: no published schedule of Clocked brackets {r:?} (slack {slack})"));
+                .unwrap_or_else(|| {
+                    panic!("worker {w}: no published schedule of Clocked brackets {r:?} (slack {slack})")
+                });
             // Nor may it start or stop much before / after the reads: the
             // operator does nothing but the spin, so timely's stamps are
             // within a few µs of the reads (generous: 2 ms on a loaded host).

@@ -89,10 +89,7 @@ impl FrameBuffer {
         if self.pending() == 0 || self.failed {
             Ok(())
         } else {
-            Err(StreamError {
-                offset: self.offset,
-                error: DecodeError::Truncated { have: self.pending() as u64 },
-            })
+            Err(StreamError { offset: self.offset, error: DecodeError::Truncated { have: self.pending() as u64 } })
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Frames: the unit written to a sink and read back. See `FORMAT.md`.
 
-use crate::record::{Kind, Record};
 #[cfg(test)]
 use crate::record::Event;
+use crate::record::{Kind, Record};
 use crate::varint::{self, Reader};
 use crate::DecodeError;
 
@@ -262,7 +262,14 @@ impl Encoder {
         self.finish(h, true, out);
     }
 
-    pub fn clock(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, samples: &[ClockSample], out: &mut Vec<u8>) {
+    pub fn clock(
+        &mut self,
+        stream: StreamId,
+        seq: u64,
+        domain: ClockDomain,
+        samples: &[ClockSample],
+        out: &mut Vec<u8>,
+    ) {
         self.raw.clear();
         for s in samples {
             for v in [s.ticks, s.monotonic_ns, s.realtime_ns] {
@@ -318,7 +325,14 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-fn plain_header(kind: FrameKind, stream: StreamId, seq: u64, count: u32, lost: u64, domain: ClockDomain) -> FrameHeader {
+fn plain_header(
+    kind: FrameKind,
+    stream: StreamId,
+    seq: u64,
+    count: u32,
+    lost: u64,
+    domain: ClockDomain,
+) -> FrameHeader {
     FrameHeader { kind, compressed: false, stream, seq, first_ts: 0, lost, count, raw_len: 0, payload_len: 0, domain }
 }
 
@@ -633,11 +647,9 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
             }
             Body::Clock(out)
         }
-        FrameKind::End => Body::End(EndStats {
-            produced: r.u64("produced")?,
-            lost: r.u64("lost")?,
-            elided: r.u64("elided")?,
-        }),
+        FrameKind::End => {
+            Body::End(EndStats { produced: r.u64("produced")?, lost: r.u64("lost")?, elided: r.u64("elided")? })
+        }
     };
     if !r.is_empty() {
         return Err(DecodeError::BadPayload { what: "payload", why: "bytes left over after the last entry" });
@@ -666,7 +678,10 @@ mod fast_path_tests {
     #[test]
     fn fast_and_checked_paths_agree_on_long_and_odd_values() {
         let recs = vec![
-            Record::from_event(u64::MAX - 5, Event::MessageSend { channel: u32::MAX, to: 1 << 28, seq: u64::MAX, records: 0 }),
+            Record::from_event(
+                u64::MAX - 5,
+                Event::MessageSend { channel: u32::MAX, to: 1 << 28, seq: u64::MAX, records: 0 },
+            ),
             Record::from_event(3, Event::Step { elided: 1 << 56, spin_ticks: u64::MAX }),
             Record::from_event(1 << 40, Event::ProgressRecv { channel: 0, from: 127, seq: 128 }),
             Record::from_event(1 << 40, Event::Unpark),

@@ -36,22 +36,46 @@ pub use record::{Event, Kind, Record};
 /// Why bytes could not be read as frames. Every variant names the fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
-    BadMagic { found: [u8; 4] },
-    UnsupportedVersion { found: u16, supported: u16 },
+    BadMagic {
+        found: [u8; 4],
+    },
+    UnsupportedVersion {
+        found: u16,
+        supported: u16,
+    },
     HeaderChecksum,
     UnknownFrameKind(u8),
     UnknownFlags(u8),
     UnknownClockDomain(u8),
-    BadHeader { why: &'static str },
-    FrameTooLarge { len: u64, max: u64 },
-    PayloadChecksum { kind: FrameKind, seq: u64 },
+    BadHeader {
+        why: &'static str,
+    },
+    FrameTooLarge {
+        len: u64,
+        max: u64,
+    },
+    PayloadChecksum {
+        kind: FrameKind,
+        seq: u64,
+    },
     Decompress(String),
     UnknownRecordKind(u8),
-    PayloadTruncated { what: &'static str },
-    BadPayload { what: &'static str, why: &'static str },
-    InFrame { kind: FrameKind, seq: u64, inner: Box<DecodeError> },
+    PayloadTruncated {
+        what: &'static str,
+    },
+    BadPayload {
+        what: &'static str,
+        why: &'static str,
+    },
+    InFrame {
+        kind: FrameKind,
+        seq: u64,
+        inner: Box<DecodeError>,
+    },
     /// The input ended inside a frame.
-    Truncated { have: u64 },
+    Truncated {
+        have: u64,
+    },
     Io(String),
     /// A stream that failed once is not read further.
     AfterError,

@@ -99,20 +99,52 @@ const _: () = assert!(std::mem::size_of::<Record>() == 32);
 /// The typed view of a [`Record`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    ScheduleStart { op: u32 },
-    ScheduleStop { op: u32 },
-    MessageSend { channel: u32, to: u32, seq: u64, records: u32 },
-    MessageRecv { channel: u32, from: u32, seq: u64, records: u32 },
-    ProgressSend { channel: u32, seq: u64 },
-    ProgressRecv { channel: u32, from: u32, seq: u64 },
-    SpanStart { id: u64 },
-    SpanStop { id: u64 },
+    ScheduleStart {
+        op: u32,
+    },
+    ScheduleStop {
+        op: u32,
+    },
+    MessageSend {
+        channel: u32,
+        to: u32,
+        seq: u64,
+        records: u32,
+    },
+    MessageRecv {
+        channel: u32,
+        from: u32,
+        seq: u64,
+        records: u32,
+    },
+    ProgressSend {
+        channel: u32,
+        seq: u64,
+    },
+    ProgressRecv {
+        channel: u32,
+        from: u32,
+        seq: u64,
+    },
+    SpanStart {
+        id: u64,
+    },
+    SpanStop {
+        id: u64,
+    },
     /// End of an engine step: how many schedule pairs were elided since the
     /// previous step, and the ticks spent in them (see the probe's docs).
-    Step { elided: u64, spin_ticks: u64 },
-    Park { hint: u64 },
+    Step {
+        elided: u64,
+        spin_ticks: u64,
+    },
+    Park {
+        hint: u64,
+    },
     Unpark,
-    Mark { id: u64 },
+    Mark {
+        id: u64,
+    },
 }
 
 impl Record {
@@ -132,16 +164,12 @@ impl Record {
         match ev {
             ScheduleStart { op } => Record::new(Kind::ScheduleStart, ts, 0, op, 0, 0),
             ScheduleStop { op } => Record::new(Kind::ScheduleStop, ts, 0, op, 0, 0),
-            MessageSend { channel, to, seq, records } => {
-                Record::new(Kind::MessageSend, ts, seq, channel, to, records)
-            }
+            MessageSend { channel, to, seq, records } => Record::new(Kind::MessageSend, ts, seq, channel, to, records),
             MessageRecv { channel, from, seq, records } => {
                 Record::new(Kind::MessageRecv, ts, seq, channel, from, records)
             }
             ProgressSend { channel, seq } => Record::new(Kind::ProgressSend, ts, seq, channel, 0, 0),
-            ProgressRecv { channel, from, seq } => {
-                Record::new(Kind::ProgressRecv, ts, seq, channel, from, 0)
-            }
+            ProgressRecv { channel, from, seq } => Record::new(Kind::ProgressRecv, ts, seq, channel, from, 0),
             SpanStart { id } => Record::new(Kind::SpanStart, ts, id, 0, 0, 0),
             SpanStop { id } => Record::new(Kind::SpanStop, ts, id, 0, 0, 0),
             Step { elided, spin_ticks } => {

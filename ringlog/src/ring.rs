@@ -138,10 +138,7 @@ impl Consumer {
         // keep `release` (which takes `&mut self`) from running while the
         // slices live. Both ranges lie within the `cap`-slot array.
         unsafe {
-            (
-                std::slice::from_raw_parts(self.base.add(start), first),
-                std::slice::from_raw_parts(self.base, n - first),
-            )
+            (std::slice::from_raw_parts(self.base.add(start), first), std::slice::from_raw_parts(self.base, n - first))
         }
     }
 

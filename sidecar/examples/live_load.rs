@@ -12,7 +12,8 @@ fn main() {
     let n: usize = a.next().map(|s| s.parse().unwrap()).unwrap_or(4);
     // Sleep between steps (µs): 0 = spin flat out.
     let nap: u64 = a.next().map(|s| s.parse().unwrap()).unwrap_or(0);
-    let probe = probe::Probe::builder().sink(probe::Sink::unix(&sock)).workers(n).program("live_load").start().expect("probe");
+    let probe =
+        probe::Probe::builder().sink(probe::Sink::unix(&sock)).workers(n).program("live_load").start().expect("probe");
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| mpsc::channel::<(usize, u64)>()).unzip();
     let mut rxs: Vec<Option<mpsc::Receiver<(usize, u64)>>> = rxs.into_iter().map(Some).collect();
     let end = Instant::now() + Duration::from_secs(secs);
@@ -56,5 +57,9 @@ fn main() {
         h.join().unwrap();
     }
     let st = probe.shutdown().unwrap();
-    eprintln!("probe: {} records written, {} lost", st.workers.iter().map(|w| w.written).sum::<u64>(), st.workers.iter().map(|w| w.lost()).sum::<u64>());
+    eprintln!(
+        "probe: {} records written, {} lost",
+        st.workers.iter().map(|w| w.written).sum::<u64>(),
+        st.workers.iter().map(|w| w.lost()).sum::<u64>()
+    );
 }

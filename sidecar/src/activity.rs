@@ -328,7 +328,7 @@ mod tests {
             (2, SpanStart { id: 9 }),
             (6, SpanStop { id: 9 }),
             (8, ScheduleStop { op: 1 }),
-            (9, ScheduleStop { op: 5 }), // no start
+            (9, ScheduleStop { op: 5 }),   // no start
             (10, ScheduleStart { op: 3 }), // never stopped
         ]);
         let busy: Vec<_> = b.out.iter().filter(|i| matches!(i, Item::Busy { .. })).copied().collect();
@@ -380,9 +380,6 @@ mod tests {
         assert_eq!(b.settled(), Some(5));
         b.force(100);
         assert_eq!(b.settled(), Some(100));
-        assert_eq!(
-            b.out.last(),
-            Some(&Item::Gap { start: 5, end: 100, cause_until: 6, next: GapEnd::Open })
-        );
+        assert_eq!(b.out.last(), Some(&Item::Gap { start: 5, end: 100, cause_until: 6, next: GapEnd::Open }));
     }
 }

@@ -92,7 +92,11 @@ pub enum ActivityKind {
     Span(u64),
     /// Waiting, ended by a message from `on` (a global worker index; None:
     /// nothing visible) on `channel`.
-    Waiting { on: Option<u32>, channel: Option<u32>, kind: &'static str },
+    Waiting {
+        on: Option<u32>,
+        channel: Option<u32>,
+        kind: &'static str,
+    },
     WaitingForInput,
 }
 
@@ -122,7 +126,11 @@ pub enum CriticalKind {
     Unknown,
     /// A message that ended a wait: from stream `from` (at `start`) to this
     /// piece's stream (at `end`).
-    Message { from: u32, channel: u32, kind: MsgKind },
+    Message {
+        from: u32,
+        channel: u32,
+        kind: MsgKind,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,15 +148,16 @@ pub fn analyze(host: u64, index: u64, width: Ns, frags: Vec<Fragment>) -> Window
 }
 
 /// [`analyze`], also filling `detail` (for timeline exports) when given.
-pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>, mut detail: Option<&mut WindowDetail>) -> WindowReport {
+pub fn analyze_detail(
+    host: u64,
+    index: u64,
+    width: Ns,
+    mut frags: Vec<Fragment>,
+    mut detail: Option<&mut WindowDetail>,
+) -> WindowReport {
     let (ws, we) = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
-    let mut rep = WindowReport {
-        host: format!("{host:016x}"),
-        window: index,
-        start_ns: ws,
-        end_ns: we,
-        ..Default::default()
-    };
+    let mut rep =
+        WindowReport { host: format!("{host:016x}"), window: index, start_ns: ws, end_ns: we, ..Default::default() };
     // Streams known to have ended by now, per process (markers included),
     // then the markers are dropped: they carry no data.
     let mut ended_of: FxHashMap<u32, u32> = FxHashMap::default();
@@ -332,7 +341,13 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                             d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
                         }
                         // read before sent (clock trouble): the edge is clamped to the read
-                        arrivals[j].push(Arrival { at: s.1.min(r.1), src: i as u32, channel, kind: MsgKind::Data, sent: s.1.min(r.1) });
+                        arrivals[j].push(Arrival {
+                            at: s.1.min(r.1),
+                            src: i as u32,
+                            channel,
+                            kind: MsgKind::Data,
+                            sent: s.1.min(r.1),
+                        });
                     }
                     a += 1;
                     b += 1;
@@ -348,7 +363,13 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                             if i == j {
                                 mc.data_worker_local += 1;
                             } else {
-                                arrivals[j].push(Arrival { at: s.1, src: i as u32, channel, kind: MsgKind::Data, sent: s.1 });
+                                arrivals[j].push(Arrival {
+                                    at: s.1,
+                                    src: i as u32,
+                                    channel,
+                                    kind: MsgKind::Data,
+                                    sent: s.1,
+                                });
                             }
                         }
                         None if own_worker(i, to) => mc.data_in_flight += 1,
@@ -394,7 +415,13 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                     inbox[j].arrivals.push(s.min(r));
                     inbox[j].reads.push(r);
                     if sids[i].process != sids[j].process {
-                        arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress, sent: s.min(r) });
+                        arrivals[j].push(Arrival {
+                            at: s.min(r),
+                            src: i as u32,
+                            channel,
+                            kind: MsgKind::Progress,
+                            sent: s.min(r),
+                        });
                     }
                 }
                 _ => {
@@ -417,7 +444,13 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
             }
             let read_upto = max_read.get(&(*channel, *from, j)).copied();
             for &(q, s) in sends.iter() {
-                arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress, sent: s });
+                arrivals[j].push(Arrival {
+                    at: s,
+                    src: *i as u32,
+                    channel: *channel,
+                    kind: MsgKind::Progress,
+                    sent: s,
+                });
                 if read_upto.is_none_or(|m| q > m) {
                     inbox[j].arrivals.push(s);
                     inbox[j].reads.push(Ns::MAX);
@@ -451,7 +484,9 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
         }
     }
     let next_cause = |next: GapEnd, end: Ns| match next {
-        GapEnd::Read { from, .. } if end <= we && present.get(from as usize).copied().unwrap_or(false) => GapEnd::NoCause,
+        GapEnd::Read { from, .. } if end <= we && present.get(from as usize).copied().unwrap_or(false) => {
+            GapEnd::NoCause
+        }
         n => n,
     };
     for (j, f) in frags.iter().enumerate() {
@@ -479,47 +514,54 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
                         d.activities.push(Activity { stream: j as u32, start, end, what });
                     }
                 }
-                Item::Gap { start, end, cause_until, next } => match finder.gap(start, end, cause_until, next_cause(next, end)) {
-                    None => gb.segment(j, start, end, EKind::Unknown),
-                    Some(w) => {
-                        gb.segment(j, start, w.start, EKind::Unknown);
-                        let d = w.end - w.start;
-                        match w.kind {
-                            WaitKind::WaitingForInput => {
-                                gb.segment(j, w.start, w.end, EKind::WaitingForInput);
-                                ww.waiting_for_input_ns += d;
-                                if let Some(dt) = detail.as_deref_mut() {
-                                    let (start, end) = (w.start.max(ws), w.end.min(we));
-                                    dt.activities.push(Activity { stream: j as u32, start, end, what: ActivityKind::WaitingForInput });
-                                }
-                            }
-                            WaitKind::Waiting(o) => {
-                                gb.segment(j, w.start, w.end, EKind::Wait);
-                                ww.waiting_ns += d;
-                                ww.waits += 1;
-                                let key = match o {
-                                    WaitOn::Message { src, src_known, channel, kind } => {
-                                        let wk = if src_known { sids[src as usize].worker } else { src };
-                                        (Some(wk), Some(channel), kind_name(kind))
+                Item::Gap { start, end, cause_until, next } => {
+                    match finder.gap(start, end, cause_until, next_cause(next, end)) {
+                        None => gb.segment(j, start, end, EKind::Unknown),
+                        Some(w) => {
+                            gb.segment(j, start, w.start, EKind::Unknown);
+                            let d = w.end - w.start;
+                            match w.kind {
+                                WaitKind::WaitingForInput => {
+                                    gb.segment(j, w.start, w.end, EKind::WaitingForInput);
+                                    ww.waiting_for_input_ns += d;
+                                    if let Some(dt) = detail.as_deref_mut() {
+                                        let (start, end) = (w.start.max(ws), w.end.min(we));
+                                        dt.activities.push(Activity {
+                                            stream: j as u32,
+                                            start,
+                                            end,
+                                            what: ActivityKind::WaitingForInput,
+                                        });
                                     }
-                                    WaitOn::Unknown => (None, None, "unknown"),
-                                };
-                                if let Some(dt) = detail.as_deref_mut() {
-                                    let (start, end) = (w.start.max(ws), w.end.min(we));
-                                    let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
-                                    dt.activities.push(Activity { stream: j as u32, start, end, what });
                                 }
-                                let e = on.entry(key).or_default();
-                                e.0 += d;
-                                e.1 += 1;
-                                if let Some(a) = w.terminator {
-                                    gb.terminated_wait(j, w.end, a.src as usize, a.sent, a.channel, a.kind);
+                                WaitKind::Waiting(o) => {
+                                    gb.segment(j, w.start, w.end, EKind::Wait);
+                                    ww.waiting_ns += d;
+                                    ww.waits += 1;
+                                    let key = match o {
+                                        WaitOn::Message { src, src_known, channel, kind } => {
+                                            let wk = if src_known { sids[src as usize].worker } else { src };
+                                            (Some(wk), Some(channel), kind_name(kind))
+                                        }
+                                        WaitOn::Unknown => (None, None, "unknown"),
+                                    };
+                                    if let Some(dt) = detail.as_deref_mut() {
+                                        let (start, end) = (w.start.max(ws), w.end.min(we));
+                                        let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
+                                        dt.activities.push(Activity { stream: j as u32, start, end, what });
+                                    }
+                                    let e = on.entry(key).or_default();
+                                    e.0 += d;
+                                    e.1 += 1;
+                                    if let Some(a) = w.terminator {
+                                        gb.terminated_wait(j, w.end, a.src as usize, a.sent, a.channel, a.kind);
+                                    }
                                 }
                             }
+                            gb.segment(j, w.end, end, EKind::Unknown);
                         }
-                        gb.segment(j, w.end, end, EKind::Unknown);
                     }
-                },
+                }
                 _ => {}
             }
         }
@@ -545,9 +587,9 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     let mut s = CpSummary { length_ns: cp.length, span_ns: we - ws, edges: cp.edges.len(), ..Default::default() };
     s.equals_span = cp.length == we - ws;
     s.started_before_end = cp.started_early;
-    s.stuck = cp.stuck.map(|(v, why)| {
-        format!("worker {} at {} ns: {}", sids[g.w[v as usize] as usize].worker, g.t[v as usize], why)
-    });
+    s.stuck = cp
+        .stuck
+        .map(|(v, why)| format!("worker {} at {} ns: {}", sids[g.w[v as usize] as usize].worker, g.t[v as usize], why));
     let mut ops: FxHashMap<(usize, u32), Ns> = FxHashMap::default();
     let mut spans: FxHashMap<(usize, u64), Ns> = FxHashMap::default();
     let mut workers: FxHashMap<usize, Ns> = FxHashMap::default();
@@ -629,7 +671,11 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
         })
         .collect();
     top_ch.sort_by(|a, b| {
-        b.crossings.cmp(&a.crossings).then(b.ns.cmp(&a.ns)).then(a.channel.cmp(&b.channel)).then(a.src_worker.cmp(&b.src_worker))
+        b.crossings
+            .cmp(&a.crossings)
+            .then(b.ns.cmp(&a.ns))
+            .then(a.channel.cmp(&b.channel))
+            .then(a.src_worker.cmp(&b.src_worker))
     });
     top_ch.truncate(TOP);
     s.top_channels = top_ch;
@@ -683,7 +729,8 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     }
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {
-            *agg.entry((g.w[c.dst as usize] as usize, kind_name(c.kind), Some(c.channel as u64))).or_default() += p.comm[i];
+            *agg.entry((g.w[c.dst as usize] as usize, kind_name(c.kind), Some(c.channel as u64))).or_default() +=
+                p.comm[i];
         }
     }
     let mut part: Vec<ParticipationEntry> = agg
@@ -707,7 +754,8 @@ pub fn analyze_detail(host: u64, index: u64, width: Ns, mut frags: Vec<Fragment>
     // ---- properties ----
     let mut props = properties::check(&g);
     // Streams that begin inside the window (see `Properties::stream_starts`).
-    let began: Vec<Option<Ns>> = frags.iter().map(|f| (f.covered.0 > ws && f.covered.0 < we).then_some(f.covered.0)).collect();
+    let began: Vec<Option<Ns>> =
+        frags.iter().map(|f| (f.covered.0 > ws && f.covered.0 < we).then_some(f.covered.0)).collect();
     // A worker of a process that has not started yet (fewer streams here
     // than the process runs, none of the absent ones ended): the workers
     // present may wait on it with nothing in flight.

@@ -222,7 +222,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         // `Fragment::marker`), at the first window without it.
                         for (sid, k) in r.ingest.ended.drain(..) {
                             for p in 0..peers {
-                                buf.push(Fragment { stream: Some(sid), window: k, marker: true, route: p as u64, ..Default::default() });
+                                buf.push(Fragment {
+                                    stream: Some(sid),
+                                    window: k,
+                                    marker: true,
+                                    route: p as u64,
+                                    ..Default::default()
+                                });
                             }
                         }
                         r.take_fragments(&mut buf);
@@ -355,36 +361,34 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             let stats = stats_print;
             let mut pending: BTreeMap<(u64, u64), (String, String, bool)> = BTreeMap::new();
             reports.probe_with(&analyzed_out).sink(Exchange::new(|_| 0), "Print", move |(input, frontier)| {
-                {
-                    let p = &mut pending;
-                    input.for_each(|_cap, data| {
-                        for (w, h, json, line, complete) in data.drain(..) {
-                            p.insert((w, h), (json, line, complete));
-                        }
-                    });
-                    let ready: Vec<(u64, u64)> = p.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
-                    if ready.is_empty() {
-                        return;
+                let p = &mut pending;
+                input.for_each(|_cap, data| {
+                    for (w, h, json, line, complete) in data.drain(..) {
+                        p.insert((w, h), (json, line, complete));
                     }
-                    let mut s = sink.lock().unwrap();
-                    let mut st = stats.lock().unwrap();
-                    for k in ready {
-                        let (json, line, complete) = p.remove(&k).unwrap();
-                        st.windows += 1;
-                        st.incomplete += (!complete) as u64;
-                        if let Some(j) = s.json.as_mut() {
-                            let _ = writeln!(j, "{json}");
-                        }
-                        if let Some(t) = s.terminal.as_mut() {
-                            let _ = writeln!(t, "{line}");
-                        }
-                    }
+                });
+                let ready: Vec<(u64, u64)> = p.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
+                if ready.is_empty() {
+                    return;
+                }
+                let mut s = sink.lock().unwrap();
+                let mut st = stats.lock().unwrap();
+                for k in ready {
+                    let (json, line, complete) = p.remove(&k).unwrap();
+                    st.windows += 1;
+                    st.incomplete += (!complete) as u64;
                     if let Some(j) = s.json.as_mut() {
-                        let _ = j.flush();
+                        let _ = writeln!(j, "{json}");
                     }
                     if let Some(t) = s.terminal.as_mut() {
-                        let _ = t.flush();
+                        let _ = writeln!(t, "{line}");
                     }
+                }
+                if let Some(j) = s.json.as_mut() {
+                    let _ = j.flush();
+                }
+                if let Some(t) = s.terminal.as_mut() {
+                    let _ = t.flush();
                 }
             });
         });

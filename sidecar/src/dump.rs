@@ -33,7 +33,11 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
             Body::Clock(s) => {
                 writeln!(out)?;
                 for c in s {
-                    writeln!(out, "  clock ticks={} monotonic_ns={} realtime_ns={}", c.ticks, c.monotonic_ns, c.realtime_ns)?;
+                    writeln!(
+                        out,
+                        "  clock ticks={} monotonic_ns={} realtime_ns={}",
+                        c.ticks, c.monotonic_ns, c.realtime_ns
+                    )?;
                 }
             }
             Body::Metadata(m) => {
@@ -41,7 +45,9 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
                 for e in m {
                     match e {
                         Meta::Operator { id, name, addr } => writeln!(out, "  operator {id} {name:?} addr={addr:?}")?,
-                        Meta::Channel { id, src, dst } => writeln!(out, "  channel {id} ({},{}) -> ({},{})", src.0, src.1, dst.0, dst.1)?,
+                        Meta::Channel { id, src, dst } => {
+                            writeln!(out, "  channel {id} ({},{}) -> ({},{})", src.0, src.1, dst.0, dst.1)?
+                        }
                         Meta::Span { id, name } => writeln!(out, "  span {id} {name:?}")?,
                     }
                 }

@@ -51,7 +51,14 @@ impl PerfettoExport<Box<dyn Write + Send>> {
 
 impl<W: Write> PerfettoExport<W> {
     pub fn new(out: W) -> Self {
-        PerfettoExport { w: Writer::new(out), procs: HashMap::new(), workers: HashMap::new(), next_pid: 1, next_flow: 1, windows: 0 }
+        PerfettoExport {
+            w: Writer::new(out),
+            procs: HashMap::new(),
+            workers: HashMap::new(),
+            next_pid: 1,
+            next_flow: 1,
+            windows: 0,
+        }
     }
 
     fn process(&mut self, s: Sid, program: &str) -> io::Result<(u64, u64, u32)> {
@@ -94,7 +101,9 @@ impl<W: Write> PerfettoExport<W> {
         }
         let name_of = |i: usize, k: ActivityKind| -> String {
             match k {
-                ActivityKind::Operator(op) => d.op_names[i].get(&op).cloned().unwrap_or_else(|| format!("operator {op}")),
+                ActivityKind::Operator(op) => {
+                    d.op_names[i].get(&op).cloned().unwrap_or_else(|| format!("operator {op}"))
+                }
                 ActivityKind::Span(id) => d.span_names[i].get(&id).cloned().unwrap_or_else(|| format!("span {id}")),
                 ActivityKind::Waiting { on: Some(w), .. } => format!("wait on w{w}"),
                 ActivityKind::Waiting { on: None, .. } => "wait (cause not visible)".into(),
@@ -112,10 +121,19 @@ impl<W: Write> PerfettoExport<W> {
             let i = a.stream as usize;
             let name = name_of(i, a.what);
             match a.what {
-                ActivityKind::Operator(op) => {
-                    self.w.slice(tracks[i], a.start, a.end, &name, "operator", &[], &[], &[("operator", Arg::U(op as u64))])?
+                ActivityKind::Operator(op) => self.w.slice(
+                    tracks[i],
+                    a.start,
+                    a.end,
+                    &name,
+                    "operator",
+                    &[],
+                    &[],
+                    &[("operator", Arg::U(op as u64))],
+                )?,
+                ActivityKind::Span(id) => {
+                    self.w.slice(tracks[i], a.start, a.end, &name, "span", &[], &[], &[("span", Arg::U(id))])?
                 }
-                ActivityKind::Span(id) => self.w.slice(tracks[i], a.start, a.end, &name, "span", &[], &[], &[("span", Arg::U(id))])?,
                 ActivityKind::Waiting { on, channel, kind } => {
                     let mut args = vec![("kind", Arg::S(kind.into()))];
                     if let Some(w) = on {
@@ -126,7 +144,9 @@ impl<W: Write> PerfettoExport<W> {
                     }
                     self.w.slice(tracks[i], a.start, a.end, &name, "wait", &[], &[], &args)?
                 }
-                ActivityKind::WaitingForInput => self.w.slice(tracks[i], a.start, a.end, &name, "wait", &[], &[], &[])?,
+                ActivityKind::WaitingForInput => {
+                    self.w.slice(tracks[i], a.start, a.end, &name, "wait", &[], &[], &[])?
+                }
             }
         }
         for m in &d.messages {
@@ -165,13 +185,26 @@ impl<W: Write> PerfettoExport<W> {
                         _ => "unknown".into(),
                     };
                     let flows_in: Vec<u64> = pending_flow.take().into_iter().collect();
-                    self.w.slice(cp_track, p.start, p.end, &format!("w{w}: {label}"), "critical_path", &[], &[], &[
-                        ("worker", Arg::U(w as u64)),
-                    ])?;
-                    self.w.slice(tracks[i], p.start, p.end, "critical path", "critical_path", &[], &flows_in, &[(
-                        "activity",
-                        Arg::S(label),
-                    )])?;
+                    self.w.slice(
+                        cp_track,
+                        p.start,
+                        p.end,
+                        &format!("w{w}: {label}"),
+                        "critical_path",
+                        &[],
+                        &[],
+                        &[("worker", Arg::U(w as u64))],
+                    )?;
+                    self.w.slice(
+                        tracks[i],
+                        p.start,
+                        p.end,
+                        "critical path",
+                        "critical_path",
+                        &[],
+                        &flows_in,
+                        &[("activity", Arg::S(label))],
+                    )?;
                 }
             }
         }

@@ -473,7 +473,13 @@ mod tests {
         e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
         e.clock(pw, 1, ClockDomain::Tsc, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
         e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
-        e.metadata(w0, 1, ClockDomain::Tsc, &[Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }], &mut out);
+        e.metadata(
+            w0,
+            1,
+            ClockDomain::Tsc,
+            &[Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }],
+            &mut out,
+        );
         let recs: Vec<Record> = (0..10)
             .flat_map(|i| {
                 [

@@ -282,11 +282,18 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
         if m.file_type().is_socket() {
             std::fs::remove_file(path)?; // a stale socket from an earlier run
         } else {
-            return Err(std::io::Error::new(ErrorKind::AlreadyExists, format!("{} exists and is not a socket", path.display())));
+            return Err(std::io::Error::new(
+                ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
         }
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".sidecar-{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
+    let tmp = dir.join(format!(
+        ".sidecar-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    ));
     std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
     let inner = tmp.join("s");
     let res = (|| {
@@ -304,7 +311,12 @@ pub type Queues = Arc<Vec<Mutex<Vec<Reader>>>>;
 
 /// Accepts connections until `stop`; each becomes a non-blocking Reader on
 /// the queue of worker `n % workers`.
-pub fn spawn_listener(listen: Listen, width: Ns, queues: Queues, stop: Arc<AtomicBool>) -> std::io::Result<std::thread::JoinHandle<()>> {
+pub fn spawn_listener(
+    listen: Listen,
+    width: Ns,
+    queues: Queues,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     enum L {
         U(UnixListener),
         T(TcpListener),

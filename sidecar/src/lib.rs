@@ -25,6 +25,6 @@ pub mod perfetto;
 pub mod properties;
 pub mod summary;
 pub mod synth;
-pub mod watch;
 pub mod waits;
+pub mod watch;
 pub mod window;

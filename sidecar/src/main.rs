@@ -183,7 +183,8 @@ fn sink(c: &Common) -> Result<Sink, String> {
     };
     let mut perfetto = None;
     if let Some(p) = &c.perfetto {
-        let e = sidecar::export::PerfettoExport::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        let e =
+            sidecar::export::PerfettoExport::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         perfetto = Some(Arc::new(Mutex::new(e)));
     }
     Ok(Sink { json, terminal, perfetto })
@@ -192,7 +193,8 @@ fn sink(c: &Common) -> Result<Sink, String> {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Dump { file, max_records } => match sidecar::dump::dump(&file, max_records, &mut std::io::stdout().lock()) {
+        Cmd::Dump { file, max_records } => match sidecar::dump::dump(&file, max_records, &mut std::io::stdout().lock())
+        {
             Ok(0) => 0,
             Ok(_) => 1,
             Err(e) => {
@@ -219,7 +221,11 @@ fn main() {
                 quiet: true,
                 perfetto: Some(perfetto),
             };
-            let settings = Settings { width: window, timely_args: timely_args(&common), progress_bar: std::io::stderr().is_terminal() };
+            let settings = Settings {
+                width: window,
+                timely_args: timely_args(&common),
+                progress_bar: std::io::stderr().is_terminal(),
+            };
             run(settings, Inputs::Files(files), &common).0
         }
         Cmd::Watch { grace, ns_per_record, ns_per_elided, summary_json, common, command } => {
@@ -294,7 +300,14 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
 /// `probe:` line is kept for the cost summary. When it exits, the listener
 /// takes the connections still pending, the analysis reads what has arrived
 /// to its end, and the closing summary is printed.
-fn watch(grace: u64, ns_per_record: f64, ns_per_elided: f64, summary_json: Option<PathBuf>, common: Common, command: Vec<String>) -> i32 {
+fn watch(
+    grace: u64,
+    ns_per_record: f64,
+    ns_per_elided: f64,
+    summary_json: Option<PathBuf>,
+    common: Common,
+    command: Vec<String>,
+) -> i32 {
     use std::io::{BufRead, Write as _};
     use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::process::ExitStatusExt;
@@ -309,7 +322,8 @@ fn watch(grace: u64, ns_per_record: f64, ns_per_elided: f64, summary_json: Optio
     let stop = Arc::new(AtomicBool::new(false));
     let n = common.workers.max(1);
     let queues = Arc::new((0..n).map(|_| Mutex::new(Vec::new())).collect::<Vec<_>>());
-    let listener = match spawn_listener(Listen::Unix(sock.clone()), common.window, queues.clone(), listen_stop.clone()) {
+    let listener = match spawn_listener(Listen::Unix(sock.clone()), common.window, queues.clone(), listen_stop.clone())
+    {
         Ok(l) => l,
         Err(e) => {
             eprintln!("sidecar: cannot listen on {}: {e}", sock.display());

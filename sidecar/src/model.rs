@@ -61,15 +61,45 @@ pub enum GapEnd {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
     /// A piece of useful work, `[start, end]`.
-    Busy { start: Ns, end: Ns, what: Busy },
+    Busy {
+        start: Ns,
+        end: Ns,
+        what: Busy,
+    },
     /// Time between useful work. `cause_until`: until when a local cause of
     /// future work (active operator's pending progress, progress read) was
     /// pending (Sager §5.1.2 PC4/OC2); a wait can only start after it.
-    Gap { start: Ns, end: Ns, cause_until: Ns, next: GapEnd },
-    Send { ts: Ns, to: u32, channel: u32, seq: u64, records: u32 },
-    Recv { ts: Ns, from: u32, channel: u32, seq: u64, records: u32 },
-    PSend { ts: Ns, channel: u32, seq: u64 },
-    PRecv { ts: Ns, from: u32, channel: u32, seq: u64 },
+    Gap {
+        start: Ns,
+        end: Ns,
+        cause_until: Ns,
+        next: GapEnd,
+    },
+    Send {
+        ts: Ns,
+        to: u32,
+        channel: u32,
+        seq: u64,
+        records: u32,
+    },
+    Recv {
+        ts: Ns,
+        from: u32,
+        channel: u32,
+        seq: u64,
+        records: u32,
+    },
+    PSend {
+        ts: Ns,
+        channel: u32,
+        seq: u64,
+    },
+    PRecv {
+        ts: Ns,
+        from: u32,
+        channel: u32,
+        seq: u64,
+    },
 }
 
 impl Item {

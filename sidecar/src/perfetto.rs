@@ -341,7 +341,15 @@ impl<W: Write> Writer<W> {
 
     /// A zero-length event (e.g. a message sent or received outside any
     /// slice) that can carry flow ends.
-    pub fn instant(&mut self, track: u64, ts: u64, name: &str, category: &str, flows_out: &[u64], flows_in: &[u64]) -> io::Result<()> {
+    pub fn instant(
+        &mut self,
+        track: u64,
+        ts: u64,
+        name: &str,
+        category: &str,
+        flows_out: &[u64],
+        flows_in: &[u64],
+    ) -> io::Result<()> {
         let (name_iid, cat_iid) = (self.name_iid(name), self.cat_iid(category));
         self.packet(TracePacket {
             timestamp: Some(ts),

@@ -229,7 +229,8 @@ impl RunTotals {
         self.windows += 1;
         self.incomplete += (!r.complete) as u64;
         let p = &r.properties;
-        self.property_violations += !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
+        self.property_violations +=
+            !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
         let (a, b) = (&mut self.instrumentation, &r.instrumentation);
         a.records += b.records;
         a.elided_schedules += b.elided_schedules;

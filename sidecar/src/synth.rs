@@ -25,7 +25,16 @@ pub struct SynthConfig {
 
 impl Default for SynthConfig {
     fn default() -> Self {
-        SynthConfig { workers: 8, records: 1_000_000, straggler: Some(3), slow: 3, batch: 4096, host: 0x5eed, pid: 4242, t0_ns: 1_000_000_000 }
+        SynthConfig {
+            workers: 8,
+            records: 1_000_000,
+            straggler: Some(3),
+            slow: 3,
+            batch: 4096,
+            host: 0x5eed,
+            pid: 4242,
+            t0_ns: 1_000_000_000,
+        }
     }
 }
 
@@ -63,7 +72,11 @@ pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Resu
     let mut pw_seq = 0;
     enc.hello(pw, pw_seq, dom, &hello, &mut out);
     pw_seq += 1;
-    let sample = |ns: u64| ClockSample { ticks: ns * TICKS_PER_NS, monotonic_ns: ns, realtime_ns: ns + 1_700_000_000_000_000_000 };
+    let sample = |ns: u64| ClockSample {
+        ticks: ns * TICKS_PER_NS,
+        monotonic_ns: ns,
+        realtime_ns: ns + 1_700_000_000_000_000_000,
+    };
     enc.clock(pw, pw_seq, dom, &[sample(cfg.t0_ns)], &mut out);
     pw_seq += 1;
     let sid = |w: u32| StreamId { host: cfg.host, process: cfg.pid, worker: w };
@@ -90,7 +103,12 @@ pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Resu
     let mut total = 0u64;
     let mut next_clock = cfg.t0_ns + 1_000_000_000;
     let rec = |ns: u64, ev: Event| Record::from_event(ns * TICKS_PER_NS, ev);
-    let flush = |w: usize, bufs: &mut Vec<Vec<Record>>, seqs: &mut Vec<u64>, enc: &mut Encoder, out: &mut Vec<u8>, force: bool| {
+    let flush = |w: usize,
+                 bufs: &mut Vec<Vec<Record>>,
+                 seqs: &mut Vec<u64>,
+                 enc: &mut Encoder,
+                 out: &mut Vec<u8>,
+                 force: bool| {
         if bufs[w].len() >= cfg.batch || (force && !bufs[w].is_empty()) {
             enc.records(sid(w as u32), seqs[w], 0, dom, &[&bufs[w]], out);
             seqs[w] += 1;
@@ -163,7 +181,8 @@ pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Resu
                 prog[w] = keep;
                 while i < mine.len() && mine[i].0 <= t {
                     t += 200;
-                    bufs[w].push(rec(t, Event::MessageRecv { channel: 7, from: mine[i].1, seq: mine[i].2, records: 100 }));
+                    bufs[w]
+                        .push(rec(t, Event::MessageRecv { channel: 7, from: mine[i].1, seq: mine[i].2, records: 100 }));
                     i += 1;
                 }
                 t += rng.range(1_000, 2_500);

@@ -121,7 +121,13 @@ impl<'a> WaitFinder<'a> {
         if let Some(a) = self.arrivals.get(i) {
             if a.at <= cb {
                 let on = WaitOn::Message { src: a.src, src_known: true, channel: a.channel, kind: a.kind };
-                return Some(Wait { start: w0, end: a.at, kind: WaitKind::Waiting(on), terminator: Some(*a), cut: false });
+                return Some(Wait {
+                    start: w0,
+                    end: a.at,
+                    kind: WaitKind::Waiting(on),
+                    terminator: Some(*a),
+                    cut: false,
+                });
             }
         }
         let cut = end > we;

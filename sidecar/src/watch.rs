@@ -127,12 +127,21 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn new(command: &[String], exit_status: i32, wall_ms: f64, t: &RunTotals, probe: Option<&ProbeLine>, cost: Cost) -> Summary {
+    pub fn new(
+        command: &[String],
+        exit_status: i32,
+        wall_ms: f64,
+        t: &RunTotals,
+        probe: Option<&ProbeLine>,
+        cost: Cost,
+    ) -> Summary {
         let cp = t.critical_path_ns.max(1) as f64;
-        let mut ops: Vec<(u32, String, f64)> = t.operators.iter().map(|((w, n), ns)| (*w, n.clone(), *ns as f64 / cp)).collect();
+        let mut ops: Vec<(u32, String, f64)> =
+            t.operators.iter().map(|((w, n), ns)| (*w, n.clone(), *ns as f64 / cp)).collect();
         ops.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
         ops.truncate(5);
-        let mut waits: Vec<(u32, Option<u32>, f64)> = t.waits.iter().map(|((w, on), ns)| (*w, *on, *ns as f64 / 1e6)).collect();
+        let mut waits: Vec<(u32, Option<u32>, f64)> =
+            t.waits.iter().map(|((w, on), ns)| (*w, *on, *ns as f64 / 1e6)).collect();
         waits.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
         waits.truncate(8);
         Summary {
@@ -164,8 +173,13 @@ impl Summary {
             "  windows: {} ({} incomplete, {} with property violations); {} workers traced, {:.1} ms of worker time\n",
             self.windows, self.incomplete_windows, self.property_violation_windows, self.workers, c.worker_ms
         );
-        let ops: Vec<String> = self.top_operators.iter().map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0)).collect();
-        s += &format!("  critical path: {:.1} ms; top: {}\n", self.critical_path_ms, if ops.is_empty() { "-".into() } else { ops.join(", ") });
+        let ops: Vec<String> =
+            self.top_operators.iter().map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0)).collect();
+        s += &format!(
+            "  critical path: {:.1} ms; top: {}\n",
+            self.critical_path_ms,
+            if ops.is_empty() { "-".into() } else { ops.join(", ") }
+        );
         let waits: Vec<String> = self
             .waits
             .iter()
@@ -221,7 +235,12 @@ mod tests {
         let mut t = RunTotals { worker_ns: 2_000_000_000, ..Default::default() };
         t.streams.insert(("h".into(), 0, 0));
         t.streams.insert(("h".into(), 0, 1));
-        let p = ProbeLine { written: Some(1_000_000), elided: Some(1_000_000), writer_cpu_ms: Some(10.0), ..Default::default() };
+        let p = ProbeLine {
+            written: Some(1_000_000),
+            elided: Some(1_000_000),
+            writer_cpu_ms: Some(10.0),
+            ..Default::default()
+        };
         let c = Cost::new(&t, Some(&p), 12.0, 10.0);
         assert!((c.est_probe_ms - 22.0).abs() < 1e-9);
         assert!((c.est_probe_share - 0.011).abs() < 1e-9);

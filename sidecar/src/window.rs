@@ -101,7 +101,9 @@ impl Windower {
                         f.covered.0 = f.covered.0.min(s.max(ws));
                         f.covered.1 = f.covered.1.max(e.min(we));
                         if k == k2 {
-                            if let (Some(lo), Some(hi)) = (k.checked_mul(w), k.checked_add(1).and_then(|k| k.checked_mul(w))) {
+                            if let (Some(lo), Some(hi)) =
+                                (k.checked_mul(w), k.checked_add(1).and_then(|k| k.checked_mul(w)))
+                            {
                                 cur = Some(((k - self.next) as usize, lo, hi));
                             }
                         }
@@ -233,7 +235,7 @@ mod tests {
         assert_eq!(out.iter().map(|f| f.window).collect::<Vec<_>>(), vec![0, 1, 2]);
         assert_eq!(out[1].counters.records, 3);
         assert_eq!(out[2].items.len(), 3); // busy tail, gap, psend
-        // the gap ends exactly at 300: it is not in window 3
+                                           // the gap ends exactly at 300: it is not in window 3
         let mut late = vec![Item::Recv { ts: 50, from: 0, channel: 0, seq: 0, records: 0 }];
         assert_eq!(w.add(&mut late), 1);
         w.finish(true, None, &mut out);

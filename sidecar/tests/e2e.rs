@@ -186,7 +186,16 @@ fn probe_over_unix_socket_live() {
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&sock);
     let mut child = Command::new(BIN)
-        .args(["run", "--listen", &format!("unix:{}", sock.display()), "--window", "100ms", "--json", json.to_str().unwrap(), "-q"])
+        .args([
+            "run",
+            "--listen",
+            &format!("unix:{}", sock.display()),
+            "--window",
+            "100ms",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -218,7 +227,14 @@ fn live_bytes_now(w: &mut dyn Write, ms: u64, end: bool) {
     let mut e = Encoder::new();
     let mut out = Vec::new();
     let pw = StreamId { host: 9, process: 9, worker: PROCESS_WIDE };
-    let hello = Hello { host_name: "t".into(), program: "t".into(), pid: 9, workers: 2, invariant_tsc: false, ticks_per_sec: 0 };
+    let hello = Hello {
+        host_name: "t".into(),
+        program: "t".into(),
+        pid: 9,
+        workers: 2,
+        invariant_tsc: false,
+        ticks_per_sec: 0,
+    };
     e.hello(pw, 0, dom, &hello, &mut out);
     e.clock(pw, 1, dom, &[ClockSample { ticks: base, monotonic_ns: base, realtime_ns: unix0 }], &mut out);
     let sid = |w| StreamId { host: 9, process: 9, worker: w };
@@ -313,7 +329,19 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     let json = tmp("corrupt.jsonl");
     let _ = std::fs::remove_file(&json);
     let out = Command::new(BIN)
-        .args(["analyze", good.to_str().unwrap(), bad.to_str().unwrap(), cut.to_str().unwrap(), "--window", "20ms", "--json", json.to_str().unwrap(), "-q", "-w", "3"])
+        .args([
+            "analyze",
+            good.to_str().unwrap(),
+            bad.to_str().unwrap(),
+            cut.to_str().unwrap(),
+            "--window",
+            "20ms",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+            "-w",
+            "3",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -339,12 +367,22 @@ fn two_hosts_are_reported_unsynchronized_never_mixed() {
     std::fs::write(&fb, b).unwrap();
     let _ = std::fs::remove_file(&json);
     let out = Command::new(BIN)
-        .args(["analyze", fa.to_str().unwrap(), fb.to_str().unwrap(), "--window", "1us", "--json", json.to_str().unwrap(), "-q"])
+        .args([
+            "analyze",
+            fa.to_str().unwrap(),
+            fb.to_str().unwrap(),
+            "--window",
+            "1us",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reps = lines(&json);
-    let hosts: std::collections::BTreeSet<String> = reps.iter().map(|r| r["host"].as_str().unwrap().to_string()).collect();
+    let hosts: std::collections::BTreeSet<String> =
+        reps.iter().map(|r| r["host"].as_str().unwrap().to_string()).collect();
     assert_eq!(hosts.len(), 2, "one timeline per host");
     for r in &reps {
         assert_eq!(r["streams"].as_array().unwrap().len(), 1, "never mixed");

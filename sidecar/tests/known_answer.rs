@@ -17,7 +17,13 @@ fn window0(workers: &[Vec<(u64, ringlog::Event)>]) -> WindowReport {
 }
 
 fn op(worker: u32, operator: u32, ns: u64) -> OpShare {
-    OpShare { worker, operator, name: ["A", "B", "C", "D"][operator as usize - 1].into(), ns, share: ns as f64 / 1000.0 }
+    OpShare {
+        worker,
+        operator,
+        name: ["A", "B", "C", "D"][operator as usize - 1].into(),
+        ns,
+        share: ns as f64 / 1000.0,
+    }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -60,9 +66,15 @@ fn straggler_two_workers() {
     assert_eq!((cp.top_channels[0].channel, cp.top_channels[0].src_worker, cp.top_channels[0].dst_worker), (5, 0, 1));
     // waits: w1 on w0 over channel 5 for [110, 790]; w0 cut at the end.
     assert_eq!(r.waiting[1].waiting_ns, 680);
-    assert_eq!(r.waiting[1].on, vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 680, count: 1 }]);
+    assert_eq!(
+        r.waiting[1].on,
+        vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 680, count: 1 }]
+    );
     assert_eq!(r.waiting[0].waiting_ns, 195);
-    assert_eq!(r.waiting[0].on, vec![WaitedOn { worker: Some(1), channel: Some(6), kind: "data_message", ns: 195, count: 1 }]);
+    assert_eq!(
+        r.waiting[0].on,
+        vec![WaitedOn { worker: Some(1), channel: Some(6), kind: "data_message", ns: 195, count: 1 }]
+    );
     // participation: 3 paths; w0's A is on two of them.
     let p0 = r.participation.iter().find(|p| p.worker == 0 && p.id == Some(1)).unwrap();
     assert!(close(p0.score, 1590.0 / 3000.0), "{}", p0.score);
@@ -114,7 +126,10 @@ fn skewed_exchange_all_wait_on_one() {
     assert_eq!(cp.top_operators, vec![op(2, 1, 590), op(0, 3, 300), op(0, 2, 100)]);
     for (w, ns) in [(0usize, 480u64), (1, 485), (3, 488)] {
         assert_eq!(r.waiting[w].waiting_ns, ns, "worker {w}");
-        assert_eq!(r.waiting[w].on, vec![WaitedOn { worker: Some(2), channel: Some(5), kind: "data_message", ns, count: 1 }]);
+        assert_eq!(
+            r.waiting[w].on,
+            vec![WaitedOn { worker: Some(2), channel: Some(5), kind: "data_message", ns, count: 1 }]
+        );
     }
     assert_eq!(r.waiting[2].waiting_ns, 0);
     assert_eq!(r.messages.data_matched, 3);
@@ -132,7 +147,16 @@ fn input_bound_waiting_for_input() {
         (900, start(1)),
         (1100, stop(1)),
     ];
-    let w1 = vec![(0, start(1)), (50, stop(1)), (60, step()), (400, start(1)), (450, stop(1)), (460, step()), (1200, start(1)), (1210, stop(1))];
+    let w1 = vec![
+        (0, start(1)),
+        (50, stop(1)),
+        (60, step()),
+        (400, start(1)),
+        (450, stop(1)),
+        (460, step()),
+        (1200, start(1)),
+        (1210, stop(1)),
+    ];
     let r = window0(&[w0, w1]);
     let cp = &r.critical_path;
     assert_eq!((cp.length_ns, cp.equals_span), (1000, true));
@@ -147,7 +171,15 @@ fn input_bound_waiting_for_input() {
 fn pipeline_four_workers() {
     // w0 → w1 → w2 → w3, each stage hands over and then waits for feedback
     // from w3 (in the next window).
-    let w0 = vec![(0, start(1)), (190, send(5, 1, 0)), (200, stop(1)), (210, step()), (1100, start(1)), (1101, recv(9, 3, 0)), (1110, stop(1))];
+    let w0 = vec![
+        (0, start(1)),
+        (190, send(5, 1, 0)),
+        (200, stop(1)),
+        (210, step()),
+        (1100, start(1)),
+        (1101, recv(9, 3, 0)),
+        (1110, stop(1)),
+    ];
     let w1 = vec![
         (0, start(1)),
         (10, stop(1)),
@@ -202,7 +234,10 @@ fn pipeline_four_workers() {
             WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 170, count: 1 },
         ]
     );
-    assert_eq!(r.waiting[0].on, vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1 }]);
+    assert_eq!(
+        r.waiting[0].on,
+        vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1 }]
+    );
     assert_eq!(r.waiting[3].waiting_ns, 570);
     let pr = &r.properties;
     assert!(pr.min_in_degree.ok && pr.communication_existence.ok && pr.wait_termination.ok);
@@ -217,7 +252,11 @@ fn loss_disconnect_and_missing_streams_mark_windows_incomplete() {
     let (reps, _) = analyze_bytes(&[("lossy", &bytes)], 1000);
     assert!(!reps[0].complete);
     assert_eq!(reps.iter().map(|r| r.lost_records).sum::<u64>(), 3);
-    assert!(reps[0].incomplete_reasons.iter().any(|r| r.contains("3 records lost")), "{:?}", reps[0].incomplete_reasons);
+    assert!(
+        reps[0].incomplete_reasons.iter().any(|r| r.contains("3 records lost")),
+        "{:?}",
+        reps[0].incomplete_reasons
+    );
     // disconnect: no End frames; the last windows are incomplete, named.
     let bytes = encode_opts(&[w0, w1], false, &[]);
     let (reps, errs) = analyze_bytes(&[("cut", &bytes)], 1000);

@@ -105,7 +105,13 @@ fn all_paths(g: &Graph) -> Vec<Vec<(usize, usize, u64, usize)>> {
         indeg[x.1] += 1;
     }
     let mut paths = Vec::new();
-    fn dfs(v: usize, out: &Vec<Vec<usize>>, e: &Vec<(usize, usize, u64, usize)>, cur: &mut Vec<(usize, usize, u64, usize)>, paths: &mut Vec<Vec<(usize, usize, u64, usize)>>) {
+    fn dfs(
+        v: usize,
+        out: &Vec<Vec<usize>>,
+        e: &Vec<(usize, usize, u64, usize)>,
+        cur: &mut Vec<(usize, usize, u64, usize)>,
+        paths: &mut Vec<Vec<(usize, usize, u64, usize)>>,
+    ) {
         if out[v].is_empty() {
             if !cur.is_empty() {
                 paths.push(cur.clone());

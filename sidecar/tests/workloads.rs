@@ -58,7 +58,8 @@ fn traced(name: &str, args: &[&str], window: &str) -> Vec<Value> {
     let json = tmp(&format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&trace);
     let _ = std::fs::remove_file(&json);
-    let o = Command::new(example(name)).args(args).env("PROBE_SINK", format!("file:{}", trace.display())).output().unwrap();
+    let o =
+        Command::new(example(name)).args(args).env("PROBE_SINK", format!("file:{}", trace.display())).output().unwrap();
     assert!(o.status.success(), "{name} failed: {}", show(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("lost=0 "), "{name} lost records: {stderr}");
@@ -231,7 +232,11 @@ fn watch_exits_with_the_commands_status() {
 fn export_writes_the_same_trace_from_a_file() {
     let trace = tmp("skew-export.rlog");
     let _ = std::fs::remove_file(&trace);
-    let o = Command::new(example("skew")).args(SKEW).env("PROBE_SINK", format!("file:{}", trace.display())).output().unwrap();
+    let o = Command::new(example("skew"))
+        .args(SKEW)
+        .env("PROBE_SINK", format!("file:{}", trace.display()))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let pf = tmp("export.pftrace");
     let o = Command::new(BIN)
@@ -289,14 +294,16 @@ fn check_perfetto(path: &Path) {
     }
     let worker_of: HashMap<u64, u32> =
         threads.iter().map(|(u, n)| (*u, n.trim_start_matches("worker ").parse().unwrap())).collect();
-    let cp_track = named.iter().find(|(_, n)| n.as_str() == "critical path").map(|(u, _)| *u).expect("a critical path track");
+    let cp_track =
+        named.iter().find(|(_, n)| n.as_str() == "critical path").map(|(u, _)| *u).expect("a critical path track");
     let counter_names: BTreeSet<&str> = counters.values().map(|s| s.as_str()).collect();
     for w in 0..4 {
         assert!(counter_names.contains(format!("w{w} records lost").as_str()), "{counter_names:?}");
         assert!(counter_names.contains(format!("w{w} schedules elided").as_str()), "{counter_names:?}");
     }
     // Interned strings (one sequence): event names, categories, arg names.
-    let (mut names, mut cats, mut args): (HashMap<u64, String>, HashMap<u64, String>, HashMap<u64, String>) = Default::default();
+    let (mut names, mut cats, mut args): (HashMap<u64, String>, HashMap<u64, String>, HashMap<u64, String>) =
+        Default::default();
     for p in &trace.packet {
         if let Some(d) = p.interned_data.as_ref() {
             names.extend(d.event_names.iter().map(|n| (n.iid(), n.name().to_string())));
@@ -335,7 +342,8 @@ fn check_perfetto(path: &Path) {
                 counter_events += 1;
             }
             Type::TYPE_SLICE_BEGIN => {
-                let cat = e.category_iids.first().map(|c| cats[c].as_str()).or(e.categories.first().map(|s| s.as_str()));
+                let cat =
+                    e.category_iids.first().map(|c| cats[c].as_str()).or(e.categories.first().map(|s| s.as_str()));
                 let cat = cat.unwrap_or("");
                 let name = name_of(e);
                 if track == cp_track {

@@ -29,7 +29,12 @@ fn main() {
             let p = if kind == "disabled" {
                 Probe::disabled()
             } else {
-                Probe::builder().sink(Sink::file("/dev/null")).ring_capacity(1 << 22).on_full(OnFull::Drop).start().unwrap()
+                Probe::builder()
+                    .sink(Sink::file("/dev/null"))
+                    .ring_capacity(1 << 22)
+                    .on_full(OnFull::Drop)
+                    .start()
+                    .unwrap()
             };
             let mut w = p.worker(0);
             if kind == "elided" {

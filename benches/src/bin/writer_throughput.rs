@@ -17,7 +17,8 @@ use probe::{OnFull, Probe, Sink};
 fn main() {
     let mut args = std::env::args().skip(1);
     let events: u64 = args.next().map_or(20_000_000, |s| s.parse().expect("EVENTS"));
-    let path = args.next().unwrap_or_else(|| std::env::temp_dir().join("writer_throughput.ringlog").display().to_string());
+    let path =
+        args.next().unwrap_or_else(|| std::env::temp_dir().join("writer_throughput.ringlog").display().to_string());
 
     let probe = Probe::builder().sink(Sink::file(&path)).on_full(OnFull::Block).ring_capacity(1 << 16).start().unwrap();
     let mut w = probe.worker(0);
@@ -32,11 +33,18 @@ fn main() {
     println!("end to end ({} backend, zstd level {}):", stats.io_backend, ringlog::frame::ZSTD_LEVEL);
     println!("  events made by the engine        {:>12}", made.calls);
     println!("  records written (after elision)  {:>12}", written);
-    println!("  schedule pairs elided            {:>12} ({:.1}% of pairs)", stats.elided(), 100.0 * stats.elided() as f64 / made.pairs as f64);
+    println!(
+        "  schedule pairs elided            {:>12} ({:.1}% of pairs)",
+        stats.elided(),
+        100.0 * stats.elided() as f64 / made.pairs as f64
+    );
     println!("  wall time                        {:>12.3} s", wall);
     println!("  records/s (wall)                 {:>12.2} M", written as f64 / wall / 1e6);
     println!("  writer CPU                       {:>12.3} s", stats.writer_cpu_ns as f64 / 1e9);
-    println!("  records/s per writer CPU second  {:>12.2} M", written as f64 / (stats.writer_cpu_ns as f64 / 1e9) / 1e6);
+    println!(
+        "  records/s per writer CPU second  {:>12.2} M",
+        written as f64 / (stats.writer_cpu_ns as f64 / 1e9) / 1e6
+    );
     println!("  bytes on the wire                {:>12}", stats.bytes);
     println!("  bytes per written record         {:>12.3}", stats.bytes as f64 / written as f64);
     println!("  bytes per engine event           {:>12.3}", stats.bytes as f64 / made.calls as f64);
