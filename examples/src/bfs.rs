@@ -108,8 +108,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                     move |_cap, _info| {
                         let local = nodes as usize / peers + 1;
                         let mut edges: Vec<(u32, u32)> = Vec::new();
-                        let mut offsets: Vec<u32> = Vec::new();
-                        let mut targets: Vec<u32> = Vec::new();
+                        let mut csr = crate::Csr::default();
                         let mut done = vec![false; local];
                         let mut todo: BTreeMap<u64, Vec<Vec<(u32, u32)>>> = BTreeMap::new();
                         let mut pending: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
@@ -133,22 +132,10 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                     break;
                                 }
                                 let cap = pending.remove(&time).unwrap();
-                                if offsets.is_empty() {
+                                if csr.is_empty() {
                                     // All edges are in (they come at time 0): build
                                     // the CSR of this worker's sources.
-                                    edges.sort_unstable();
-                                    offsets = Vec::with_capacity(local + 1);
-                                    targets = edges.iter().map(|e| e.1).collect();
-                                    let mut e = 0;
-                                    for v in 0..local {
-                                        offsets.push(e as u32);
-                                        let node = (v * peers + index) as u32;
-                                        while e < edges.len() && edges[e].0 == node {
-                                            e += 1;
-                                        }
-                                    }
-                                    offsets.push(e as u32);
-                                    edges = Vec::new();
+                                    csr = crate::Csr::build(std::mem::take(&mut edges), local, peers, index);
                                 }
                                 if let Some(batches) = todo.remove(&time) {
                                     let mut session = output.session(&cap);
@@ -159,8 +146,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                                 done[v] = true;
                                                 r2.set(r2.get() + 1);
                                                 t2.set(t2.get().max(time));
-                                                let (lo, hi) = (offsets[v] as usize, offsets[v + 1] as usize);
-                                                for &t in &targets[lo..hi] {
+                                                for &t in csr.targets(v) {
                                                     session.give((t, node));
                                                 }
                                             }

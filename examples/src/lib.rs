@@ -263,6 +263,42 @@ pub fn join<T: Send + 'static>(
     guards?.join().into_iter().collect()
 }
 
+/// The out-edges of one worker's share of a graph (worker `index` of
+/// `peers` owns nodes `v * peers + index`, local index `v`), compressed:
+/// the targets of local node `v` are `targets[offsets[v]..offsets[v + 1]]`.
+#[derive(Default)]
+pub struct Csr {
+    offsets: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Csr {
+    pub fn build(mut edges: Vec<(u32, u32)>, local: usize, peers: usize, index: usize) -> Csr {
+        edges.sort_unstable();
+        let targets = edges.iter().map(|e| e.1).collect();
+        let mut offsets = Vec::with_capacity(local + 1);
+        let mut e = 0;
+        for v in 0..local {
+            offsets.push(e as u32);
+            let node = (v * peers + index) as u32;
+            while e < edges.len() && edges[e].0 == node {
+                e += 1;
+            }
+        }
+        offsets.push(e as u32);
+        Csr { offsets, targets }
+    }
+
+    /// Not built yet (`Csr::default()`).
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    pub fn targets(&self, v: usize) -> &[u32] {
+        &self.targets[self.offsets[v] as usize..self.offsets[v + 1] as usize]
+    }
+}
+
 /// SplitMix64: the deterministic hash the generators use (independent of
 /// the worker count, so a run's answer does not depend on `-w`).
 #[inline]

@@ -116,8 +116,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                     "PageRank",
                     move |_cap, _info| {
                         let mut edges: Vec<(u32, u32)> = Vec::new();
-                        let mut offsets: Vec<u32> = Vec::new();
-                        let mut targets: Vec<u32> = Vec::new();
+                        let mut csr = crate::Csr::default();
                         let mut rank = vec![1.0 / n as f64; local];
                         let mut acc: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
                         let mut pending: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
@@ -145,19 +144,10 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                     break;
                                 }
                                 let cap = pending.remove(&time).unwrap();
-                                if offsets.is_empty() {
-                                    edges.sort_unstable();
-                                    targets = edges.iter().map(|e| e.1).collect();
-                                    let mut e = 0;
-                                    for v in 0..local {
-                                        offsets.push(e as u32);
-                                        let node = (v * peers + index) as u32;
-                                        while e < edges.len() && edges[e].0 == node {
-                                            e += 1;
-                                        }
-                                    }
-                                    offsets.push(e as u32);
-                                    edges = Vec::new();
+                                if csr.is_empty() {
+                                    // All edges are in (they come at time 0): build
+                                    // the CSR of this worker's sources.
+                                    csr = crate::Csr::build(std::mem::take(&mut edges), local, peers, index);
                                 }
                                 if time > 0 {
                                     let a = acc.remove(&time).unwrap_or_else(|| vec![0.0; local]);
@@ -168,10 +158,10 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                 if time < p.iters {
                                     let mut session = output.session(&cap);
                                     for v in 0..local {
-                                        let (lo, hi) = (offsets[v] as usize, offsets[v + 1] as usize);
-                                        if lo < hi {
-                                            let share = rank[v] / (hi - lo) as f64;
-                                            for &t in &targets[lo..hi] {
+                                        let out = csr.targets(v);
+                                        if !out.is_empty() {
+                                            let share = rank[v] / out.len() as f64;
+                                            for &t in out {
                                                 session.give((t, share));
                                             }
                                         }

@@ -178,14 +178,13 @@ impl WorkerProbe {
     /// routed through the elision logic; for `Step` the probe fills in the
     /// elided count and spin time itself (the values passed are ignored).
     pub fn event_at(&mut self, ts: u64, ev: Event) {
+        match ev {
+            Event::ScheduleStart { op } => return self.schedule_start_at(ts, op as usize),
+            Event::ScheduleStop { op } => return self.schedule_stop_at(ts, op as usize),
+            _ => {}
+        }
         if let Some(a) = &mut self.active {
             match ev {
-                Event::ScheduleStart { op } => a.schedule_start(ts, op),
-                Event::ScheduleStop { op } => {
-                    if !a.try_elide(op) {
-                        a.event_at(ts, Kind::ScheduleStop, 0, op, 0, 0);
-                    }
-                }
                 Event::Step { .. } => a.step_at(ts),
                 ev => {
                     let r = Record::from_event(ts, ev);

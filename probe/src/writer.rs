@@ -192,7 +192,7 @@ impl Writer {
                     &[self.last_clock],
                     &mut self.batch,
                 );
-                self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
+                self.framed(None, 0, 0, false);
             }
         }
         let mut moved = 0;
@@ -254,18 +254,23 @@ impl Writer {
             });
             let i = self.streams.len() - 1;
             if self.conn.is_some() {
-                let s = &mut self.streams[i];
-                self.enc.hello(s.id, s.seq, self.cfg.clock.domain(), &self.hello, &mut self.batch);
-                s.seq += 1;
-                self.pending.push(Pending {
-                    end: self.batch.len(),
-                    stream: Some(i),
-                    records: 0,
-                    lost: 0,
-                    is_end: false,
-                });
+                self.stream_hello(i);
             }
         }
+    }
+
+    /// Notes that the frame just encoded ends the batch here, for the
+    /// accounting `flush` does if the write fails.
+    fn framed(&mut self, stream: Option<usize>, records: u64, lost: u64, is_end: bool) {
+        self.pending.push(Pending { end: self.batch.len(), stream, records, lost, is_end });
+    }
+
+    /// A worker-specific Hello: the stream starts (on this connection).
+    fn stream_hello(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        self.enc.hello(s.id, s.seq, self.cfg.clock.domain(), &self.hello, &mut self.batch);
+        s.seq += 1;
+        self.framed(Some(i), 0, 0, false);
     }
 
     fn process_stream(&self) -> StreamId {
@@ -307,18 +312,9 @@ impl Writer {
                 self.enc.hello(self.process_stream(), seq, dom, &self.hello, &mut self.batch);
                 let seq = self.next_process_seq();
                 self.enc.clock(self.process_stream(), seq, dom, &[self.last_clock], &mut self.batch);
-                self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
+                self.framed(None, 0, 0, false);
                 for i in 0..self.streams.len() {
-                    let s = &mut self.streams[i];
-                    self.enc.hello(s.id, s.seq, dom, &self.hello, &mut self.batch);
-                    s.seq += 1;
-                    self.pending.push(Pending {
-                        end: self.batch.len(),
-                        stream: Some(i),
-                        records: 0,
-                        lost: 0,
-                        is_end: false,
-                    });
+                    self.stream_hello(i);
                     if !self.streams[i].meta_all.is_empty() {
                         let meta = std::mem::take(&mut self.streams[i].meta_all);
                         self.metadata_frames(i, &meta);
@@ -365,7 +361,7 @@ impl Writer {
             let s = &mut self.streams[i];
             self.enc.metadata(s.id, s.seq, self.cfg.clock.domain(), chunk, &mut self.batch);
             s.seq += 1;
-            self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost: 0, is_end: false });
+            self.framed(Some(i), 0, 0, false);
         }
     }
 
@@ -404,7 +400,7 @@ impl Writer {
         s.ring.release(n);
         s.seq += 1;
         s.lost_unreported = 0;
-        self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: n as u64, lost, is_end: false });
+        self.framed(Some(i), n as u64, lost, false);
         n
     }
 
@@ -428,7 +424,7 @@ impl Writer {
         self.enc.end(s.id, s.seq, lost, self.cfg.clock.domain(), &end, &mut self.batch);
         s.seq += 1;
         s.lost_unreported = 0;
-        self.pending.push(Pending { end: self.batch.len(), stream: Some(i), records: 0, lost, is_end: true });
+        self.framed(Some(i), 0, lost, true);
     }
 
     /// Writes the gathered frames. On failure, frames that did not reach the
@@ -506,7 +502,7 @@ impl Writer {
             let seq = self.next_process_seq();
             let end = EndStats::default();
             self.enc.end(self.process_stream(), seq, 0, self.cfg.clock.domain(), &end, &mut self.batch);
-            self.pending.push(Pending { end: self.batch.len(), stream: None, records: 0, lost: 0, is_end: false });
+            self.framed(None, 0, 0, false);
             self.flush();
         }
     }

@@ -502,22 +502,17 @@ fn finish_frame(header: FrameHeader, raw: &[u8], total: usize) -> Result<Option<
 }
 
 /// Fields used per record kind byte (bit 0: a, 1: b, 2: c, 3: d); `NO_KIND`
-/// for bytes that are not a kind. Mirrors `Kind::fields`.
+/// for bytes that are not a kind. Built from `Kind::fields` at compile time.
 const NO_KIND: u8 = 0xff;
 const FIELD_MASK: [u8; 256] = {
     let mut t = [NO_KIND; 256];
-    t[Kind::ScheduleStart as usize] = 0b0010;
-    t[Kind::ScheduleStop as usize] = 0b0010;
-    t[Kind::MessageSend as usize] = 0b1111;
-    t[Kind::MessageRecv as usize] = 0b1111;
-    t[Kind::ProgressSend as usize] = 0b0011;
-    t[Kind::ProgressRecv as usize] = 0b0111;
-    t[Kind::SpanStart as usize] = 0b0001;
-    t[Kind::SpanStop as usize] = 0b0001;
-    t[Kind::Mark as usize] = 0b0001;
-    t[Kind::Step as usize] = 0b1101;
-    t[Kind::Park as usize] = 0b0001;
-    t[Kind::Unpark as usize] = 0b0001;
+    let mut i = 0;
+    while i < Kind::ALL.len() {
+        let k = Kind::ALL[i];
+        let f = k.fields();
+        t[k as usize] = f.a as u8 | (f.b as u8) << 1 | (f.c as u8) << 2 | (f.d as u8) << 3;
+        i += 1;
+    }
     t
 };
 

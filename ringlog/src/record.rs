@@ -44,7 +44,7 @@ impl Kind {
 
     /// Which of the generic fields (`a`, `b`, `c`, `d`) this kind uses; the
     /// others are always zero, on the wire and in decoded records.
-    pub(crate) fn fields(self) -> Fields {
+    pub(crate) const fn fields(self) -> Fields {
         use Kind::*;
         match self {
             ScheduleStart | ScheduleStop => Fields { a: false, b: true, c: false, d: false },
