@@ -16,7 +16,7 @@ pub const MAX_PAYLOAD: usize = 16 << 20;
 pub const MAX_RAW: usize = 64 << 20;
 /// Entries reserved up front when decoding a frame, at most: a header's
 /// count is not trusted with more before the entries actually decode.
-const PREALLOC: usize = 1 << 12;
+const PREALLOC: usize = 1 << 16;
 /// `worker` value for frames that concern the whole process.
 pub const PROCESS_WIDE: u32 = u32::MAX;
 const FLAG_ZSTD: u8 = 1;

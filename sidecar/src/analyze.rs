@@ -492,7 +492,9 @@ pub fn analyze_detail(
     for (j, f) in frags.iter().enumerate() {
         intervals.clear();
         intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
-        intervals.sort_by_key(|i| (i.start(), i.end()));
+        if !intervals.is_sorted_by_key(|i| (i.start(), i.end())) {
+            intervals.sort_by_key(|i| (i.start(), i.end()));
+        }
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         type OnKey = (Option<u32>, Option<u32>, &'static str);

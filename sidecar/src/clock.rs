@@ -21,6 +21,9 @@ pub struct Clock {
     ticks_per_sec: u64,
     /// Segment cache: index of the sample the last conversion started from.
     hint: usize,
+    /// The slope of segment `hint` (a division saved per record); `None`
+    /// when samples changed since it was computed.
+    hint_slope: Option<f64>,
 }
 
 /// Why a timestamp cannot be converted.
@@ -31,7 +34,7 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0 }
+        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, hint_slope: None }
     }
 
     pub fn domain(&self) -> ClockDomain {
@@ -40,6 +43,7 @@ impl Clock {
 
     pub fn set_ticks_per_sec(&mut self, t: u64) {
         self.ticks_per_sec = t;
+        self.hint_slope = None;
     }
 
     /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
@@ -49,6 +53,7 @@ impl Clock {
                 return;
             }
         }
+        self.hint_slope = None;
         // Keep memory bounded on long runs: old samples are never needed for
         // records that arrive now (streams are converted as they come).
         if self.samples.len() >= 64 {
@@ -113,11 +118,19 @@ impl Clock {
                 i += 1;
             }
         }
+        let slope = match self.hint_slope {
+            Some(k) if i == self.hint => k,
+            _ => {
+                let k = self.slope(i);
+                self.hint_slope = Some(k);
+                k
+            }
+        };
         self.hint = i;
         let s = &self.samples[i];
         // i64 keeps the hot path free of 128-bit float conversion.
         let d = ticks.wrapping_sub(s.ticks) as i64;
-        let ns = s.monotonic_ns as f64 + d as f64 * self.slope(i);
+        let ns = s.monotonic_ns as f64 + d as f64 * slope;
         Ok(if ns <= 0.0 { 0 } else { ns as Ns })
     }
 }

@@ -121,7 +121,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             let analyzed = analyzed2;
             let analyzed_out = analyzed.clone();
             let fragments = source(scope, "Ingest", move |cap: Capability<u64>, info| {
-                let activator = scope.activator_for(info.address);
+                let activator = scope.activator_for(info.address.clone());
                 let mut cap = Some(cap);
                 let mut readers: Vec<Reader> = Vec::new();
                 let live = matches!(*inputs, Inputs::Live { .. });
@@ -146,6 +146,14 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         }
                     }
                 }
+                if let Inputs::Live { queues, .. } = &*inputs {
+                    // The I/O thread wakes this operator when a connection
+                    // of this worker has data; nothing polls.
+                    let a = scope.worker().sync_activator_for(info.address.to_vec());
+                    queues.workers[index % queues.workers.len()].set_waker(Box::new(move || {
+                        let _ = a.activate();
+                    }));
+                }
                 let mut buf: Vec<Fragment> = Vec::new();
                 let mut last_bar = Instant::now();
                 let mut late: u64 = 0;
@@ -153,8 +161,17 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                     let Some(c) = cap.as_mut() else { return };
                     let mut stopping = false;
                     if let Inputs::Live { queues, stop, .. } = &*inputs {
-                        readers.append(&mut queues[index % queues.len()].lock().unwrap());
+                        let q = &queues.workers[index % queues.workers.len()];
                         stopping = stop.load(Ordering::Relaxed);
+                        if stopping {
+                            // The I/O thread makes a last pass over the
+                            // sockets after the stop: wait for it (briefly).
+                            let t = Instant::now();
+                            while !queues.io_done.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(1) {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                        }
+                        readers.append(&mut q.readers.lock().unwrap());
                     }
                     let mut any_data = false;
                     let ahead = if live { 16 } else { 2 };
@@ -286,8 +303,23 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         activator.activate_after(Duration::from_millis(1));
                     } else if any_data {
                         activator.activate();
+                    } else if let Inputs::Live { grace, .. } = &*inputs {
+                        // Data wakes this operator (the I/O thread); without
+                        // data it must still run when a window's deadline
+                        // passes, and now and then to see a stop.
+                        let now = now_unix_ns();
+                        let next = hosts
+                            .iter()
+                            .map(|(_, (o, _))| {
+                                let t = (now - o - *grace as i128).max(0) as u64;
+                                (t / width + 1) * width - t
+                            })
+                            .min()
+                            .unwrap_or(u64::MAX);
+                        let ns = next.clamp(1_000_000, 100_000_000);
+                        activator.activate_after(Duration::from_nanos(ns));
                     } else {
-                        activator.activate_after(Duration::from_millis(if live { 2 } else { 0 }));
+                        activator.activate();
                     }
                 }
             });

@@ -306,11 +306,140 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     res
 }
 
-/// Connections accepted, queued per analysis worker (round robin).
-pub type Queues = Arc<Vec<Mutex<Vec<Reader>>>>;
+/// What the I/O thread hands one analysis worker: the connections accepted
+/// for it, and how to wake it when one of them has data.
+#[derive(Default)]
+pub struct WorkerQueue {
+    pub readers: Mutex<Vec<Reader>>,
+    waker: Mutex<Option<Box<dyn Fn() + Send>>>,
+}
 
-/// Accepts connections until `stop`; each becomes a non-blocking Reader on
-/// the queue of worker `n % workers`.
+impl WorkerQueue {
+    /// Sets how to wake this worker (its input operator's activator).
+    pub fn set_waker(&self, wake: Box<dyn Fn() + Send>) {
+        *self.waker.lock().unwrap() = Some(wake);
+    }
+
+    fn wake(&self) {
+        if let Some(w) = &*self.waker.lock().unwrap() {
+            w();
+        }
+    }
+}
+
+/// Live input: one queue per analysis worker, and whether the I/O thread
+/// has finished (after a stop it makes one last pass over the sockets).
+#[derive(Default)]
+pub struct Live {
+    pub workers: Vec<WorkerQueue>,
+    pub io_done: AtomicBool,
+}
+
+pub type Queues = Arc<Live>;
+
+pub fn queues(workers: usize) -> Queues {
+    Arc::new(Live {
+        workers: (0..workers.max(1)).map(|_| WorkerQueue::default()).collect(),
+        io_done: AtomicBool::new(false),
+    })
+}
+
+/// Bytes the I/O thread read off one connection, waiting for its analysis
+/// worker. Reading sockets on their own thread keeps the analysis asleep
+/// until there is something to analyze (no polling: an idle sidecar costs
+/// nothing), and drains the probe's socket promptly even while the analysis
+/// is busy, up to `PIPE_MAX` bytes.
+#[derive(Default)]
+struct PipeState {
+    data: Vec<u8>,
+    start: usize,
+    /// The connection ended: `Some(None)` at its end, `Some(Some(e))` on a
+    /// read error (reported once, then the end).
+    closed: Option<Option<std::io::Error>>,
+}
+
+const PIPE_MAX: usize = 64 << 20;
+
+#[derive(Clone, Default)]
+struct Pipe(Arc<Mutex<PipeState>>);
+
+impl Pipe {
+    fn buffered(&self) -> usize {
+        let s = self.0.lock().unwrap();
+        s.data.len() - s.start
+    }
+}
+
+impl Read for Pipe {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let mut s = self.0.lock().unwrap();
+        let have = s.data.len() - s.start;
+        if have == 0 {
+            return match &mut s.closed {
+                None => Err(ErrorKind::WouldBlock.into()),
+                Some(e) => match e.take() {
+                    Some(e) => Err(e),
+                    None => Ok(0),
+                },
+            };
+        }
+        let n = have.min(out.len());
+        out[..n].copy_from_slice(&s.data[s.start..s.start + n]);
+        s.start += n;
+        if s.start == s.data.len() {
+            s.data.clear();
+            s.start = 0;
+        }
+        Ok(n)
+    }
+}
+
+/// One accepted connection, as the I/O thread holds it.
+struct Conn {
+    sock: Box<dyn ReadFd>,
+    pipe: Pipe,
+    worker: usize,
+    open: bool,
+}
+
+trait ReadFd: Read + std::os::fd::AsRawFd + Send {}
+impl<T: Read + std::os::fd::AsRawFd + Send> ReadFd for T {}
+
+impl Conn {
+    /// Reads what the socket has (up to a bound per pass) into the pipe.
+    fn read_available(&mut self, buf: &mut [u8]) -> bool {
+        let mut any = false;
+        let mut budget: usize = 8 << 20;
+        while budget > 0 {
+            match self.sock.read(buf) {
+                Ok(0) => {
+                    self.pipe.0.lock().unwrap().closed = Some(None);
+                    self.open = false;
+                    return true;
+                }
+                Ok(n) => {
+                    self.pipe.0.lock().unwrap().data.extend_from_slice(&buf[..n]);
+                    budget = budget.saturating_sub(n);
+                    any = true;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    self.pipe.0.lock().unwrap().closed = Some(Some(e));
+                    self.open = false;
+                    return true;
+                }
+            }
+        }
+        any
+    }
+}
+
+/// Accepts connections until `stop` and reads them: each connection becomes
+/// a Reader on the queue of worker `n % workers`, fed by this thread, which
+/// sleeps in poll(2) until a socket has data and then wakes that worker.
+/// After `stop`, connections already pending are still taken and what the
+/// sockets hold is read one last time.
 pub fn spawn_listener(
     listen: Listen,
     width: Ns,
@@ -337,37 +466,88 @@ pub fn spawn_listener(
     if let Listen::Unix(p) = &listen {
         eprintln!("sidecar: listening on unix:{}", p.display());
     }
+    use std::os::fd::AsRawFd;
+    let lfd = match &l {
+        L::U(l) => l.as_raw_fd(),
+        L::T(l) => l.as_raw_fd(),
+    };
     Ok(std::thread::spawn(move || {
         let mut n = 0usize;
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let workers = queues.workers.len();
         loop {
-            // Once stopped, connections already pending are still taken.
             let stopping = stop.load(Ordering::Relaxed);
-            let got: Option<(Box<dyn Read + Send>, String)> = match &l {
-                L::U(l) => match l.accept() {
-                    Ok((s, _)) => {
-                        let _ = s.set_nonblocking(true);
-                        Some((Box::new(s), format!("unix connection #{n}")))
-                    }
-                    Err(_) => None,
-                },
-                L::T(l) => match l.accept() {
-                    Ok((s, a)) => {
-                        let _ = s.set_nonblocking(true);
-                        let _ = s.set_nodelay(true);
-                        Some((Box::new(s), format!("tcp connection #{n} from {a}")))
-                    }
-                    Err(_) => None,
-                },
-            };
-            match got {
-                Some((r, name)) => {
-                    let w = n % queues.len();
-                    queues[w].lock().unwrap().push(Reader::new(name, r, width, None));
-                    n += 1;
-                }
-                None if stopping => break,
-                None => std::thread::sleep(Duration::from_millis(2)),
+            fds.clear();
+            fds.push(libc::pollfd { fd: lfd, events: libc::POLLIN, revents: 0 });
+            for c in &conns {
+                // A full pipe is not read: the probe's socket fills up, and
+                // the probe counts what it cannot send.
+                let events = if c.pipe.buffered() < PIPE_MAX { libc::POLLIN } else { 0 };
+                fds.push(libc::pollfd { fd: c.sock.as_raw_fd(), events, revents: 0 });
             }
+            // The timeout only bounds how late a stop is seen.
+            let timeout = if stopping { 0 } else { 100 };
+            // SAFETY: `fds` is a valid, initialized array of `fds.len()`
+            // pollfd structs that lives across the call.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if r < 0 && std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut woken = vec![false; workers];
+            // Connections: everything pending.
+            let mut accepted = 0;
+            loop {
+                let got: Option<(Box<dyn ReadFd>, String)> = match &l {
+                    L::U(l) => match l.accept() {
+                        Ok((s, _)) => {
+                            let _ = s.set_nonblocking(true);
+                            Some((Box::new(s), format!("unix connection #{n}")))
+                        }
+                        Err(_) => None,
+                    },
+                    L::T(l) => match l.accept() {
+                        Ok((s, a)) => {
+                            let _ = s.set_nonblocking(true);
+                            let _ = s.set_nodelay(true);
+                            Some((Box::new(s), format!("tcp connection #{n} from {a}")))
+                        }
+                        Err(_) => None,
+                    },
+                };
+                let Some((sock, name)) = got else { break };
+                let w = n % workers;
+                let pipe = Pipe::default();
+                queues.workers[w].readers.lock().unwrap().push(Reader::new(name, Box::new(pipe.clone()), width, None));
+                let mut c = Conn { sock, pipe, worker: w, open: true };
+                c.read_available(&mut buf);
+                conns.push(c);
+                woken[w] = true;
+                n += 1;
+                accepted += 1;
+            }
+            // Data: every socket poll found readable (or, when stopping,
+            // every socket: one last pass).
+            for (i, c) in conns.iter_mut().enumerate() {
+                let ready = fds.get(i + 1).is_some_and(|f| f.revents != 0);
+                if (ready || stopping) && c.open && c.read_available(&mut buf) {
+                    woken[c.worker] = true;
+                }
+            }
+            conns.retain(|c| c.open);
+            for (w, q) in woken.iter().zip(&queues.workers) {
+                if *w {
+                    q.wake();
+                }
+            }
+            if stopping && accepted == 0 {
+                break;
+            }
+        }
+        queues.io_done.store(true, Ordering::SeqCst);
+        for q in &queues.workers {
+            q.wake();
         }
         if let Listen::Unix(p) = &listen {
             let _ = std::fs::remove_file(p);
@@ -399,6 +579,21 @@ mod tests {
             assert!((0..peers).all(|index| Share { peers, index, file: 0 }.owns(pw)));
             assert_eq!((0..peers).filter(|&index| Share { peers, index, file: 5 }.primary()).count(), 1);
         }
+    }
+
+    #[test]
+    fn pipe_hands_over_bytes_then_the_end_or_the_error_once() {
+        let mut p = Pipe::default();
+        let mut out = [0u8; 4];
+        assert_eq!(p.read(&mut out).unwrap_err().kind(), ErrorKind::WouldBlock);
+        p.0.lock().unwrap().data.extend_from_slice(b"abcdef");
+        assert_eq!(p.read(&mut out).unwrap(), 4);
+        assert_eq!(&out, b"abcd");
+        assert_eq!(p.buffered(), 2);
+        p.0.lock().unwrap().closed = Some(Some(std::io::Error::other("reset")));
+        assert_eq!(p.read(&mut out).unwrap(), 2, "buffered bytes come before the end");
+        assert_eq!(p.read(&mut out).unwrap_err().to_string(), "reset");
+        assert_eq!(p.read(&mut out).unwrap(), 0);
     }
 
     #[test]

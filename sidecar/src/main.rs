@@ -243,7 +243,7 @@ fn main() {
                 eprintln!("sidecar: cannot install the Ctrl-C handler: {e}");
             }
             let n = common.workers.max(1);
-            let queues = Arc::new((0..n).map(|_| Mutex::new(Vec::new())).collect::<Vec<_>>());
+            let queues = sidecar::io::queues(n);
             let listener = match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone()) {
                 Ok(l) => l,
                 Err(e) => {
@@ -321,7 +321,7 @@ fn watch(
     let listen_stop = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let n = common.workers.max(1);
-    let queues = Arc::new((0..n).map(|_| Mutex::new(Vec::new())).collect::<Vec<_>>());
+    let queues = sidecar::io::queues(n);
     let listener = match spawn_listener(Listen::Unix(sock.clone()), common.window, queues.clone(), listen_stop.clone())
     {
         Ok(l) => l,
