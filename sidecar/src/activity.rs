@@ -107,6 +107,9 @@ impl Builder {
         if let Some(Item::Gap { next, .. }) = &mut self.held {
             if *next == GapEnd::NoCause {
                 *next = GapEnd::Read { from, channel, kind };
+                // Only the first read counts: the gap is final now, and
+                // what follows need not be held (copied) behind it.
+                self.release();
             }
         }
     }
