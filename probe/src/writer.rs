@@ -146,12 +146,17 @@ impl Writer {
         self.calibrate();
         loop {
             let stopping = self.shared.stop.load(Ordering::Acquire);
-            let moved = self.round(stopping);
+            let busy = self.round(stopping);
             self.publish_stats();
             if stopping {
                 break;
             }
-            if moved == 0 {
+            // Go round again at once only while some ring is filling fast
+            // (a quarter of it or more since the last pass); otherwise
+            // sleep: a pass that finds a few records would ship them in a
+            // frame of their own, and small frames cost more per record on
+            // both ends (compression, a write, decoding in the sidecar).
+            if !busy {
                 std::thread::park_timeout(self.cfg.idle);
             }
         }
@@ -176,8 +181,9 @@ impl Writer {
         }
     }
 
-    /// One pass over all rings; returns records moved.
-    fn round(&mut self, stopping: bool) -> usize {
+    /// One pass over all rings; true when some ring held a quarter of its
+    /// capacity or more.
+    fn round(&mut self, stopping: bool) -> bool {
         self.adopt_new_streams();
         self.ensure_conn(stopping);
         if Instant::now() >= self.next_clock {
@@ -195,7 +201,7 @@ impl Writer {
                 self.framed(None, 0, 0, false);
             }
         }
-        let mut moved = 0;
+        let mut busy = false;
         for i in 0..self.streams.len() {
             if self.streams[i].ended {
                 continue;
@@ -207,10 +213,10 @@ impl Writer {
             // this pass, later ones in the next: metadata always precedes,
             // on the wire, the records written after it.
             let mut limit = self.streams[i].ring.len();
+            busy |= limit >= self.streams[i].ring.capacity() / 4;
             self.take_meta(i);
             while limit > 0 {
                 let n = self.drain(i, limit);
-                moved += n;
                 limit -= n;
                 if self.batch.len() >= FLUSH_BYTES {
                     self.flush();
@@ -231,7 +237,7 @@ impl Writer {
             self.stats.ended.push(s.stats.clone());
         }
         self.streams.retain(|s| !s.end_confirmed);
-        moved
+        busy
     }
 
     fn adopt_new_streams(&mut self) {

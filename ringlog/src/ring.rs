@@ -158,6 +158,11 @@ impl Consumer {
     pub fn len(&self) -> usize {
         self.shared.tail.0.load(Ordering::Acquire).wrapping_sub(self.head)
     }
+
+    /// Slots in the ring (a power of two).
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +177,7 @@ mod tests {
     fn fills_wraps_and_reports_full() {
         let (mut p, mut c) = with_capacity(3);
         assert_eq!(p.capacity(), 4);
+        assert_eq!(c.capacity(), 4);
         for round in 0..5u64 {
             for i in 0..4 {
                 assert!(p.push(rec(round * 10 + i)));
