@@ -98,7 +98,7 @@
 //! start-up ticks-per-second estimate is not used.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -203,7 +203,7 @@ impl Adapter {
             last_ts: 0,
             frontiers: Vec::new(),
             pending: Vec::new(),
-            sorted: true,
+            pending_len: 0,
             activity: false,
             src0_parked: false,
             push_pending: None,
@@ -263,7 +263,7 @@ impl Adapter {
                     } else {
                         Ev::PRecv { channel: ev.channel as u32, from: ev.source as u32, seq: ev.seq_no as u64 }
                     };
-                    s.push(d, e);
+                    s.push(src, d, e);
                 }
             }
             s.advance(src, *time);
@@ -331,7 +331,7 @@ impl Adapter {
                         TimelyEvent::CommChannels(_) | TimelyEvent::Text(_) => continue,
                     };
                     s.activity = true;
-                    s.push(d, e);
+                    s.push(0, d, e);
                 }
                 if operators {
                     s.resolve_channels();
@@ -340,7 +340,7 @@ impl Adapter {
             None => {
                 if s.activity && !s.src0_parked {
                     s.activity = false;
-                    s.push(*time, Ev::Step);
+                    s.push(0, *time, Ev::Step);
                 }
             }
         }
@@ -414,9 +414,10 @@ struct State {
     last_ts: u64,
     /// Per attached log: a lower bound on the time of its next event.
     frontiers: Vec<Duration>,
-    /// Events not yet written, from all logs.
-    pending: Vec<(Duration, Ev)>,
-    sorted: bool,
+    /// Events not yet written, per attached log (each log's events come in
+    /// time order; they are merged when written).
+    pending: Vec<VecDeque<(Duration, Ev)>>,
+    pending_len: usize,
     /// A non-metadata event arrived since the last Step.
     activity: bool,
     /// The `"timely"` log's last event was a Park (its next flush is the
@@ -434,18 +435,16 @@ impl State {
     fn new_source(&mut self) -> usize {
         if self.frontiers.is_empty() {
             self.frontiers.push(Duration::ZERO);
+            self.pending.push(VecDeque::new());
         }
         self.frontiers.push(Duration::ZERO);
+        self.pending.push(VecDeque::new());
         self.frontiers.len() - 1
     }
 
-    fn push(&mut self, d: Duration, e: Ev) {
-        if let Some(last) = self.pending.last() {
-            if last.0 > d {
-                self.sorted = false;
-            }
-        }
-        self.pending.push((d, e));
+    fn push(&mut self, src: usize, d: Duration, e: Ev) {
+        self.pending[src].push_back((d, e));
+        self.pending_len += 1;
     }
 
     /// Source `src` will log nothing before `time`: write out what no log
@@ -454,7 +453,7 @@ impl State {
         if self.frontiers[src] < time {
             self.frontiers[src] = time;
         }
-        if self.pending.is_empty() {
+        if self.pending_len == 0 {
             return;
         }
         let wm = self.frontiers.iter().copied().min().unwrap_or(Duration::ZERO);
@@ -462,22 +461,45 @@ impl State {
     }
 
     fn write_until(&mut self, wm: Duration) {
-        if !self.sorted {
-            self.pending.sort_by_key(|e| e.0);
-            self.sorted = true;
-        }
-        let n = self.pending.partition_point(|e| e.0 <= wm);
-        if n == 0 {
+        if self.pending_len == 0 {
             return;
         }
-        if nanos(self.pending[n - 1].0) > self.pn.t {
+        // The newest event to write decides whether a fresh clock pair is due.
+        let newest =
+            self.pending.iter().filter_map(|q| q.partition_point(|e| e.0 <= wm).checked_sub(1).map(|n| q[n].0)).max();
+        let Some(newest) = newest else { return };
+        if nanos(newest) > self.pn.t {
             self.new_pair();
         }
-        let mut pending = std::mem::take(&mut self.pending);
-        for (d, e) in pending.drain(..n) {
-            self.write(d, e);
+        // Merge the logs' queues (each in time order) up to `wm`: take the
+        // queue with the earliest head and write from it up to the next
+        // queue's head (ties: the lower log first). No sorting: the progress
+        // logs flush late, so one merged buffer was out of order, and sorted
+        // again, at nearly every flush.
+        loop {
+            let mut best: Option<(Duration, usize)> = None;
+            let mut upto = wm;
+            for (i, q) in self.pending.iter().enumerate() {
+                let Some(&(d, _)) = q.front() else { continue };
+                if d > wm {
+                    continue;
+                }
+                match best {
+                    None => best = Some((d, i)),
+                    Some((bd, _)) if d < bd => {
+                        upto = upto.min(bd);
+                        best = Some((d, i));
+                    }
+                    Some(_) => upto = upto.min(d),
+                }
+            }
+            let Some((_, i)) = best else { break };
+            while self.pending[i].front().is_some_and(|e| e.0 <= upto) {
+                let (d, e) = self.pending[i].pop_front().expect("front checked");
+                self.pending_len -= 1;
+                self.write(d, e);
+            }
         }
-        self.pending = pending;
     }
 
     fn new_pair(&mut self) {
