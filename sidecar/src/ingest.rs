@@ -178,7 +178,8 @@ impl Ingest {
         }
         st.next_seq = h.seq + 1;
         match f.body {
-            Body::Hello(_) => {}
+            // (The decoder refuses worker-specific ClockSync frames.)
+            Body::Hello(_) | Body::ClockSync(_) => {}
             Body::Metadata(m) => {
                 for e in m {
                     match e {
