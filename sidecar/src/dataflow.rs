@@ -53,6 +53,8 @@ pub struct Settings {
     /// timely configuration: `-w N` threads, or a cluster (`-n`, `-p`, `-h`).
     pub timely_args: Vec<String>,
     pub progress_bar: bool,
+    /// Clock models shared by every byte stream (clock sync, `sync`).
+    pub sync: crate::sync::SharedSync,
 }
 
 /// What a run did, for the closing line and benchmarks.
@@ -98,6 +100,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
     let inputs = Arc::new(inputs);
     let width = settings.width;
     let progress_bar = settings.progress_bar;
+    let sync = settings.sync.clone();
     let stats2 = stats.clone();
     let started = Instant::now();
     let guards = timely::execute(config, move |worker| {
@@ -108,6 +111,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         let inputs = inputs.clone();
         let read_bytes = read_bytes.clone();
         let offsets = offsets.clone();
+        let sync = sync.clone();
         let stats_print = stats.clone();
         let stats_analyze = stats.clone();
         let perfetto = perfetto.clone();
@@ -134,7 +138,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         let name = p.display().to_string();
                         let progress = if share.primary() { Some(read_bytes.clone()) } else { None };
                         match std::fs::File::open(p) {
-                            Ok(f) => readers.push(Reader::new(name, Box::new(f), width, progress).shared(share)),
+                            Ok(f) => readers.push(
+                                Reader::new(name, Box::new(f), width, progress).shared(share).with_sync(sync.clone()),
+                            ),
                             Err(e) if !share.primary() => {
                                 let _ = e;
                             }
@@ -241,7 +247,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         let mut session = output.session(&*c);
                         let t0 = *c.time();
                         for mut f in buf.drain(..) {
-                            let host = f.stream.map(|s| s.host).unwrap_or(0);
+                            let host = crate::sync::window_host(&f);
                             let t = f.window + shift(host);
                             if t < t0 {
                                 late += 1;
@@ -328,10 +334,10 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             let window = frags[0].window;
                             ended.apply(window, &mut frags);
                             let rep = match &perfetto {
-                                None => crate::analyze::analyze(key.1, window, width, frags),
+                                None => crate::sync::analyze_window(key.1, window, width, frags, None),
                                 Some(p) => {
                                     let mut d = crate::analyze::WindowDetail::default();
-                                    let rep = crate::analyze::analyze_detail(key.1, window, width, frags, Some(&mut d));
+                                    let rep = crate::sync::analyze_window(key.1, window, width, frags, Some(&mut d));
                                     if let Err(e) = p.lock().unwrap().window(&d) {
                                         stats_analyze.lock().unwrap().errors.push(format!("perfetto output: {e}"));
                                     }

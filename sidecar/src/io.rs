@@ -81,6 +81,12 @@ impl Reader {
         }
     }
 
+    /// Shares the sidecar's clock models (clock sync) with this stream.
+    pub fn with_sync(mut self, sync: crate::sync::SharedSync) -> Reader {
+        self.ingest.sync = crate::sync::StreamSync::new(sync);
+        self
+    }
+
     /// Reads only the streams `share` assigns to this worker.
     pub fn shared(mut self, share: Share) -> Reader {
         if share.peers > 1 {
@@ -316,6 +322,7 @@ pub fn spawn_listener(
     width: Ns,
     queues: Queues,
     stop: Arc<AtomicBool>,
+    sync: crate::sync::SharedSync,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     enum L {
         U(UnixListener),
@@ -362,7 +369,7 @@ pub fn spawn_listener(
             match got {
                 Some((r, name)) => {
                     let w = n % queues.len();
-                    queues[w].lock().unwrap().push(Reader::new(name, r, width, None));
+                    queues[w].lock().unwrap().push(Reader::new(name, r, width, None).with_sync(sync.clone()));
                     n += 1;
                 }
                 None if stopping => break,
