@@ -227,10 +227,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         // Ended streams: a note to every owner (see
                         // `Fragment::marker`), at the first window without it.
                         for (sid, k) in r.ingest.ended.drain(..) {
+                            // On the timeline its windows were on (clock sync).
+                            let tl = Some(r.ingest.sync.timeline(sid.host, sid.process)).filter(|&h| h != sid.host);
                             for p in 0..peers {
                                 buf.push(Fragment {
                                     stream: Some(sid),
                                     window: k,
+                                    timeline: tl,
                                     marker: true,
                                     route: p as u64,
                                     ..Default::default()
@@ -274,7 +277,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             st.bytes += r.ingest.bytes;
                         }
                         if late > 0 {
-                            st.errors.push(format!("{late} fragments arrived after their window was analyzed"));
+                            let e = format!("{late} fragments arrived after their window was analyzed");
+                            eprintln!("sidecar: error: {e}");
+                            st.errors.push(e);
                         }
                         if progress_bar && index == 0 {
                             eprint!("\r{:60}\r", "");
