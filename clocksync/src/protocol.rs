@@ -15,12 +15,16 @@
 //! |---|---|
 //! | 0..4 | magic `CSYN` |
 //! | 4 | version (1) |
-//! | 5 | kind: 1 ping, 2 pong |
+//! | 5 | kind: 1 ping, 2 pong, 3 identify, 4 identity |
 //! | 6..8 | reserved, zero |
 //! | 8..16 | session: random per prober, echoed by the responder |
 //! | 16..24 | sequence number, echoed |
-//! | 24..32 | the responder's `r` (pong), zero (ping) |
+//! | 24..32 | the responder's `r` (pong), its host id (identity), zero (ping, identify) |
 //! | 32..40 | FNV-1a 64 of bytes 0..32 |
+//!
+//! Identify/identity let a prober learn which host answers (the sidecar's
+//! host id, so exchanges can name their reference host); a responder
+//! without an id counts an identify as bad and does not answer.
 //!
 //! A datagram that is short, long, corrupt, of another version or kind, from another
 //! address, of another session, or answering an older ping is dropped and counted; it is
@@ -89,6 +93,8 @@ const MAGIC: &[u8; 4] = b"CSYN";
 const VERSION: u8 = 1;
 const PING: u8 = 1;
 const PONG: u8 = 2;
+const IDENTIFY: u8 = 3;
+const IDENTITY: u8 = 4;
 /// Size of every datagram of the protocol.
 pub const DATAGRAM_LEN: usize = 40;
 
@@ -104,7 +110,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// A decoded datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Datagram {
-    /// 1 ping, 2 pong.
+    /// 1 ping, 2 pong, 3 identify, 4 identity.
     pub kind: u8,
     /// The prober's session.
     pub session: u64,
@@ -139,7 +145,7 @@ impl Datagram {
             return None;
         }
         let kind = b[5];
-        if kind != PING && kind != PONG {
+        if !(PING..=IDENTITY).contains(&kind) {
             return None;
         }
         Some(Datagram { kind, session: word(8), seq: word(16), stamp: word(24) })
@@ -153,6 +159,8 @@ pub struct ResponderStats {
     pub pongs: u64,
     /// Datagrams dropped as malformed (or a pong sent to the responder).
     pub bad: u64,
+    /// Identify requests answered.
+    pub identities: u64,
 }
 
 /// The source side: answers every valid ping with a pong carrying its receive stamp.
@@ -160,6 +168,7 @@ pub struct Responder<C: Clock> {
     socket: UdpSocket,
     clock: C,
     stats: ResponderStats,
+    id: Option<u64>,
 }
 
 impl<C: Clock> Responder<C> {
@@ -167,7 +176,13 @@ impl<C: Clock> Responder<C> {
     pub fn bind(addr: impl ToSocketAddrs, clock: C) -> io::Result<Self> {
         let socket = UdpSocket::bind(addr)?;
         socket.set_read_timeout(Some(Duration::from_millis(20)))?;
-        Ok(Responder { socket, clock, stats: ResponderStats::default() })
+        Ok(Responder { socket, clock, stats: ResponderStats::default(), id: None })
+    }
+
+    /// Also answer identify requests with `id` (the host id of this clock).
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = Some(id);
+        self
     }
 
     /// The bound address.
@@ -193,6 +208,12 @@ impl<C: Clock> Responder<C> {
                         let pong = Datagram { kind: PONG, session: d.session, seq: d.seq, stamp: r };
                         self.socket.send_to(&pong.encode(), from)?;
                         self.stats.pongs += 1;
+                    }
+                    Some(d) if d.kind == IDENTIFY && self.id.is_some() => {
+                        let id = self.id.unwrap_or(0);
+                        let rep = Datagram { kind: IDENTITY, session: d.session, seq: d.seq, stamp: id };
+                        self.socket.send_to(&rep.encode(), from)?;
+                        self.stats.identities += 1;
                     }
                     _ => self.stats.bad += 1,
                 }
@@ -222,7 +243,19 @@ pub struct ResponderHandle {
 impl ResponderHandle {
     /// Bind a responder on `addr` and serve on a new thread.
     pub fn spawn<C: Clock + Send + 'static>(addr: impl ToSocketAddrs, clock: C) -> io::Result<ResponderHandle> {
-        let mut r = Responder::bind(addr, clock)?;
+        Self::spawn_responder(Responder::bind(addr, clock)?)
+    }
+
+    /// As [`ResponderHandle::spawn`], answering identify requests with `id`.
+    pub fn spawn_with_id<C: Clock + Send + 'static>(
+        addr: impl ToSocketAddrs,
+        clock: C,
+        id: u64,
+    ) -> io::Result<ResponderHandle> {
+        Self::spawn_responder(Responder::bind(addr, clock)?.with_id(id))
+    }
+
+    fn spawn_responder<C: Clock + Send + 'static>(mut r: Responder<C>) -> io::Result<ResponderHandle> {
         let addr = r.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -331,8 +364,19 @@ impl<C: Clock> Prober<C> {
 
     /// One ping-pong. `Ok(None)` if no valid pong arrived within the reply timeout.
     pub fn probe_once(&mut self) -> io::Result<Option<Exchange>> {
+        self.request(PING, PONG)
+    }
+
+    /// Asks the responder which host it is (see the module docs). `Ok(None)`
+    /// if no identity arrived within the reply timeout (an old responder,
+    /// one without an id, or none at all). Counted like a ping.
+    pub fn identify(&mut self) -> io::Result<Option<u64>> {
+        Ok(self.request(IDENTIFY, IDENTITY)?.map(|x| x.r))
+    }
+
+    fn request(&mut self, kind: u8, answer: u8) -> io::Result<Option<Exchange>> {
         self.seq += 1;
-        let ping = Datagram { kind: PING, session: self.session, seq: self.seq, stamp: 0 }.encode();
+        let ping = Datagram { kind, session: self.session, seq: self.seq, stamp: 0 }.encode();
         let mut buf = [0u8; 64];
         let deadline = Instant::now() + self.config.reply_timeout;
         let s = self.clock.now();
@@ -347,10 +391,10 @@ impl<C: Clock> Prober<C> {
                         None => self.stats.bad += 1,
                         Some(_) if from != self.peer => self.stats.foreign += 1,
                         Some(d) if d.session != self.session => self.stats.foreign += 1,
-                        Some(d) if d.kind != PONG => self.stats.bad += 1,
+                        Some(d) if d.kind != answer => self.stats.bad += 1,
                         Some(d) if d.seq != self.seq => self.stats.stale += 1,
                         Some(d) => {
-                            self.stats.exchanges += 1;
+                            self.stats.exchanges += (answer == PONG) as u64;
                             return Ok(Some(Exchange { s, r: d.stamp, e }));
                         }
                     }
@@ -415,6 +459,21 @@ impl<C: Clock> Prober<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identify_answers_with_the_responder_id_only_when_it_has_one() {
+        let clock = || 7u64;
+        let with = ResponderHandle::spawn_with_id("127.0.0.1:0", clock, 0xfeed).unwrap();
+        let mut p = Prober::new("127.0.0.1:0", with.addr(), clock, ProberConfig::default()).unwrap();
+        assert_eq!(p.identify().unwrap(), Some(0xfeed));
+        assert_eq!(p.probe_once().unwrap(), Some(Exchange { s: 7, r: 7, e: 7 }));
+        assert_eq!(with.stop().unwrap().identities, 1);
+        let without = ResponderHandle::spawn("127.0.0.1:0", clock).unwrap();
+        let cfg = ProberConfig { reply_timeout: Duration::from_millis(30), ..Default::default() };
+        let mut p = Prober::new("127.0.0.1:0", without.addr(), clock, cfg).unwrap();
+        assert_eq!(p.identify().unwrap(), None);
+        assert_eq!(without.stop().unwrap().bad, 1);
+    }
 
     #[test]
     fn datagram_round_trip_and_rejection() {

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use clock::{invariant_tsc, rdtsc};
+pub use clock::{invariant_tsc, monotonic_ns, rdtsc, realtime_ns};
 pub use io::IoBackend;
 pub use sink::Sink;
 pub use stats::{Stats, WorkerStats};
@@ -86,6 +86,7 @@ pub struct Builder {
     writer_core: Option<usize>,
     workers: u32,
     program: Option<String>,
+    host_id: Option<u64>,
 }
 
 impl Builder {
@@ -133,6 +134,14 @@ impl Builder {
         self
     }
 
+    /// The host id written in every frame (default: `PROBE_HOST_ID`, else
+    /// the machine-id hash). Lets one machine play another host in tests of
+    /// clock synchronization.
+    pub fn host_id(mut self, id: u64) -> Self {
+        self.host_id = Some(id);
+        self
+    }
+
     /// The program name readers show (default: this executable's name).
     pub fn program(mut self, name: impl Into<String>) -> Self {
         self.program = Some(name.into());
@@ -156,7 +165,10 @@ impl Builder {
             idle: self.idle,
             core: self.writer_core,
             clock,
-            host: host_id(&host_name),
+            host: match self.host_id {
+                Some(h) => h,
+                None => host_id(&host_name)?,
+            },
             host_name,
             program: self.program.unwrap_or_else(program_name),
             workers: self.workers,
@@ -226,6 +238,7 @@ impl Probe {
             writer_core: None,
             workers: 0,
             program: None,
+            host_id: None,
         }
     }
 
@@ -305,11 +318,15 @@ fn host_name() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// A stable id for this host: FNV-1a of /etc/machine-id, or of the host
-/// name where there is none.
-fn host_id(host_name: &str) -> u64 {
-    let src = std::fs::read_to_string("/etc/machine-id").unwrap_or_else(|_| host_name.to_string());
-    src.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+/// The host id frames carry: `PROBE_HOST_ID` if set (`0x…` hex, 16 hex
+/// digits, or decimal), else `ringlog::host_id` (FNV-1a of /etc/machine-id,
+/// or of the host name where there is none; the sidecar computes the same).
+/// The override lets one machine play several hosts (clock-sync tests).
+fn host_id(host_name: &str) -> Result<u64, Error> {
+    match std::env::var("PROBE_HOST_ID") {
+        Ok(v) => ringlog::parse_host_id(&v).map_err(|e| Error::Config(format!("PROBE_HOST_ID: {e}"))),
+        Err(_) => Ok(ringlog::host_id(host_name)),
+    }
 }
 
 fn program_name() -> String {

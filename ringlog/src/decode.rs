@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use crate::frame::{decode_frame, Frame, HEADER_LEN, MAX_PAYLOAD};
+use crate::frame::{decode_frame, parse_header, Frame, FrameHeader, HEADER_LEN, MAX_PAYLOAD};
 use crate::DecodeError;
 
 /// A decode error with the byte offset of the frame it concerns.
@@ -72,6 +72,49 @@ impl FrameBuffer {
                 Err(StreamError { offset: self.offset, error })
             }
         }
+    }
+
+    /// The next whole frame as its bytes, header checked and payload
+    /// checksum verified but not decompressed or decoded: for forwarding a
+    /// stream frame by frame without re-encoding it (the relay). `Ok(None)`
+    /// when more bytes are needed; errors as [`FrameBuffer::next_frame`].
+    pub fn next_raw(&mut self) -> Result<Option<(FrameHeader, &[u8])>, StreamError> {
+        if self.failed {
+            return Err(StreamError { offset: self.offset, error: DecodeError::AfterError });
+        }
+        let have = &self.buf[self.start..];
+        if have.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let checked = parse_header(&have[..HEADER_LEN]).and_then(|(h, crc)| {
+            let total = HEADER_LEN + h.payload_len as usize;
+            if have.len() < total {
+                return Ok(None);
+            }
+            if crc32fast::hash(&have[HEADER_LEN..total]) != crc {
+                return Err(DecodeError::PayloadChecksum { kind: h.kind, seq: h.seq });
+            }
+            Ok(Some((h, total)))
+        });
+        match checked {
+            Ok(Some((h, total))) => {
+                let at = self.start;
+                self.start += total;
+                self.offset += total as u64;
+                Ok(Some((h, &self.buf[at..at + total])))
+            }
+            Ok(None) => Ok(None),
+            Err(error) => {
+                self.failed = true;
+                Err(StreamError { offset: self.offset, error })
+            }
+        }
+    }
+
+    /// The bytes held that were not taken as frames (after an error: the
+    /// rest of the stream as received so far).
+    pub fn unparsed(&self) -> &[u8] {
+        &self.buf[self.start..]
     }
 
     /// Bytes held that do not form a whole frame yet.

@@ -34,6 +34,9 @@ pub enum FrameKind {
     Records = 4,
     /// The stream (or, process-wide, the process) ended cleanly.
     End = 5,
+    /// Process-wide: clock exchanges between this host and a reference host
+    /// (written by a relay, not by the probe; see `ClockSync`).
+    ClockSync = 6,
 }
 
 impl FrameKind {
@@ -44,6 +47,7 @@ impl FrameKind {
             3 => FrameKind::Clock,
             4 => FrameKind::Records,
             5 => FrameKind::End,
+            6 => FrameKind::ClockSync,
             _ => return None,
         })
     }
@@ -125,6 +129,35 @@ pub struct ClockSample {
     pub realtime_ns: u64,
 }
 
+/// One ping-pong between this host (the frame's `host`) and a reference
+/// host, all four stamps on the hosts' CLOCK_MONOTONIC in ns. In real time
+/// `t1 ≤ t2 ≤ t3 ≤ t4` (causality: the request is received after it is sent,
+/// the reply after the request), which is all a reader may assume: nothing
+/// about the delays (FreeZer, DESIGN "Clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockExchange {
+    /// This host: request sent.
+    pub t1: u64,
+    /// Reference host: request received.
+    pub t2: u64,
+    /// Reference host: reply sent.
+    pub t3: u64,
+    /// This host: reply received.
+    pub t4: u64,
+}
+
+/// Clock exchanges of this host against `reference_host`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockSync {
+    /// Host id of the host that answered (the reference timeline).
+    pub reference_host: u64,
+    /// Exchanges in the order they were made.
+    pub exchanges: Vec<ClockExchange>,
+}
+
+/// Bytes of one exchange in a ClockSync payload (four u64).
+pub const CLOCK_EXCHANGE_LEN: usize = 32;
+
 /// Slow-path descriptions of what record ids mean.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Meta {
@@ -150,6 +183,7 @@ pub enum Body {
     Clock(Vec<ClockSample>),
     Records(Vec<Record>),
     End(EndStats),
+    ClockSync(ClockSync),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -290,6 +324,21 @@ impl Encoder {
             varint::put_u64(&mut self.raw, v);
         }
         self.finish(plain_header(FrameKind::End, stream, seq, 0, lost, domain), false, out);
+    }
+
+    /// A process-wide ClockSync frame (uncompressed: 8 + 32 bytes per
+    /// exchange). At most `u32::MAX` exchanges and `MAX_PAYLOAD` bytes:
+    /// callers send a few at a time.
+    pub fn clock_sync(&mut self, stream: StreamId, seq: u64, cs: &ClockSync, out: &mut Vec<u8>) {
+        self.raw.clear();
+        self.raw.extend_from_slice(&cs.reference_host.to_le_bytes());
+        for x in &cs.exchanges {
+            for v in [x.t1, x.t2, x.t3, x.t4] {
+                self.raw.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let h = plain_header(FrameKind::ClockSync, stream, seq, cs.exchanges.len() as u32, 0, ClockDomain::MonotonicNs);
+        self.finish(h, false, out);
     }
 
     fn finish(&mut self, mut h: FrameHeader, compress: bool, out: &mut Vec<u8>) {
@@ -648,6 +697,47 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
         }
         FrameKind::End => {
             Body::End(EndStats { produced: r.u64("produced")?, lost: r.u64("lost")?, elided: r.u64("elided")? })
+        }
+        FrameKind::ClockSync => {
+            // Checked before anything is allocated: the payload is exactly the
+            // reference host and `count` fixed-size exchanges.
+            if raw.len() < 8 || (raw.len() - 8) % CLOCK_EXCHANGE_LEN != 0 {
+                return Err(DecodeError::BadHeader { why: "clock sync payload is not 8 + 32 bytes per exchange" });
+            }
+            if h.count as usize != (raw.len() - 8) / CLOCK_EXCHANGE_LEN {
+                return Err(DecodeError::BadHeader { why: "clock exchange count does not match the payload" });
+            }
+            if h.stream.worker != PROCESS_WIDE {
+                return Err(DecodeError::BadHeader { why: "clock sync frame is not process-wide" });
+            }
+            if h.domain != ClockDomain::MonotonicNs {
+                return Err(DecodeError::BadHeader { why: "clock sync frame not in the CLOCK_MONOTONIC domain" });
+            }
+            let reference_host = r.fixed_u64("reference host")?;
+            let mut exchanges = Vec::with_capacity(h.count as usize);
+            for _ in 0..h.count {
+                let x = ClockExchange {
+                    t1: r.fixed_u64("exchange t1")?,
+                    t2: r.fixed_u64("exchange t2")?,
+                    t3: r.fixed_u64("exchange t3")?,
+                    t4: r.fixed_u64("exchange t4")?,
+                };
+                // Each host's clock is monotonic: anything else is corrupt.
+                if x.t4 < x.t1 {
+                    return Err(DecodeError::BadPayload {
+                        what: "clock exchange",
+                        why: "reply received before sent (t4 < t1)",
+                    });
+                }
+                if x.t3 < x.t2 {
+                    return Err(DecodeError::BadPayload {
+                        what: "clock exchange",
+                        why: "reply sent before request received (t3 < t2)",
+                    });
+                }
+                exchanges.push(x);
+            }
+            Body::ClockSync(ClockSync { reference_host, exchanges })
         }
     };
     if !r.is_empty() {

@@ -22,15 +22,17 @@
 
 pub mod decode;
 pub mod frame;
+pub mod host;
 pub mod record;
 pub mod ring;
 mod varint;
 
 pub use decode::{Decoder, FrameBuffer, StreamError};
 pub use frame::{
-    decode_frame, Body, ClockDomain, ClockSample, Encoder, EndStats, Frame, FrameHeader, FrameKind, Hello, Meta,
-    StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
+    decode_frame, Body, ClockDomain, ClockExchange, ClockSample, ClockSync, Encoder, EndStats, Frame, FrameHeader,
+    FrameKind, Hello, Meta, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
 };
+pub use host::{host_id, host_id_of, parse_host_id};
 pub use record::{Event, Kind, Record};
 
 /// Why bytes could not be read as frames. Every variant names the fault.

@@ -151,3 +151,96 @@ proptest! {
         prop_assert_eq!(f.body, Body::Records(recs));
     }
 }
+
+fn sync_frame(exchanges: &[ClockExchange]) -> Vec<u8> {
+    let pw = StreamId { host: 0xb, process: 9, worker: PROCESS_WIDE };
+    let mut out = Vec::new();
+    let cs = ClockSync { reference_host: 0xa, exchanges: exchanges.to_vec() };
+    Encoder::new().clock_sync(pw, 3, &cs, &mut out);
+    out
+}
+
+/// Rewrites a frame's payload (and its length, count and checksums) as a
+/// writer that does not follow the format would.
+fn with_payload(frame: &[u8], payload: &[u8], count: u32, worker: u32) -> Vec<u8> {
+    let mut b = frame[..72].to_vec();
+    b[20..24].copy_from_slice(&worker.to_le_bytes());
+    b[48..52].copy_from_slice(&count.to_le_bytes());
+    b[52..56].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    b[56..60].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    b[64..68].copy_from_slice(&crc(payload).to_le_bytes());
+    let c = crc(&b[..68]);
+    b[68..72].copy_from_slice(&c.to_le_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+
+#[test]
+fn clock_sync_frames_round_trip_and_forward_raw() {
+    let xs = [ClockExchange { t1: 10, t2: 5_000_000_020, t3: 5_000_000_021, t4: 40 }];
+    let b = sync_frame(&xs);
+    assert_eq!(b.len(), 72 + 8 + 32);
+    let f = Decoder::new(&b[..]).next().unwrap().unwrap();
+    assert_eq!(f.header.kind, FrameKind::ClockSync);
+    assert_eq!(f.header.count, 1);
+    assert!(f.header.stream.is_process_wide());
+    assert_eq!(f.body, Body::ClockSync(ClockSync { reference_host: 0xa, exchanges: xs.to_vec() }));
+    // The raw path hands out exactly the frame's bytes, in pieces too.
+    let mut two = sample_stream();
+    two.extend_from_slice(&b);
+    let mut fb = FrameBuffer::new();
+    let mut got = Vec::new();
+    for chunk in two.chunks(7) {
+        fb.feed(chunk);
+        while let Some((_, bytes)) = fb.next_raw().unwrap() {
+            got.extend_from_slice(bytes);
+        }
+    }
+    assert_eq!(got, two);
+    assert!(fb.unparsed().is_empty());
+}
+
+#[test]
+fn clock_sync_errors_are_named() {
+    let good = sync_frame(&[ClockExchange { t1: 1, t2: 2, t3: 3, t4: 4 }]);
+    let err = |bytes: &[u8]| first_error(bytes).expect("an error").to_string();
+    let payload = &good[72..];
+    // count larger than the payload: refused before reading exchanges
+    let b = with_payload(&good, payload, 1000, PROCESS_WIDE);
+    assert!(err(&b).contains("clock exchange count does not match"), "{}", err(&b));
+    // a payload that is not 8 + 32k bytes
+    let b = with_payload(&good, &payload[..30], 0, PROCESS_WIDE);
+    assert!(err(&b).contains("8 + 32 bytes per exchange"), "{}", err(&b));
+    // worker-specific
+    let b = with_payload(&good, payload, 1, 0);
+    assert!(err(&b).contains("not process-wide"), "{}", err(&b));
+    // t4 < t1, t3 < t2
+    let b = sync_frame(&[ClockExchange { t1: 5, t2: 2, t3: 3, t4: 4 }]);
+    assert!(err(&b).contains("t4 < t1"), "{}", err(&b));
+    let b = sync_frame(&[ClockExchange { t1: 1, t2: 3, t3: 2, t4: 4 }]);
+    assert!(err(&b).contains("t3 < t2"), "{}", err(&b));
+    // a corrupt payload is caught by the raw path too
+    let mut b = good.clone();
+    let n = b.len();
+    b[n - 1] ^= 1;
+    let mut fb = FrameBuffer::new();
+    fb.feed(&b);
+    assert!(fb.next_raw().unwrap_err().to_string().contains("payload checksum"));
+}
+
+proptest! {
+    #[test]
+    fn clock_sync_round_trip(reference in any::<u64>(), xs in prop::collection::vec((any::<u64>(), any::<u64>(), 0u64..1 << 40, 0u64..1 << 40), 0..200)) {
+        let xs: Vec<ClockExchange> = xs.into_iter().map(|(a, b, rtt, hold)| ClockExchange {
+            t1: a / 2, t2: b / 2, t3: b / 2 + hold, t4: a / 2 + rtt,
+        }).collect();
+        let cs = ClockSync { reference_host: reference, exchanges: xs };
+        let pw = StreamId { host: 1, process: 2, worker: PROCESS_WIDE };
+        let mut out = Vec::new();
+        Encoder::new().clock_sync(pw, 7, &cs, &mut out);
+        let f = Decoder::new(&out[..]).next().unwrap().unwrap();
+        prop_assert_eq!(f.header.seq, 7);
+        prop_assert_eq!(f.header.domain, ClockDomain::MonotonicNs);
+        prop_assert_eq!(f.body, Body::ClockSync(cs));
+    }
+}

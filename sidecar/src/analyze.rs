@@ -837,8 +837,9 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
     let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut ended = crate::model::EndedStreams::default();
+    let sync = crate::sync::SharedSync::default();
     for (name, bytes) in inputs {
-        let mut ing = crate::ingest::Ingest::new(*name, width);
+        let mut ing = crate::ingest::Ingest::new(*name, width).with_sync(sync.clone());
         let mut fb = ringlog::FrameBuffer::new();
         fb.feed(bytes);
         loop {
@@ -867,15 +868,20 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
             ended.note(sid, k);
         }
         for f in ing.out.drain(..) {
-            let host = f.stream.map(|s| s.host).unwrap_or(0);
+            let host = crate::sync::window_host(&f);
             by_window.entry((f.window, host)).or_default().push(f);
         }
     }
+    // As the timely pipeline does: the other timelines are named.
+    let timelines: std::collections::BTreeSet<u64> = by_window.keys().map(|k| k.1).collect();
     let reps = by_window
         .into_iter()
         .map(|((w, h), mut frags)| {
             ended.apply(w, &mut frags);
-            analyze(h, w, width, frags)
+            for f in &mut frags {
+                f.other_hosts = timelines.iter().copied().filter(|&o| o != h).collect();
+            }
+            crate::sync::analyze_window(h, w, width, frags, None)
         })
         .collect();
     (reps, errors)

@@ -53,6 +53,8 @@ pub struct Settings {
     /// timely configuration: `-w N` threads, or a cluster (`-n`, `-p`, `-h`).
     pub timely_args: Vec<String>,
     pub progress_bar: bool,
+    /// Clock models shared by every byte stream (clock sync, `sync`).
+    pub sync: crate::sync::SharedSync,
 }
 
 /// What a run did, for the closing line and benchmarks.
@@ -98,6 +100,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
     let inputs = Arc::new(inputs);
     let width = settings.width;
     let progress_bar = settings.progress_bar;
+    let sync = settings.sync.clone();
     let stats2 = stats.clone();
     let started = Instant::now();
     let guards = timely::execute(config, move |worker| {
@@ -108,6 +111,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
         let inputs = inputs.clone();
         let read_bytes = read_bytes.clone();
         let offsets = offsets.clone();
+        let sync = sync.clone();
         let stats_print = stats.clone();
         let stats_analyze = stats.clone();
         let perfetto = perfetto.clone();
@@ -134,7 +138,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         let name = p.display().to_string();
                         let progress = if share.primary() { Some(read_bytes.clone()) } else { None };
                         match std::fs::File::open(p) {
-                            Ok(f) => readers.push(Reader::new(name, Box::new(f), width, progress).shared(share)),
+                            Ok(f) => readers.push(
+                                Reader::new(name, Box::new(f), width, progress).shared(share).with_sync(sync.clone()),
+                            ),
                             Err(e) if !share.primary() => {
                                 let _ = e;
                             }
@@ -238,10 +244,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         // Ended streams: a note to every owner (see
                         // `Fragment::marker`), at the first window without it.
                         for (sid, k) in r.ingest.ended.drain(..) {
+                            // On the timeline its windows were on (clock sync).
+                            let tl = Some(r.ingest.sync.timeline(sid.host, sid.process)).filter(|&h| h != sid.host);
                             for p in 0..peers {
                                 buf.push(Fragment {
                                     stream: Some(sid),
                                     window: k,
+                                    timeline: tl,
                                     marker: true,
                                     route: p as u64,
                                     ..Default::default()
@@ -258,7 +267,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         let mut session = output.session(&*c);
                         let t0 = *c.time();
                         for mut f in buf.drain(..) {
-                            let host = f.stream.map(|s| s.host).unwrap_or(0);
+                            let host = crate::sync::window_host(&f);
                             let t = f.window + shift(host);
                             if t < t0 {
                                 late += 1;
@@ -285,7 +294,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             st.bytes += r.ingest.bytes;
                         }
                         if late > 0 {
-                            st.errors.push(format!("{late} fragments arrived after their window was analyzed"));
+                            let e = format!("{late} fragments arrived after their window was analyzed");
+                            eprintln!("sidecar: error: {e}");
+                            st.errors.push(e);
                         }
                         if progress_bar && index == 0 {
                             eprint!("\r{:60}\r", "");
@@ -360,10 +371,10 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             let window = frags[0].window;
                             ended.apply(window, &mut frags);
                             let rep = match &perfetto {
-                                None => crate::analyze::analyze(key.1, window, width, frags),
+                                None => crate::sync::analyze_window(key.1, window, width, frags, None),
                                 Some(p) => {
                                     let mut d = crate::analyze::WindowDetail::default();
-                                    let rep = crate::analyze::analyze_detail(key.1, window, width, frags, Some(&mut d));
+                                    let rep = crate::sync::analyze_window(key.1, window, width, frags, Some(&mut d));
                                     if let Err(e) = p.lock().unwrap().window(&d) {
                                         stats_analyze.lock().unwrap().errors.push(format!("perfetto output: {e}"));
                                     }

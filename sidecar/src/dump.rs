@@ -66,6 +66,12 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
                 }
             }
             Body::End(s) => writeln!(out, " produced={} lost={} elided={}", s.produced, s.lost, s.elided)?,
+            Body::ClockSync(c) => {
+                writeln!(out, " reference_host={:016x}", c.reference_host)?;
+                for x in &c.exchanges {
+                    writeln!(out, "  exchange t1={} t2={} t3={} t4={} rtt_ns={}", x.t1, x.t2, x.t3, x.t4, x.t4 - x.t1)?;
+                }
+            }
         }
     }
     Ok(errors)

@@ -85,6 +85,8 @@ pub struct Ingest {
     /// Streams that ended, with the first window they are absent from; the
     /// caller hands these to every window owner.
     pub ended: Vec<(Sid, u64)>,
+    /// Clock sync: which processes are converted to the reference timeline.
+    pub sync: crate::sync::StreamSync,
 }
 
 impl Ingest {
@@ -100,7 +102,14 @@ impl Ingest {
             bytes: 0,
             failed: false,
             ended: Vec::new(),
+            sync: Default::default(),
         }
+    }
+
+    /// Shares the clock models of the sidecar process (see `sync`).
+    pub fn with_sync(mut self, shared: crate::sync::SharedSync) -> Ingest {
+        self.sync = crate::sync::StreamSync::new(shared);
+        self
     }
 
     fn proc(&mut self, host: u64, pid: u32, domain: ClockDomain) -> &mut Proc {
@@ -140,6 +149,11 @@ impl Ingest {
         self.bytes += bytes;
         let h = f.header;
         let sid = Sid::from(h.stream);
+        if let Body::ClockSync(cs) = &f.body {
+            // A relay's frames, with a process id of their own (FORMAT.md).
+            self.sync.clock_sync(sid.host, cs);
+            return;
+        }
         if h.stream.worker == PROCESS_WIDE {
             let p = self.proc(sid.host, sid.process, h.domain);
             let gap = h.seq != p.next_seq;
@@ -178,7 +192,8 @@ impl Ingest {
         }
         st.next_seq = h.seq + 1;
         match f.body {
-            Body::Hello(_) => {}
+            // (The decoder refuses worker-specific ClockSync frames.)
+            Body::Hello(_) | Body::ClockSync(_) => {}
             Body::Metadata(m) => {
                 for e in m {
                     match e {
@@ -197,6 +212,7 @@ impl Ingest {
             Body::Clock(_) => {}
             Body::Records(recs) => {
                 let key = (sid.host, sid.process);
+                let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
                 let Some(p) = self.procs.get_mut(&key) else { return };
                 if !p.clock.has_sample() {
                     let n = recs.len();
@@ -218,6 +234,14 @@ impl Ingest {
                 let mut cur_hi: Ns = 0;
                 for r in &recs {
                     let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                    // A synchronized host: onto the reference timeline (sync.rs).
+                    let (t, width_iv) = match &conv {
+                        None => (t, 0),
+                        Some(cv) => {
+                            let Some(x) = cv.point(t) else { continue };
+                            x
+                        }
+                    };
                     let t = st.last_ts.map_or(t, |l| t.max(l));
                     if first_ns.is_none() {
                         first_ns = Some(t);
@@ -243,6 +267,7 @@ impl Ingest {
                         }
                     }
                     c.records += 1;
+                    c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
                     match event_of(r) {
                         Some(ev) => {
                             if let ringlog::Event::Step { elided, spin_ticks } = ev {
@@ -267,6 +292,10 @@ impl Ingest {
                     faults.push((t, t, format!("{} records lost", h.lost)));
                 }
                 st.elided_seen = st.builder.elided;
+                if let Some(why) = sync_fault {
+                    let t = first_ns.unwrap_or(st.last_ts.unwrap_or(0));
+                    faults.push((t, st.last_ts.unwrap_or(t), why));
+                }
                 for (a, b, why) in faults.drain(..) {
                     st.windower.fault(a, b, &why);
                 }
@@ -351,6 +380,18 @@ impl Ingest {
     pub fn finish_batch(&mut self, before: usize) {
         self.attach_meta(before);
         self.realtime_offsets(before);
+        self.timelines(before);
+    }
+
+    /// Fragments of converted processes go to the reference host's windows,
+    /// with its realtime offset.
+    fn timelines(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(s) = f.stream.filter(|s| self.sync.converted(s.host, s.process)) {
+                f.timeline = Some(self.sync.timeline(s.host, s.process));
+                f.realtime_offset = self.sync.shared.lock().reference_realtime_offset.map(|o| o as i64);
+            }
+        }
     }
 
     /// The byte stream failed to decode: that is final for it. Every stream
@@ -419,7 +460,7 @@ impl Ingest {
         let t = t / self.width * self.width;
         let before = self.out.len();
         for (sid, st) in self.streams.iter_mut() {
-            if st.done || sid.host != host {
+            if st.done || self.sync.timeline(sid.host, sid.process) != host {
                 continue;
             }
             if st.last_ts.is_some_and(|l| l < t) {
@@ -434,11 +475,17 @@ impl Ingest {
     /// (None: nothing open).
     /// `shift(host)` maps a host's window index to timely time.
     pub fn frontier(&self, shift: impl Fn(u64) -> u64) -> Option<u64> {
-        self.streams.iter().filter(|(_, s)| !s.done).map(|(k, s)| s.windower.next_window() + shift(k.host)).min()
+        self.streams
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(k, s)| s.windower.next_window() + shift(self.sync.timeline(k.host, k.process)))
+            .min()
     }
 
+    /// The timelines (hosts) this byte stream's windows are on.
     pub fn hosts(&self) -> Vec<u64> {
-        let mut h: Vec<u64> = self.streams.keys().map(|s| s.host).collect();
+        let mut h: Vec<u64> = self.streams.keys().map(|s| self.sync.timeline(s.host, s.process)).collect();
+        h.sort_unstable();
         h.dedup();
         h
     }
@@ -448,7 +495,10 @@ impl Ingest {
     }
 
     pub fn realtime_offset(&self, host: u64) -> Option<i128> {
-        self.procs.iter().find(|(k, _)| k.0 == host).and_then(|(_, p)| p.clock.realtime_offset())
+        self.procs.iter().find(|(k, _)| k.0 == host).and_then(|(_, p)| p.clock.realtime_offset()).or_else(|| {
+            let reg = self.sync.shared.lock();
+            reg.reference.filter(|&r| r == host).and(reg.reference_realtime_offset)
+        })
     }
 }
 

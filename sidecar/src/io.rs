@@ -81,6 +81,12 @@ impl Reader {
         }
     }
 
+    /// Shares the sidecar's clock models (clock sync) with this stream.
+    pub fn with_sync(mut self, sync: crate::sync::SharedSync) -> Reader {
+        self.ingest.sync = crate::sync::StreamSync::new(sync);
+        self
+    }
+
     /// Reads only the streams `share` assigns to this worker.
     pub fn shared(mut self, share: Share) -> Reader {
         if share.peers > 1 {
@@ -445,6 +451,7 @@ pub fn spawn_listener(
     width: Ns,
     queues: Queues,
     stop: Arc<AtomicBool>,
+    sync: crate::sync::SharedSync,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     enum L {
         U(UnixListener),
@@ -519,7 +526,8 @@ pub fn spawn_listener(
                 let Some((sock, name)) = got else { break };
                 let w = n % workers;
                 let pipe = Pipe::default();
-                queues.workers[w].readers.lock().unwrap().push(Reader::new(name, Box::new(pipe.clone()), width, None));
+                let reader = Reader::new(name, Box::new(pipe.clone()), width, None).with_sync(sync.clone());
+                queues.workers[w].readers.lock().unwrap().push(reader);
                 let mut c = Conn { sock, pipe, worker: w, open: true };
                 c.read_available(&mut buf);
                 conns.push(c);

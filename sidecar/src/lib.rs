@@ -9,7 +9,10 @@
 //! report). [`dataflow`] wires them on timely; [`io`] reads files and sockets.
 //! [`export`] turns windows into a Perfetto trace (written by the streaming
 //! protobuf writer in [`perfetto`]); [`watch`] is the closing summary of
-//! `sidecar watch` and what tracing cost.
+//! `sidecar watch` and what tracing cost. [`sync`] converts synchronized
+//! hosts' times to the reference host's timeline (clock sync, FreeZer);
+//! [`relay`] is the per-host agent that forwards streams and makes the
+//! clock exchanges.
 
 pub mod activity;
 pub mod analyze;
@@ -23,7 +26,9 @@ pub mod io;
 pub mod model;
 pub mod perfetto;
 pub mod properties;
+pub mod relay;
 pub mod summary;
+pub mod sync;
 pub mod synth;
 pub mod waits;
 pub mod watch;

@@ -64,8 +64,44 @@ enum Cmd {
         /// before closing the window without it.
         #[arg(long, default_value = "30ms", value_parser = parse_duration)]
         grace: u64,
+        /// Answer clock exchanges from relays on other hosts (`sidecar relay
+        /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for
+        /// 7071, listens on 127.0.0.1 only). This host's timeline becomes the
+        /// reference: relayed hosts, once calibrated, are analyzed on it.
+        #[arg(long, value_name = "udp:[ADDR:]PORT", value_parser = parse_clock_listen)]
+        clock_listen: Option<String>,
+        /// This host's id as its probes write it (default: the machine-id
+        /// hash, as the probe computes it; hex 0x… or decimal).
+        #[arg(long, value_parser = ringlog::parse_host_id)]
+        host_id: Option<u64>,
         #[command(flatten)]
         common: Common,
+    },
+    /// Forward the probe streams of this host to a sidecar on another host,
+    /// with clock exchanges so that its times can be converted.
+    ///
+    /// Example (on host B; the sidecar runs on host A with
+    /// `--listen tcp:0.0.0.0:7070 --clock-listen udp:0.0.0.0:7071`):
+    /// sidecar relay --listen unix:/tmp/sidecar.sock --to tcp:hostA:7070 --clock udp:hostA:7071
+    Relay {
+        /// Where this host's probes connect: unix:PATH or tcp:[ADDR:]PORT.
+        #[arg(long)]
+        listen: Listen,
+        /// The sidecar (or relay) to forward to: tcp:HOST:PORT or unix:PATH.
+        #[arg(long)]
+        to: sidecar::relay::Upstream,
+        /// The reference sidecar's clock responder: udp:HOST:PORT. Without
+        /// it streams are forwarded unsynchronized.
+        #[arg(long, value_parser = sidecar::relay::parse_udp)]
+        clock: Option<std::net::SocketAddr>,
+        /// This host's id as its probes write it (default: the machine-id
+        /// hash; set it to the probes' PROBE_HOST_ID where that is used).
+        #[arg(long, value_parser = ringlog::parse_host_id)]
+        host_id: Option<u64>,
+        /// Time between clock exchanges once started (the first 20 are
+        /// 20 ms apart).
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        clock_period: u64,
     },
     /// Analyze recorded probe files (one file per probe process or sink).
     ///
@@ -149,6 +185,22 @@ fn parse_duration(s: &str) -> Result<u64, String> {
     Ok(ns)
 }
 
+/// `udp:` → 127.0.0.1:7071, `udp:PORT` → 127.0.0.1:PORT, `udp:ADDR:PORT`.
+fn parse_clock_listen(s: &str) -> Result<String, String> {
+    let a = s.strip_prefix("udp:").ok_or_else(|| format!("'{s}': expected udp:[ADDR:]PORT"))?;
+    Ok(if a.is_empty() {
+        "127.0.0.1:7071".into()
+    } else if a.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{a}")
+    } else {
+        a.to_string()
+    })
+}
+
+fn this_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
 fn timely_args(c: &Common) -> Vec<String> {
     let mut a = vec!["-w".to_string(), c.workers.max(1).to_string()];
     if let (Some(n), Some(h)) = (c.processes, &c.hostfile) {
@@ -207,6 +259,7 @@ fn main() {
                 width: common.window,
                 timely_args: timely_args(&common),
                 progress_bar: std::io::stderr().is_terminal(),
+                sync: Default::default(),
             };
             run(settings, Inputs::Files(files), &common).0
         }
@@ -225,13 +278,49 @@ fn main() {
                 width: window,
                 timely_args: timely_args(&common),
                 progress_bar: std::io::stderr().is_terminal(),
+                sync: Default::default(),
             };
             run(settings, Inputs::Files(files), &common).0
         }
         Cmd::Watch { grace, ns_per_record, ns_per_elided, summary_json, common, command } => {
             watch(grace, ns_per_record, ns_per_elided, summary_json, common, command)
         }
-        Cmd::Run { listen, grace, common } => {
+        Cmd::Relay { listen, to, clock, host_id, clock_period } => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s2 = stop.clone();
+            if let Err(e) = ctrlc::set_handler(move || {
+                if s2.swap(true, Ordering::SeqCst) {
+                    std::process::exit(130);
+                }
+            }) {
+                eprintln!("sidecar relay: cannot install the Ctrl-C handler: {e}");
+            }
+            let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&this_host_name()));
+            eprintln!("sidecar relay: this host is {host_id:016x}");
+            let cfg = sidecar::relay::Config {
+                listen,
+                to,
+                clock,
+                host_id,
+                fast: 20,
+                period: std::time::Duration::from_nanos(clock_period),
+            };
+            match sidecar::relay::run(cfg, stop) {
+                Ok(st) => {
+                    eprintln!("sidecar relay: {st}");
+                    if st.errors.is_empty() {
+                        0
+                    } else {
+                        1
+                    }
+                }
+                Err(e) => {
+                    eprintln!("sidecar relay: {e}");
+                    2
+                }
+            }
+        }
+        Cmd::Run { listen, grace, clock_listen, host_id, common } => {
             let stop = Arc::new(AtomicBool::new(false));
             let s2 = stop.clone();
             if let Err(e) = ctrlc::set_handler(move || {
@@ -244,17 +333,56 @@ fn main() {
             }
             let n = common.workers.max(1);
             let queues = sidecar::io::queues(n);
-            let listener = match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone()) {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("sidecar: cannot listen on {listen:?}: {e}");
-                    std::process::exit(2);
+            // Clock sync: with a responder, this host is the reference.
+            let mut responder = None;
+            let sync = match &clock_listen {
+                None => sidecar::sync::SharedSync::default(),
+                Some(addr) => {
+                    let id = host_id.unwrap_or_else(|| ringlog::host_id(&this_host_name()));
+                    let offset = probe::realtime_ns() as i128 - probe::monotonic_ns() as i128;
+                    match clocksync::protocol::ResponderHandle::spawn_with_id(addr.as_str(), probe::monotonic_ns, id) {
+                        Ok(r) => {
+                            eprintln!("sidecar: clock reference (host {id:016x}) answering on udp:{}", r.addr());
+                            responder = Some(r);
+                        }
+                        Err(e) => {
+                            eprintln!("sidecar: cannot answer clock exchanges on udp:{addr}: {e}");
+                            std::process::exit(2);
+                        }
+                    }
+                    sidecar::sync::SharedSync::new(sidecar::sync::Registry::with_reference(id, Some(offset)))
                 }
             };
-            let settings = Settings { width: common.window, timely_args: timely_args(&common), progress_bar: false };
+            let listener =
+                match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone(), sync.clone()) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("sidecar: cannot listen on {listen:?}: {e}");
+                        std::process::exit(2);
+                    }
+                };
+            let settings = Settings {
+                width: common.window,
+                timely_args: timely_args(&common),
+                progress_bar: false,
+                sync: sync.clone(),
+            };
             let code = run(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
             stop.store(true, Ordering::SeqCst);
             let _ = listener.join();
+            if let Some(r) = responder {
+                if let Ok(st) = r.stop() {
+                    let reg = sync.lock();
+                    let hosts: Vec<String> = reg
+                        .hosts
+                        .iter()
+                        .map(|(h, m)| {
+                            format!("{h:016x}: {} exchanges, {} clock-model violations", m.exchanges, m.violations)
+                        })
+                        .collect();
+                    eprintln!("sidecar: clock sync: {} exchanges answered; {}", st.pongs, hosts.join("; "));
+                }
+            }
             code
         }
     };
@@ -322,8 +450,13 @@ fn watch(
     let stop = Arc::new(AtomicBool::new(false));
     let n = common.workers.max(1);
     let queues = sidecar::io::queues(n);
-    let listener = match spawn_listener(Listen::Unix(sock.clone()), common.window, queues.clone(), listen_stop.clone())
-    {
+    let listener = match spawn_listener(
+        Listen::Unix(sock.clone()),
+        common.window,
+        queues.clone(),
+        listen_stop.clone(),
+        Default::default(),
+    ) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("sidecar: cannot listen on {}: {e}", sock.display());
@@ -386,7 +519,12 @@ fn watch(
             (status, wall)
         })
     };
-    let settings = Settings { width: common.window, timely_args: timely_args(&common), progress_bar: false };
+    let settings = Settings {
+        width: common.window,
+        timely_args: timely_args(&common),
+        progress_bar: false,
+        sync: Default::default(),
+    };
     let (code, st) = run(settings, Inputs::Live { queues, stop, grace }, &common);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");
     let _ = std::fs::remove_dir_all(&dir);

@@ -137,6 +137,9 @@ pub struct Counters {
     pub steps: u64,
     /// Schedule/span starts or stops without their other half.
     pub unpaired: u64,
+    /// Widest interval of a timestamp converted from another host's clock
+    /// (clock sync), ns; 0 when nothing was converted. Merged by max.
+    pub clock_uncertainty_ns: u64,
 }
 
 impl Counters {
@@ -148,6 +151,7 @@ impl Counters {
         self.bytes += o.bytes;
         self.steps += o.steps;
         self.unpaired += o.unpaired;
+        self.clock_uncertainty_ns = self.clock_uncertainty_ns.max(o.clock_uncertainty_ns);
     }
 }
 
@@ -188,6 +192,10 @@ pub struct Fragment {
     /// Other hosts whose streams this sidecar analyzes (on their own
     /// timelines: not synchronized with this one).
     pub other_hosts: Vec<u64>,
+    /// The host whose timeline the times are on, when not the stream's own:
+    /// a synchronized host's streams are converted to the reference host's
+    /// timeline and windowed with it (see `sync`).
+    pub timeline: Option<u64>,
     /// Not a stream's data: a note, sent to every window owner, that this
     /// stream ended and is absent from `window` on.
     pub marker: bool,

@@ -20,6 +20,15 @@ pub struct WindowReport {
     pub incomplete_reasons: Vec<String>,
     /// Other hosts analyzed alongside, on their own timelines (hex ids).
     pub unsynchronized_hosts: Vec<String>,
+    /// Other hosts whose streams are in this window, converted to this
+    /// host's timeline by clock sync (hex ids).
+    pub synchronized_hosts: Vec<String>,
+    /// Widest interval of a converted timestamp in the window, ns (every
+    /// converted time is known to within it); null when nothing converted.
+    pub clock_uncertainty_ns: Option<u64>,
+    /// Cross-host message receives that converted times placed before their
+    /// send, moved to the send.
+    pub causality_clamps: u64,
     pub streams: Vec<StreamInfo>,
     pub events: u64,
     pub lost_records: u64,
