@@ -58,6 +58,7 @@ pub fn read_trace(bytes: &[u8]) -> Trace {
             Body::End(e) => s.end = Some(e),
             Body::Hello(_) => {}
             Body::Clock(_) => panic!("clock frame on a worker stream"),
+            Body::ClockSync(_) => panic!("the probe never writes clock-sync frames"),
         }
     }
     t
