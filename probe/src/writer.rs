@@ -91,6 +91,8 @@ pub(crate) struct Writer {
     hello: Hello,
     last_clock: ClockSample,
     next_clock: Instant,
+    /// Clock samples taken so far (sets the early, shorter intervals).
+    clock_samples: u32,
     retry_at: Instant,
     backoff: Duration,
     opened_once: bool,
@@ -129,6 +131,7 @@ impl Writer {
             hello,
             last_clock: first,
             next_clock: now,
+            clock_samples: 0,
             retry_at: now,
             backoff: BACKOFF_MIN,
             opened_once: false,
@@ -188,7 +191,14 @@ impl Writer {
         self.ensure_conn(stopping);
         if Instant::now() >= self.next_clock {
             self.last_clock = self.cfg.clock.sample();
-            self.next_clock = Instant::now() + CLOCK_EVERY;
+            // Samples come often at first (50, 100, 200, 400, 800 ms apart,
+            // then every second): until a reader has two samples it
+            // extrapolates with the start-up calibration, and CLOCK_MONOTONIC
+            // (NTP-slewed) and the TSC can differ by hundreds of ppm; close
+            // early samples keep that extrapolation short.
+            self.clock_samples += 1;
+            let early = Duration::from_millis(25 << self.clock_samples.min(6));
+            self.next_clock = Instant::now() + early.min(CLOCK_EVERY);
             if self.conn.is_some() {
                 let seq = self.next_process_seq();
                 self.enc.clock(
