@@ -158,7 +158,7 @@ impl Builder {
             return Err(Error::Config(format!("ring capacity {} is not in 2..=2^28", self.ring_capacity)));
         }
         let clock = clock::Source::detect();
-        let host_name = host_name();
+        let host_name = ringlog::host_name();
         let cfg = writer::Config {
             sink: self.sink,
             io: self.io,
@@ -304,18 +304,6 @@ impl Drop for Probe {
     fn drop(&mut self) {
         let _ = self.stop();
     }
-}
-
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
-    // within it on success.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if r != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// The host id frames carry: `PROBE_HOST_ID` if set (`0x…` hex, 16 hex

@@ -13,6 +13,16 @@ pub fn host_id_of(machine_id_or_name: &str) -> u64 {
     fnv1a(machine_id_or_name.trim().as_bytes())
 }
 
+/// This host's name (the kernel's, as gethostname(2) gives it), or
+/// "unknown".
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// This host's id: [`host_id_of`] of `/etc/machine-id`, else of
 /// `host_name`. (Overrides, e.g. the probe's `PROBE_HOST_ID`, are the
 /// caller's business.)

@@ -32,7 +32,7 @@ pub use frame::{
     decode_frame, Body, ClockDomain, ClockExchange, ClockSample, ClockSync, Encoder, EndStats, Frame, FrameHeader,
     FrameKind, Hello, Meta, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
 };
-pub use host::{host_id, host_id_of, parse_host_id};
+pub use host::{host_id, host_id_of, host_name, parse_host_id};
 pub use record::{Event, Kind, Record};
 
 /// Why bytes could not be read as frames. Every variant names the fault.

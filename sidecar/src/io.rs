@@ -312,6 +312,125 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     res
 }
 
+/// A bound, non-blocking listener for probe connections (`run`, `watch`,
+/// `relay`): unix sockets are created owner-only ([`bind_unix`]) and removed
+/// when the listener is dropped.
+pub struct Listener {
+    inner: ListenerKind,
+    path: Option<PathBuf>,
+    accepted: u64,
+}
+
+enum ListenerKind {
+    U(UnixListener),
+    T(TcpListener),
+}
+
+/// An accepted connection.
+pub enum Socket {
+    U(std::os::unix::net::UnixStream),
+    T(std::net::TcpStream),
+}
+
+impl Read for Socket {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::U(s) => s.read(b),
+            Socket::T(s) => s.read(b),
+        }
+    }
+}
+
+impl std::os::fd::AsRawFd for Socket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Socket::U(s) => s.as_raw_fd(),
+            Socket::T(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Socket {
+    pub fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            Socket::U(s) => s.set_nonblocking(on),
+            Socket::T(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Socket::U(s) => s.set_read_timeout(t),
+            Socket::T(s) => s.set_read_timeout(t),
+        }
+    }
+}
+
+impl Listener {
+    /// Binds `listen` and says where on standard error (`who`: "sidecar",
+    /// "sidecar relay").
+    pub fn bind(listen: &Listen, who: &str) -> std::io::Result<Listener> {
+        let (inner, path) = match listen {
+            Listen::Unix(p) => {
+                let l = bind_unix(p)?;
+                l.set_nonblocking(true)?;
+                eprintln!("{who}: listening on unix:{}", p.display());
+                (ListenerKind::U(l), Some(p.clone()))
+            }
+            Listen::Tcp(a) => {
+                let l = TcpListener::bind(a)?;
+                l.set_nonblocking(true)?;
+                eprintln!("{who}: listening on tcp:{}", l.local_addr()?);
+                (ListenerKind::T(l), None)
+            }
+        };
+        Ok(Listener { inner, path, accepted: 0 })
+    }
+
+    /// A pending connection, if any, with a name for messages.
+    pub fn accept(&mut self) -> Option<(Socket, String)> {
+        let n = self.accepted;
+        let got = match &self.inner {
+            ListenerKind::U(l) => l.accept().ok().map(|(s, _)| (Socket::U(s), format!("unix connection #{n}"))),
+            ListenerKind::T(l) => l.accept().ok().map(|(s, a)| {
+                let _ = s.set_nodelay(true);
+                (Socket::T(s), format!("tcp connection #{n} from {a}"))
+            }),
+        };
+        self.accepted += got.is_some() as u64;
+        got
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// Sleeps until a connection is pending or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        let mut fds = [libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(self), events: libc::POLLIN, revents: 0 }];
+        // SAFETY: `fds` is a valid array of one pollfd for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, timeout.as_millis().min(i32::MAX as u128) as i32) };
+    }
+}
+
+impl std::os::fd::AsRawFd for Listener {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match &self.inner {
+            ListenerKind::U(l) => l.as_raw_fd(),
+            ListenerKind::T(l) => l.as_raw_fd(),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// What the I/O thread hands one analysis worker: the connections accepted
 /// for it, and how to wake it when one of them has data.
 #[derive(Default)]
@@ -402,14 +521,11 @@ impl Read for Pipe {
 
 /// One accepted connection, as the I/O thread holds it.
 struct Conn {
-    sock: Box<dyn ReadFd>,
+    sock: Socket,
     pipe: Pipe,
     worker: usize,
     open: bool,
 }
-
-trait ReadFd: Read + std::os::fd::AsRawFd + Send {}
-impl<T: Read + std::os::fd::AsRawFd + Send> ReadFd for T {}
 
 impl Conn {
     /// Reads what the socket has (up to a bound per pass) into the pipe.
@@ -453,33 +569,10 @@ pub fn spawn_listener(
     stop: Arc<AtomicBool>,
     sync: crate::sync::SharedSync,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    enum L {
-        U(UnixListener),
-        T(TcpListener),
-    }
-    let l = match &listen {
-        Listen::Unix(p) => {
-            let l = bind_unix(p)?;
-            l.set_nonblocking(true)?;
-            L::U(l)
-        }
-        Listen::Tcp(a) => {
-            let l = TcpListener::bind(a)?;
-            l.set_nonblocking(true)?;
-            eprintln!("sidecar: listening on tcp:{}", l.local_addr()?);
-            L::T(l)
-        }
-    };
-    if let Listen::Unix(p) = &listen {
-        eprintln!("sidecar: listening on unix:{}", p.display());
-    }
+    let mut l = Listener::bind(&listen, "sidecar")?;
     use std::os::fd::AsRawFd;
-    let lfd = match &l {
-        L::U(l) => l.as_raw_fd(),
-        L::T(l) => l.as_raw_fd(),
-    };
+    let lfd = l.as_raw_fd();
     Ok(std::thread::spawn(move || {
-        let mut n = 0usize;
         let mut conns: Vec<Conn> = Vec::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -506,25 +599,9 @@ pub fn spawn_listener(
             // Connections: everything pending.
             let mut accepted = 0;
             loop {
-                let got: Option<(Box<dyn ReadFd>, String)> = match &l {
-                    L::U(l) => match l.accept() {
-                        Ok((s, _)) => {
-                            let _ = s.set_nonblocking(true);
-                            Some((Box::new(s), format!("unix connection #{n}")))
-                        }
-                        Err(_) => None,
-                    },
-                    L::T(l) => match l.accept() {
-                        Ok((s, a)) => {
-                            let _ = s.set_nonblocking(true);
-                            let _ = s.set_nodelay(true);
-                            Some((Box::new(s), format!("tcp connection #{n} from {a}")))
-                        }
-                        Err(_) => None,
-                    },
-                };
-                let Some((sock, name)) = got else { break };
-                let w = n % workers;
+                let Some((sock, name)) = l.accept() else { break };
+                let _ = sock.set_nonblocking(true);
+                let w = (l.accepted() - 1) as usize % workers;
                 let pipe = Pipe::default();
                 let reader = Reader::new(name, Box::new(pipe.clone()), width, None).with_sync(sync.clone());
                 queues.workers[w].readers.lock().unwrap().push(reader);
@@ -532,7 +609,6 @@ pub fn spawn_listener(
                 c.read_available(&mut buf);
                 conns.push(c);
                 woken[w] = true;
-                n += 1;
                 accepted += 1;
             }
             // Data: every socket poll found readable (or, when stopping,
@@ -557,9 +633,7 @@ pub fn spawn_listener(
         for q in &queues.workers {
             q.wake();
         }
-        if let Listen::Unix(p) = &listen {
-            let _ = std::fs::remove_file(p);
-        }
+        drop(l); // removes a unix socket
     }))
 }
 

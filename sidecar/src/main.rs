@@ -197,10 +197,6 @@ fn parse_clock_listen(s: &str) -> Result<String, String> {
     })
 }
 
-fn this_host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 fn timely_args(c: &Common) -> Vec<String> {
     let mut a = vec!["-w".to_string(), c.workers.max(1).to_string()];
     if let (Some(n), Some(h)) = (c.processes, &c.hostfile) {
@@ -295,7 +291,7 @@ fn main() {
             }) {
                 eprintln!("sidecar relay: cannot install the Ctrl-C handler: {e}");
             }
-            let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&this_host_name()));
+            let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
             eprintln!("sidecar relay: this host is {host_id:016x}");
             let cfg = sidecar::relay::Config {
                 listen,
@@ -338,7 +334,7 @@ fn main() {
             let sync = match &clock_listen {
                 None => sidecar::sync::SharedSync::default(),
                 Some(addr) => {
-                    let id = host_id.unwrap_or_else(|| ringlog::host_id(&this_host_name()));
+                    let id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
                     let offset = probe::realtime_ns() as i128 - probe::monotonic_ns() as i128;
                     match clocksync::protocol::ResponderHandle::spawn_with_id(addr.as_str(), probe::monotonic_ns, id) {
                         Ok(r) => {

@@ -20,7 +20,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -353,24 +353,7 @@ fn serve(
 
 /// Runs the relay until `stop` is set; returns what it did.
 pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
-    enum L {
-        U(std::os::unix::net::UnixListener),
-        T(std::net::TcpListener),
-    }
-    let l = match &cfg.listen {
-        Listen::Unix(p) => L::U(crate::io::bind_unix(p)?),
-        Listen::Tcp(a) => L::T(std::net::TcpListener::bind(a)?),
-    };
-    match &l {
-        L::U(x) => x.set_nonblocking(true)?,
-        L::T(x) => {
-            x.set_nonblocking(true)?;
-            eprintln!("sidecar relay: listening on tcp:{}", x.local_addr()?);
-        }
-    }
-    if let Listen::Unix(p) = &cfg.listen {
-        eprintln!("sidecar relay: listening on unix:{}", p.display());
-    }
+    let mut l = crate::io::Listener::bind(&cfg.listen, "sidecar relay")?;
     let cfg = Arc::new(cfg);
     let log = Arc::new(Mutex::new(ExchangeLog::default()));
     let totals = Arc::new(Mutex::new(Stats::default()));
@@ -386,43 +369,30 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    let conns = AtomicU64::new(0);
     loop {
         let stopping = stop.load(Ordering::Relaxed);
-        let got: Option<(Box<dyn Read + Send>, String)> = match &l {
-            L::U(x) => x.accept().ok().map(|(s, _)| {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-                (Box::new(s) as Box<dyn Read + Send>, format!("unix connection #{}", conns.load(Ordering::Relaxed)))
-            }),
-            L::T(x) => x.accept().ok().map(|(s, a)| {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
-                (
-                    Box::new(s) as Box<dyn Read + Send>,
-                    format!("tcp connection #{} from {a}", conns.load(Ordering::Relaxed)),
-                )
-            }),
-        };
-        match got {
-            Some((r, name)) => {
-                conns.fetch_add(1, Ordering::Relaxed);
+        match l.accept() {
+            Some((sock, name)) => {
+                let _ = sock.set_nonblocking(false);
+                let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+                let r: Box<dyn Read + Send> = Box::new(sock);
                 let (cfg, log, totals, stop) = (cfg.clone(), log.clone(), totals.clone(), stop.clone());
                 threads.push(std::thread::spawn(move || serve(r, name, &cfg, &log, &totals, &stop)));
             }
             None if stopping => break,
-            None => std::thread::sleep(Duration::from_millis(2)),
+            // Sleeps until a connection comes (the timeout bounds how late
+            // a stop is seen).
+            None => l.wait(Duration::from_millis(100)),
         }
     }
     for t in threads {
         let _ = t.join();
     }
-    if let Listen::Unix(p) = &cfg.listen {
-        let _ = std::fs::remove_file(p);
-    }
+    let accepted = l.accepted();
+    drop(l); // removes a unix socket
     let mut st = totals.lock().unwrap().clone();
     let l = log.lock().unwrap();
-    st.connections = conns.load(Ordering::Relaxed);
+    st.connections = accepted;
     st.exchanges = l.made;
     st.lost = l.lost;
     Ok(st)
