@@ -205,9 +205,10 @@ impl Tracing {
 /// One line of probe accounting.
 pub fn stats_line(s: &probe::Stats) -> String {
     format!(
-        "probe: sink={} io={} workers={} produced={} written={} lost={} elided={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms ticks/s={}{}",
+        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms ticks/s={}{}",
         s.sink,
         s.io_backend,
+        s.compression,
         s.workers.len(),
         s.produced(),
         s.written(),

@@ -37,6 +37,8 @@ pub struct Stats {
     pub last_error: Option<String>,
     /// `io_uring` or `write(2)`.
     pub io_backend: &'static str,
+    /// How Records frames are compressed: `zstd` or `none`.
+    pub compression: &'static str,
     pub sink: String,
     /// CPU time the writer thread used.
     pub writer_cpu_ns: u64,

@@ -33,6 +33,7 @@ pub(crate) struct Config {
     pub host_name: String,
     pub program: String,
     pub workers: u32,
+    pub compression: ringlog::Compression,
 }
 
 /// What the probe hands the writer: new streams and the stop signal.
@@ -115,14 +116,20 @@ impl Writer {
             invariant_tsc: cfg.clock == Source::Tsc,
             ticks_per_sec: if cfg.clock == Source::Tsc { 0 } else { 1_000_000_000 },
         };
-        let mut stats = Stats { io_backend: io.name(), sink: cfg.sink.to_string(), ..Stats::default() };
+        let compression = match cfg.compression {
+            ringlog::Compression::Zstd => "zstd",
+            ringlog::Compression::None => "none",
+        };
+        let mut stats = Stats { io_backend: io.name(), compression, sink: cfg.sink.to_string(), ..Stats::default() };
         stats.ticks_per_sec = hello.ticks_per_sec;
         let now = Instant::now();
+        let mut enc = Encoder::new();
+        enc.set_compression(cfg.compression);
         Writer {
             cfg,
             shared,
             io,
-            enc: Encoder::new(),
+            enc,
             conn: None,
             streams: Vec::new(),
             batch: Vec::with_capacity(FLUSH_BYTES * 2),

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{read_trace, tmp_path};
-use probe::{OnFull, Probe, Sink, WorkerProbe};
+use probe::{Compression, OnFull, Probe, Sink, WorkerProbe};
 use proptest::prelude::*;
 use ringlog::{Event, Meta};
 
@@ -146,7 +146,15 @@ fn without_spin(e: Event) -> Event {
     }
 }
 
-fn check(sink: Sink, path_to_read: Option<std::path::PathBuf>, workers: &[Vec<Call>]) -> Result<(), TestCaseError> {
+fn check(
+    sink: Sink,
+    path_to_read: Option<std::path::PathBuf>,
+    compression: Option<Compression>,
+    workers: &[Vec<Call>],
+) -> Result<(), TestCaseError> {
+    // Default: uncompressed into a Unix socket (a local sidecar), zstd into
+    // files and TCP.
+    let expect_zstd = compression.map_or(!matches!(sink, Sink::Unix(_)), |c| c == Compression::Zstd);
     let listener = match &sink {
         Sink::Unix(p) => Some(std::os::unix::net::UnixListener::bind(p).unwrap()),
         _ => None,
@@ -159,7 +167,11 @@ fn check(sink: Sink, path_to_read: Option<std::path::PathBuf>, workers: &[Vec<Ca
             buf
         })
     });
-    let probe = Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64).start().unwrap();
+    let mut builder = Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64);
+    if let Some(c) = compression {
+        builder = builder.compression(c);
+    }
+    let probe = builder.start().unwrap();
     let mut models = Vec::new();
     std::thread::scope(|sc| {
         let mut hs = Vec::new();
@@ -185,6 +197,13 @@ fn check(sink: Sink, path_to_read: Option<std::path::PathBuf>, workers: &[Vec<Ca
         (None, Some(p)) => std::fs::read(p).unwrap(),
         _ => unreachable!(),
     };
+    prop_assert_eq!(stats.compression, if expect_zstd { "zstd" } else { "none" });
+    for f in ringlog::Decoder::new(&bytes[..]) {
+        let f = f.unwrap();
+        if f.header.kind == ringlog::FrameKind::Records {
+            prop_assert_eq!(f.header.compressed, expect_zstd, "Records frame #{} compression flag", f.header.seq);
+        }
+    }
     let trace = read_trace(&bytes);
     prop_assert!(trace.error.is_none(), "decode error {:?}", trace.error);
     prop_assert!(trace.process_end);
@@ -225,14 +244,29 @@ proptest! {
     #[test]
     fn file_round_trip(workers in prop::collection::vec(prop::collection::vec(call(), 0..400), 1..4)) {
         let p = tmp_path(&format!("rt-{}.ringlog", rand_id()));
-        check(Sink::file(&p), Some(p.clone()), &workers)?;
+        check(Sink::file(&p), Some(p.clone()), None, &workers)?;
         std::fs::remove_file(p).ok();
     }
 
     #[test]
     fn unix_socket_round_trip(workers in prop::collection::vec(prop::collection::vec(call(), 0..400), 1..4)) {
         let p = tmp_path(&format!("rt-{}.sock", rand_id()));
-        check(Sink::unix(&p), None, &workers)?;
+        check(Sink::unix(&p), None, None, &workers)?;
+        std::fs::remove_file(p).ok();
+    }
+
+    #[test]
+    fn compression_chosen_explicitly(
+        workers in prop::collection::vec(prop::collection::vec(call(), 0..200), 1..3),
+        zstd in any::<bool>(),
+    ) {
+        // The other way round from each sink's default.
+        let (file_c, unix_c) = if zstd { (Compression::Zstd, Compression::Zstd) } else { (Compression::None, Compression::None) };
+        let p = tmp_path(&format!("rt-{}.ringlog", rand_id()));
+        check(Sink::file(&p), Some(p.clone()), Some(file_c), &workers)?;
+        std::fs::remove_file(p).ok();
+        let p = tmp_path(&format!("rt-{}.sock", rand_id()));
+        check(Sink::unix(&p), None, Some(unix_c), &workers)?;
         std::fs::remove_file(p).ok();
     }
 }

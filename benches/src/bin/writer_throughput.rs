@@ -30,7 +30,12 @@ fn main() {
     let written = stats.written();
     assert_eq!(written, made.published, "nothing may be lost under Block");
     let file_len = std::fs::metadata(&path).unwrap().len();
-    println!("end to end ({} backend, zstd level {}):", stats.io_backend, ringlog::frame::ZSTD_LEVEL);
+    println!(
+        "end to end ({} backend, compression {}, zstd level {}):",
+        stats.io_backend,
+        stats.compression,
+        ringlog::frame::ZSTD_LEVEL
+    );
     println!("  events made by the engine        {:>12}", made.calls);
     println!("  records written (after elision)  {:>12}", written);
     println!(
