@@ -6,13 +6,15 @@
 //! - (d) timely's own logging into a file with its `BatchLogger`
 //!   (`TIMELY_LOG_FILE`, how ST2 and ddshow collect),
 //!
+//! and, with `--idle-sidecar`, (b') as (b) with the sidecar at `SCHED_IDLE`
+//! (`chrt --idle 0`: it runs only on cores the engine leaves idle),
 //! and reports, per workload, the median over rounds of each mode's wall
 //! time and CPU time (the traced process, all its threads, writer included)
 //! relative to (a) in the same round, the sidecar's CPU time, records per
 //! second, bytes per record on the wire, and the share of schedule pairs
 //! elided (from one extra, untimed run into a file that is decoded).
 //!
-//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [-- WORKLOAD ARGS]`
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [-- WORKLOAD ARGS]`
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ enum Mode {
     Sidecar,
     Off,
     TimelyLog,
+    /// (b) with the sidecar at `SCHED_IDLE` (`--idle-sidecar`).
+    SidecarIdle,
 }
 
 impl Mode {
@@ -35,6 +39,7 @@ impl Mode {
             Mode::Sidecar => "(b) probe -> live sidecar",
             Mode::Off => "(c) probe, PROBE_SINK=off",
             Mode::TimelyLog => "(d) timely BatchLogger -> file",
+            Mode::SidecarIdle => "(b') as (b), sidecar at SCHED_IDLE",
         }
     }
 }
@@ -56,12 +61,14 @@ fn main() {
     let mut workers = 2usize;
     let mut build = true;
     let mut extra: Vec<String> = Vec::new();
+    let mut modes: Vec<Mode> = Mode::ALL.to_vec();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--rounds" => rounds = args.next().expect("--rounds N").parse().expect("N"),
             "--workloads" => workloads = args.next().expect("--workloads LIST").split(',').map(String::from).collect(),
             "-w" => workers = args.next().expect("-w N").parse().expect("N"),
             "--no-build" => build = false,
+            "--idle-sidecar" => modes.push(Mode::SidecarIdle),
             "--" => extra.extend(args.by_ref()),
             other => panic!("unknown argument {other} (see the doc comment at the top of overhead.rs)"),
         }
@@ -84,8 +91,8 @@ fn main() {
         let exe = bin_dir.join(wl);
         let mut runs: BTreeMap<Mode, Vec<Run>> = BTreeMap::new();
         for round in 0..rounds {
-            for k in 0..4 {
-                let mode = Mode::ALL[(round + k) % 4];
+            for k in 0..modes.len() {
+                let mode = modes[(round + k) % modes.len()];
                 let r = run_once(&exe, &bin_dir.join("sidecar"), mode, workers, &extra, &tmp);
                 runs.entry(mode).or_default().push(r);
             }
@@ -106,9 +113,14 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
         Mode::None => {
             cmd.arg("--no-probe");
         }
-        Mode::Sidecar => {
+        Mode::Sidecar | Mode::SidecarIdle => {
             std::fs::remove_file(&sock).ok();
-            let child = Command::new(sidecar)
+            let mut side_cmd = Command::new(sidecar);
+            if mode == Mode::SidecarIdle {
+                side_cmd = Command::new("chrt");
+                side_cmd.args(["--idle", "0"]).arg(sidecar);
+            }
+            let child = side_cmd
                 .args(["run", "--listen"])
                 .arg(format!("unix:{}", sock.display()))
                 .arg("--json")
@@ -231,11 +243,10 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     println!("\n## {workload}  (median of {} rounds; ratios are per round against (a) of the same round)", base.len());
     println!("| mode | wall s | wall / (a) | CPU s | CPU / (a) | sidecar CPU s |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for mode in Mode::ALL {
-        let rs = &runs[&mode];
+    for (&mode, rs) in runs {
         let wall_ratio = median(rs.iter().zip(base).map(|(r, b)| r.wall / b.wall).collect());
         let cpu_ratio = median(rs.iter().zip(base).map(|(r, b)| r.cpu / b.cpu).collect());
-        let side = if mode == Mode::Sidecar {
+        let side = if matches!(mode, Mode::Sidecar | Mode::SidecarIdle) {
             format!("{:.3}", median(rs.iter().map(|r| r.sidecar_cpu).collect()))
         } else {
             "-".into()
