@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ringlog::{Body, Decoder, Encoder, FrameBuffer};
+use ringlog::{Body, Compression, Decoder, Encoder, FrameBuffer};
 
 fuzz_target!(|data: &[u8]| {
     let whole: Vec<_> = Decoder::new(data).collect();
@@ -34,11 +34,15 @@ fuzz_target!(|data: &[u8]| {
     // Records that decode survive a re-encode unchanged.
     for f in &ok_whole {
         if let Body::Records(recs) = &f.body {
-            let mut out = Vec::new();
             let h = f.header;
-            Encoder::new().records(h.stream, h.seq, h.lost, h.domain, &[recs], &mut out);
-            let again = Decoder::new(&out[..]).next().unwrap().unwrap();
-            assert_eq!(&again.body, &f.body);
+            for c in [Compression::Zstd, Compression::None] {
+                let mut out = Vec::new();
+                let mut enc = Encoder::new();
+                enc.set_compression(c);
+                enc.records(h.stream, h.seq, h.lost, h.domain, &[recs], &mut out);
+                let again = Decoder::new(&out[..]).next().unwrap().unwrap();
+                assert_eq!(&again.body, &f.body);
+            }
         }
         if let Body::ClockSync(cs) = &f.body {
             let mut out = Vec::new();
