@@ -21,20 +21,9 @@ pub struct Clock {
     ticks_per_sec: u64,
     /// Segment cache: index of the sample the last conversion started from.
     hint: usize,
-    /// The segment the last conversion used, ready to convert again (the
-    /// next record nearly always falls in it); `None` when samples changed.
-    seg: Option<Segment>,
-}
-
-/// One interpolation segment: ticks in `[lo, hi)` convert as
-/// `ns + (ticks − base) × slope`.
-#[derive(Clone, Copy, Debug)]
-struct Segment {
-    lo: u64,
-    hi: u64,
-    base: u64,
-    ns: f64,
-    slope: f64,
+    /// The slope of segment `hint` (a division saved per record); `None`
+    /// when samples changed since it was computed.
+    hint_slope: Option<f64>,
 }
 
 /// Why a timestamp cannot be converted.
@@ -45,7 +34,7 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None }
+        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, hint_slope: None }
     }
 
     pub fn domain(&self) -> ClockDomain {
@@ -54,7 +43,7 @@ impl Clock {
 
     pub fn set_ticks_per_sec(&mut self, t: u64) {
         self.ticks_per_sec = t;
-        self.seg = None;
+        self.hint_slope = None;
     }
 
     /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
@@ -64,7 +53,7 @@ impl Clock {
                 return;
             }
         }
-        self.seg = None;
+        self.hint_slope = None;
         // Keep memory bounded on long runs: old samples are never needed for
         // records that arrive now (streams are converted as they come).
         if self.samples.len() >= 64 {
@@ -115,22 +104,12 @@ impl Clock {
         if self.domain == ClockDomain::MonotonicNs {
             return Ok(ticks);
         }
-        match self.seg {
-            Some(g) if ticks >= g.lo && ticks < g.hi => Ok(convert(&g, ticks)),
-            _ => self.to_ns_new_segment(ticks),
-        }
-    }
-
-    #[inline(never)]
-    fn to_ns_new_segment(&mut self, ticks: u64) -> Result<Ns, ClockError> {
         let n = self.samples.len();
         if n == 0 {
             return Err(ClockError::NoSample);
         }
         // Find the segment [i, i+1] holding `ticks`; conversions come in
-        // increasing order, so the hint is nearly always right. Before the
-        // first sample, segment 0 extrapolates backwards; after the last,
-        // the last one extrapolates forwards.
+        // increasing order, so the hint is nearly always right.
         let mut i = self.hint.min(n - 1);
         if self.samples[i].ticks > ticks {
             i = self.samples.partition_point(|s| s.ticks <= ticks).saturating_sub(1);
@@ -139,29 +118,20 @@ impl Clock {
                 i += 1;
             }
         }
+        let slope = match self.hint_slope {
+            Some(k) if i == self.hint => k,
+            _ => {
+                let k = self.slope(i);
+                self.hint_slope = Some(k);
+                k
+            }
+        };
         self.hint = i;
         let s = &self.samples[i];
-        let g = Segment {
-            lo: if i == 0 { 0 } else { s.ticks },
-            hi: if i + 1 < n { self.samples[i + 1].ticks } else { u64::MAX },
-            base: s.ticks,
-            ns: s.monotonic_ns as f64,
-            slope: self.slope(i),
-        };
-        self.seg = Some(g);
-        Ok(convert(&g, ticks))
-    }
-}
-
-#[inline(always)]
-fn convert(g: &Segment, ticks: u64) -> Ns {
-    // i64 keeps the hot path free of 128-bit float conversion.
-    let d = ticks.wrapping_sub(g.base) as i64;
-    let ns = g.ns + d as f64 * g.slope;
-    if ns <= 0.0 {
-        0
-    } else {
-        ns as Ns
+        // i64 keeps the hot path free of 128-bit float conversion.
+        let d = ticks.wrapping_sub(s.ticks) as i64;
+        let ns = s.monotonic_ns as f64 + d as f64 * slope;
+        Ok(if ns <= 0.0 { 0 } else { ns as Ns })
     }
 }
 
