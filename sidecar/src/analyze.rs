@@ -60,8 +60,21 @@ impl GroupIndex {
     }
 
     /// The group of `k`; a new one is numbered `next` (the caller's count).
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, k: [u32; 3], next: usize) -> usize {
+        if self.map.is_none() {
+            if let Some(s) = self.slot(k) {
+                let g = self.table[s];
+                if g != u32::MAX {
+                    return g as usize;
+                }
+            }
+        }
+        self.get_new(k, next)
+    }
+
+    #[inline(never)]
+    fn get_new(&mut self, k: [u32; 3], next: usize) -> usize {
         if let Some(m) = &mut self.map {
             return *m.entry(k).or_insert(next as u32) as usize;
         }
@@ -390,6 +403,7 @@ pub fn analyze_detail(
         let me = sids[i].worker;
         let me_d = worker_ids.id(me);
         let ib = &mut inbox[i];
+        ib.reads.reserve(f.items.len() / 2);
         for it in &f.items {
             match *it {
                 Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
@@ -435,6 +449,10 @@ pub fn analyze_detail(
             }
         }
         ib.arrived.resize(ib.reads.len(), ws);
+    }
+    let psends: usize = pg.iter().map(|g| g.3.len()).sum();
+    for (a, b) in arrivals.iter_mut().zip(&inbox) {
+        a.list.reserve(b.reads.len() + psends);
     }
     // Group order decides only the order of `detail.messages`: by key.
     data.sort_unstable_by_key(|g| g.key);
@@ -618,16 +636,23 @@ pub fn analyze_detail(
         n => n,
     };
     for (j, f) in frags.iter().enumerate() {
+        // The intervals nearly always come in order: walked in place then,
+        // copied and sorted otherwise.
+        let in_window = |i: &&Item| i.is_interval() && i.end() > ws && i.start() < we;
+        let sorted = f.items.iter().filter(in_window).is_sorted_by_key(|i| (i.start(), i.end()));
         intervals.clear();
-        intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
-        if !intervals.is_sorted_by_key(|i| (i.start(), i.end())) {
+        if !sorted {
+            intervals.extend(f.items.iter().filter(in_window).copied());
             intervals.sort_by_key(|i| (i.start(), i.end()));
         }
+        let walk: &mut dyn Iterator<Item = &Item> =
+            if sorted { &mut f.items.iter().filter(in_window) } else { &mut intervals.iter() };
+        gb.reserve(j, f.items.len() / 2);
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         type OnKey = (Option<u32>, Option<u32>, &'static str);
         let mut on: FxHashMap<OnKey, (Ns, u64)> = FxHashMap::default();
-        for it in &intervals {
+        for it in walk {
             match *it {
                 Item::Busy { start, end, what } => {
                     let k = match what {
@@ -842,26 +867,59 @@ pub fn analyze_detail(
 
     // ---- participation ----
     let p = graph::participation(&g);
-    let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
+    // Summed per (worker, activity) over integer keys first (hashing the
+    // names per vertex cost more than the path counting), in the same order,
+    // then moved to the named map in order of first appearance.
+    const NAMES: [&str; 6] = ["operator", "span", "waiting_for_input", "unknown", "data_message", "progress_message"];
+    type AggKey = (u32, u8, Option<u64>);
+    let mut sums: Vec<(AggKey, f64)> = Vec::new();
+    let mut index: FxHashMap<AggKey, u32> = FxHashMap::default();
+    // A worker's chain cycles through a few activities: a small
+    // direct-mapped cache in front of the map.
+    let mut cache: [(AggKey, u32); 64] = [((u32::MAX, 0, None), 0); 64];
+    let mut add = |key: AggKey, sc: f64| {
+        let h = (key.0 as usize).wrapping_mul(0x9E37_79B9)
+            ^ (key.1 as usize).wrapping_mul(0x85EB_CA6B)
+            ^ key.2.map_or(0, |x| x as usize).wrapping_mul(0xC2B2_AE35);
+        let slot = &mut cache[(h ^ (h >> 16)) & 63];
+        let i = if slot.0 == key {
+            slot.1 as usize
+        } else {
+            let i = *index.entry(key).or_insert_with(|| {
+                sums.push((key, 0.0));
+                sums.len() as u32 - 1
+            });
+            *slot = (key, i);
+            i as usize
+        };
+        sums[i].1 += sc;
+    };
     for v in 0..g.len() {
         let sc = p.worker[v];
         if sc <= 0.0 {
             continue;
         }
-        let w = g.w[v] as usize;
+        let w = g.w[v];
         let key = match g.kind[v] {
-            EKind::Op(op) => (w, "operator", Some(op as u64)),
-            EKind::Span(id) => (w, "span", Some(id)),
-            EKind::WaitingForInput => (w, "waiting_for_input", None),
-            _ => (w, "unknown", None),
+            EKind::Op(op) => (w, 0, Some(op as u64)),
+            EKind::Span(id) => (w, 1, Some(id)),
+            EKind::WaitingForInput => (w, 2, None),
+            _ => (w, 3, None),
         };
-        *agg.entry(key).or_default() += sc;
+        add(key, sc);
     }
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {
-            *agg.entry((g.w[c.dst as usize] as usize, kind_name(c.kind), Some(c.channel as u64))).or_default() +=
-                p.comm[i];
+            let cat = match c.kind {
+                MsgKind::Data => 4,
+                MsgKind::Progress => 5,
+            };
+            add((g.w[c.dst as usize], cat, Some(c.channel as u64)), p.comm[i]);
         }
+    }
+    let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
+    for ((w, cat, id), sum) in sums {
+        agg.insert((w as usize, NAMES[cat as usize], id), sum);
     }
     let mut part: Vec<ParticipationEntry> = agg
         .into_iter()

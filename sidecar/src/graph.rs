@@ -69,6 +69,11 @@ impl GraphBuilder {
         GraphBuilder { window, segs: vec![Vec::new(); workers], splits: vec![Vec::new(); workers], waits: Vec::new() }
     }
 
+    /// Room for `n` more segments of worker `w`.
+    pub fn reserve(&mut self, w: usize, n: usize) {
+        self.segs[w].reserve(n);
+    }
+
     /// A worker activity, clipped to the window. Per worker, segments come in
     /// time order and do not overlap; holes become Unknown.
     pub fn segment(&mut self, w: usize, s: Ns, e: Ns, k: EKind) {
@@ -90,6 +95,11 @@ impl GraphBuilder {
         let mut times: Vec<Ns> = Vec::new();
         let mut splits: Vec<Ns> = Vec::new();
         let mut merged: Vec<Ns> = Vec::new();
+        let cap: usize = self.segs.iter().zip(&self.splits).map(|(s, x)| 2 * s.len() + x.len()).sum();
+        g.t.reserve(cap);
+        g.w.reserve(cap);
+        g.kind.reserve(cap);
+        g.term.reserve(cap);
         for (w, segs) in self.segs.iter_mut().enumerate() {
             let first = g.t.len() as u32;
             if segs.is_empty() {
@@ -315,12 +325,20 @@ fn lse2(a: f64, b: f64) -> f64 {
 
 pub fn participation(g: &Graph) -> Participation {
     let n = g.len();
-    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; g.comms.len()], ..Default::default() };
+    let nc = g.comms.len();
+    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; nc], ..Default::default() };
     if n == 0 {
         return p;
     }
-    let live = |v: usize| !matches!(g.kind[v], EKind::Start | EKind::Wait);
-    // CSR of comm edges by source and by destination.
+    // Per vertex, computed once: a live worker edge into it, and one out of
+    // it (to the next vertex of the same chain).
+    let live: Vec<bool> = g.kind.iter().map(|k| !matches!(k, EKind::Start | EKind::Wait)).collect();
+    let mut next_live = vec![false; n];
+    for (v, nl) in next_live.iter_mut().enumerate().take(n - 1) {
+        *nl = live[v + 1] && g.w[v + 1] == g.w[v];
+    }
+    // Comm edges by source and by destination (CSR). Few vertices have one:
+    // most of the work below is the chains.
     let mut out_start = vec![0u32; n + 1];
     let mut in_start = vec![0u32; n + 1];
     for c in &g.comms {
@@ -331,8 +349,8 @@ pub fn participation(g: &Graph) -> Participation {
         out_start[i + 1] += out_start[i];
         in_start[i + 1] += in_start[i];
     }
-    let mut out_e = vec![0u32; g.comms.len()];
-    let mut in_e = vec![0u32; g.comms.len()];
+    let mut out_e = vec![0u32; nc];
+    let mut in_e = vec![0u32; nc];
     {
         let mut fo = out_start.clone();
         let mut fi = in_start.clone();
@@ -343,23 +361,23 @@ pub fn participation(g: &Graph) -> Participation {
             fi[c.dst as usize] += 1;
         }
     }
-    let next_live = |v: usize| v + 1 < n && g.w[v + 1] == g.w[v] && live(v + 1);
-    let indeg_of = |v: usize| (live(v) as u32) + in_start[v + 1] - in_start[v];
-    let outdeg_of = |v: usize| (next_live(v) as u32) + out_start[v + 1] - out_start[v];
+    let ins = |v: usize| &in_e[in_start[v] as usize..in_start[v + 1] as usize];
+    let outs = |v: usize| &out_e[out_start[v] as usize..out_start[v + 1] as usize];
     // Kahn's order.
-    let mut indeg: Vec<u32> = (0..n).map(indeg_of).collect();
-    let mut order: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    let mut indeg: Vec<u32> = live.iter().zip(in_start.windows(2)).map(|(&l, s)| l as u32 + s[1] - s[0]).collect();
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    order.extend((0..n as u32).filter(|&v| indeg[v as usize] == 0));
     let mut head = 0;
     while head < order.len() {
         let v = order[head] as usize;
         head += 1;
-        if next_live(v) {
+        if next_live[v] {
             indeg[v + 1] -= 1;
             if indeg[v + 1] == 0 {
                 order.push(v as u32 + 1);
             }
         }
-        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
+        for &c in outs(v) {
             let d = g.comms[c as usize].dst as usize;
             indeg[d] -= 1;
             if indeg[d] == 0 {
@@ -368,17 +386,19 @@ pub fn participation(g: &Graph) -> Participation {
         }
     }
     p.cyclic = n - order.len();
+    // Path counts in log2 space. `lse2` with one finite term returns it
+    // unchanged, so a chain vertex without comm edges copies its neighbour.
     let ninf = f64::NEG_INFINITY;
     let mut fwd = vec![ninf; n];
     for &v in &order {
         let v = v as usize;
         let mut f = ninf;
         let mut any = false;
-        if live(v) {
-            f = lse2(f, fwd[v - 1]);
+        if live[v] {
+            f = fwd[v - 1];
             any = true;
         }
-        for &c in &in_e[in_start[v] as usize..in_start[v + 1] as usize] {
+        for &c in ins(v) {
             f = lse2(f, fwd[g.comms[c as usize].src as usize]);
             any = true;
         }
@@ -390,28 +410,41 @@ pub fn participation(g: &Graph) -> Participation {
         let v = v as usize;
         let mut b = ninf;
         let mut any = false;
-        if next_live(v) {
-            b = lse2(b, bwd[v + 1]);
+        if next_live[v] {
+            b = bwd[v + 1];
             any = true;
         }
-        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
+        for &c in outs(v) {
             b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
             any = true;
         }
         bwd[v] = if any { b } else { 0.0 };
-        if !any && indeg_of(v) > 0 {
+        if !any && (live[v] || in_start[v + 1] > in_start[v]) {
             total = lse2(total, fwd[v]);
         }
     }
-    let _ = outdeg_of;
     p.log2_paths = total;
     let span = (g.window.1 - g.window.0) as f64;
     if total == ninf || span <= 0.0 {
         return p;
     }
-    for v in 0..n {
-        if live(v) && fwd[v - 1] > ninf && bwd[v] > ninf {
-            p.worker[v] = (fwd[v - 1] + bwd[v] - total).exp2() * g.weight(v) as f64 / span;
+    // Along a chain between comm edges the exponent repeats: exp2 once per
+    // run (outside the inner loop, so that it is not evaluated speculatively).
+    let counted = |v: usize| live[v] && fwd[v - 1] > ninf && bwd[v] > ninf;
+    let mut v = 1;
+    while v < n {
+        if !counted(v) {
+            v += 1;
+            continue;
+        }
+        let x = fwd[v - 1] + bwd[v] - total;
+        let e = x.exp2();
+        loop {
+            p.worker[v] = e * (g.t[v] - g.t[v - 1]) as f64 / span;
+            v += 1;
+            if v >= n || !counted(v) || (fwd[v - 1] + bwd[v] - total).to_bits() != x.to_bits() {
+                break;
+            }
         }
     }
     for (i, c) in g.comms.iter().enumerate() {
