@@ -116,10 +116,53 @@ impl GraphBuilder {
                 times.push(s.0);
                 times.push(s.1);
             }
-            // Segment bounds are usually one sorted run; the splits are
-            // sorted on their own and merged in (same result as sorting all).
             splits.clear();
             splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
+            if segs.windows(2).all(|p| p[0].1 <= p[1].0) {
+                // The usual case: the segments follow one another (with
+                // holes). The vertices come straight from them with the
+                // splits merged in: an edge inside a segment has its kind, one
+                // in a hole is Unknown (what the general case below finds).
+                if !splits.is_sorted() {
+                    splits.sort_unstable();
+                }
+                let w32 = w as u32;
+                let mut push = |t: Ns, k: EKind| {
+                    g.t.push(t);
+                    g.w.push(w32);
+                    g.kind.push(k);
+                    g.term.push(NONE);
+                };
+                let mut prev = segs[0].0;
+                push(prev, EKind::Start);
+                let mut b = 0;
+                for &(s, e, k) in segs.iter() {
+                    if s > prev {
+                        while b < splits.len() && splits[b] < s {
+                            if splits[b] > prev {
+                                prev = splits[b];
+                                push(prev, EKind::Unknown);
+                            }
+                            b += 1;
+                        }
+                        prev = s;
+                        push(s, EKind::Unknown);
+                    }
+                    while b < splits.len() && splits[b] < e {
+                        if splits[b] > prev {
+                            prev = splits[b];
+                            push(prev, k);
+                        }
+                        b += 1;
+                    }
+                    prev = e;
+                    push(e, k);
+                }
+                g.chains.push((first, g.t.len() as u32));
+                continue;
+            }
+            // Segment bounds are usually one sorted run; the splits are
+            // sorted on their own and merged in (same result as sorting all).
             if times.is_sorted() {
                 splits.sort_unstable();
                 merged.clear();
