@@ -399,13 +399,24 @@ pub fn analyze_detail(
     // progress reads: (channel, from worker, reader local) → reads
     let mut pr_ix = GroupIndex::default();
     let mut pr: Vec<ProgressReads> = Vec::new();
+    // Per stream: where its intervals in the window are, and whether they
+    // are in order (for the walk of the waits below).
+    let mut intervals_of: Vec<(Vec<u32>, bool)> =
+        frags.iter().map(|f| (Vec::with_capacity(f.items.len() / 2), true)).collect();
     for (i, f) in frags.iter().enumerate() {
         let me = sids[i].worker;
         let me_d = worker_ids.id(me);
         let ib = &mut inbox[i];
         ib.reads.reserve(f.items.len() / 2);
-        for it in &f.items {
+        let (iv, iv_sorted) = &mut intervals_of[i];
+        let mut iv_last = (0, 0);
+        for (x, it) in f.items.iter().enumerate() {
             match *it {
+                Item::Busy { start, end, .. } | Item::Gap { start, end, .. } if end > ws && start < we => {
+                    iv.push(x as u32);
+                    *iv_sorted &= iv_last <= (start, end);
+                    iv_last = (start, end);
+                }
                 Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
                     let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
                     let g = data_ix.get(key, data.len());
@@ -541,17 +552,32 @@ pub fn analyze_detail(
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
+    let pg_strict: Vec<bool> = pg.iter().map(|g| g.3.windows(2).all(|p| p[0].0 < p[1].0)).collect();
     for g in pr.iter_mut() {
         let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
         if !reads.is_sorted() {
             reads.sort();
         }
         *max_seq = reads.last().map_or(0, |r| r.0);
-        let group = pg_ix.find([cd, fd, 0]).map(|g| &pg[g]);
+        let gi = pg_ix.find([cd, fd, 0]);
+        let group = gi.map(|g| &pg[g]);
+        // Sends in strictly increasing sequence (as sent, the usual case):
+        // the reads, sorted, find theirs by walking forward.
+        let strict = gi.is_some_and(|g| pg_strict[g]);
+        let mut k = 0;
         arrivals[j].start_run();
         for &(q, r, slot) in reads.iter() {
-            // (As before the sends are sorted: in the order they were sent.)
-            let sent = group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.0).ok().map(|k| g.3[k].1));
+            // (As before the sends are searched in the order they were sent.)
+            let sent = match group {
+                Some(g) if strict => {
+                    let sends = &g.3;
+                    while k < sends.len() && sends[k].0 < q {
+                        k += 1;
+                    }
+                    sends.get(k).filter(|x| x.0 == q).map(|x| x.1)
+                }
+                _ => group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.0).ok().map(|k| g.3[k].1)),
+            };
             match (sent, group) {
                 (Some(s), Some(&(_, _, i, _))) => {
                     if s > r {
@@ -638,15 +664,14 @@ pub fn analyze_detail(
     for (j, f) in frags.iter().enumerate() {
         // The intervals nearly always come in order: walked in place then,
         // copied and sorted otherwise.
-        let in_window = |i: &&Item| i.is_interval() && i.end() > ws && i.start() < we;
-        let sorted = f.items.iter().filter(in_window).is_sorted_by_key(|i| (i.start(), i.end()));
+        let (iv, sorted) = &intervals_of[j];
         intervals.clear();
         if !sorted {
-            intervals.extend(f.items.iter().filter(in_window).copied());
+            intervals.extend(iv.iter().map(|&x| f.items[x as usize]));
             intervals.sort_by_key(|i| (i.start(), i.end()));
         }
         let walk: &mut dyn Iterator<Item = &Item> =
-            if sorted { &mut f.items.iter().filter(in_window) } else { &mut intervals.iter() };
+            if *sorted { &mut iv.iter().map(|&x| &f.items[x as usize]) } else { &mut intervals.iter() };
         gb.reserve(j, f.items.len() / 2);
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };

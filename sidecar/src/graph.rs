@@ -373,20 +373,28 @@ pub fn participation(g: &Graph) -> Participation {
     if n == 0 {
         return p;
     }
-    // Per vertex, computed once: a live worker edge into it, and one out of
-    // it (to the next vertex of the same chain).
-    let live: Vec<bool> = g.kind.iter().map(|k| !matches!(k, EKind::Start | EKind::Wait)).collect();
-    let mut next_live = vec![false; n];
-    for (v, nl) in next_live.iter_mut().enumerate().take(n - 1) {
-        *nl = live[v + 1] && g.w[v + 1] == g.w[v];
+    // Per vertex, computed once: a live worker edge into it, one out of it
+    // (to the next vertex of the same chain), comm edges in, comm edges out.
+    const LIVE: u8 = 1;
+    const NEXT: u8 = 2;
+    const IN: u8 = 4;
+    const OUT: u8 = 8;
+    let mut flags: Vec<u8> =
+        g.kind.iter().map(|k| if matches!(k, EKind::Start | EKind::Wait) { 0 } else { LIVE }).collect();
+    for v in 0..n - 1 {
+        if flags[v + 1] & LIVE != 0 && g.w[v + 1] == g.w[v] {
+            flags[v] |= NEXT;
+        }
     }
     // Comm edges by source and by destination (CSR). Few vertices have one:
-    // most of the work below is the chains.
+    // most of the work below is the chains, which skip these lookups.
     let mut out_start = vec![0u32; n + 1];
     let mut in_start = vec![0u32; n + 1];
     for c in &g.comms {
         out_start[c.src as usize + 1] += 1;
         in_start[c.dst as usize + 1] += 1;
+        flags[c.src as usize] |= OUT;
+        flags[c.dst as usize] |= IN;
     }
     for i in 0..n {
         out_start[i + 1] += out_start[i];
@@ -406,63 +414,73 @@ pub fn participation(g: &Graph) -> Participation {
     }
     let ins = |v: usize| &in_e[in_start[v] as usize..in_start[v + 1] as usize];
     let outs = |v: usize| &out_e[out_start[v] as usize..out_start[v + 1] as usize];
-    // Kahn's order.
-    let mut indeg: Vec<u32> = live.iter().zip(in_start.windows(2)).map(|(&l, s)| l as u32 + s[1] - s[0]).collect();
+    // Kahn's order; a vertex's forward count is final when it is taken (all
+    // its predecessors were), so it is computed there. Path counts are in
+    // log2 space; `lse2` with one finite term returns it unchanged, so a
+    // chain vertex without comm edges copies its neighbour.
+    let ninf = f64::NEG_INFINITY;
+    let mut indeg: Vec<u32> = flags
+        .iter()
+        .enumerate()
+        .map(|(v, &fl)| (fl & LIVE) as u32 + if fl & IN != 0 { in_start[v + 1] - in_start[v] } else { 0 })
+        .collect();
     let mut order: Vec<u32> = Vec::with_capacity(n);
     order.extend((0..n as u32).filter(|&v| indeg[v as usize] == 0));
+    let mut fwd = vec![ninf; n];
     let mut head = 0;
     while head < order.len() {
         let v = order[head] as usize;
         head += 1;
-        if next_live[v] {
+        let fl = flags[v];
+        let mut f = ninf;
+        let mut any = false;
+        if fl & LIVE != 0 {
+            f = fwd[v - 1];
+            any = true;
+        }
+        if fl & IN != 0 {
+            for &c in ins(v) {
+                f = lse2(f, fwd[g.comms[c as usize].src as usize]);
+                any = true;
+            }
+        }
+        fwd[v] = if any { f } else { 0.0 };
+        if fl & NEXT != 0 {
             indeg[v + 1] -= 1;
             if indeg[v + 1] == 0 {
                 order.push(v as u32 + 1);
             }
         }
-        for &c in outs(v) {
-            let d = g.comms[c as usize].dst as usize;
-            indeg[d] -= 1;
-            if indeg[d] == 0 {
-                order.push(d as u32);
+        if fl & OUT != 0 {
+            for &c in outs(v) {
+                let d = g.comms[c as usize].dst as usize;
+                indeg[d] -= 1;
+                if indeg[d] == 0 {
+                    order.push(d as u32);
+                }
             }
         }
     }
     p.cyclic = n - order.len();
-    // Path counts in log2 space. `lse2` with one finite term returns it
-    // unchanged, so a chain vertex without comm edges copies its neighbour.
-    let ninf = f64::NEG_INFINITY;
-    let mut fwd = vec![ninf; n];
-    for &v in &order {
-        let v = v as usize;
-        let mut f = ninf;
-        let mut any = false;
-        if live[v] {
-            f = fwd[v - 1];
-            any = true;
-        }
-        for &c in ins(v) {
-            f = lse2(f, fwd[g.comms[c as usize].src as usize]);
-            any = true;
-        }
-        fwd[v] = if any { f } else { 0.0 };
-    }
     let mut bwd = vec![ninf; n];
     let mut total = ninf;
     for &v in order.iter().rev() {
         let v = v as usize;
+        let fl = flags[v];
         let mut b = ninf;
         let mut any = false;
-        if next_live[v] {
+        if fl & NEXT != 0 {
             b = bwd[v + 1];
             any = true;
         }
-        for &c in outs(v) {
-            b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
-            any = true;
+        if fl & OUT != 0 {
+            for &c in outs(v) {
+                b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
+                any = true;
+            }
         }
         bwd[v] = if any { b } else { 0.0 };
-        if !any && (live[v] || in_start[v + 1] > in_start[v]) {
+        if !any && fl & (LIVE | IN) != 0 {
             total = lse2(total, fwd[v]);
         }
     }
@@ -473,7 +491,7 @@ pub fn participation(g: &Graph) -> Participation {
     }
     // Along a chain between comm edges the exponent repeats: exp2 once per
     // run (outside the inner loop, so that it is not evaluated speculatively).
-    let counted = |v: usize| live[v] && fwd[v - 1] > ninf && bwd[v] > ninf;
+    let counted = |v: usize| flags[v] & LIVE != 0 && fwd[v - 1] > ninf && bwd[v] > ninf;
     let mut v = 1;
     while v < n {
         if !counted(v) {
