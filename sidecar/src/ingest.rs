@@ -322,7 +322,7 @@ impl Ingest {
                 }
                 let before = self.out.len();
                 Self::flush(st, &mut self.out, true);
-                st.windower.finish(true, None, &mut self.out);
+                st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
                 self.mark_ended(sid);
                 self.finish_batch(before);
                 return;
@@ -345,7 +345,7 @@ impl Ingest {
             if all {
                 // handled by windower.finish
             } else {
-                st.windower.take_ready(s, out);
+                st.windower.take_ready(s, &mut st.builder.out, out);
             }
             for f in &mut out[before..] {
                 f.ops = st.ops.clone();
@@ -434,7 +434,7 @@ impl Ingest {
             st.builder.finish();
             let late = st.windower.add(&mut st.builder.out);
             let _ = late;
-            st.windower.finish(false, why, &mut self.out);
+            st.windower.finish(false, why, &mut st.builder.out, &mut self.out);
             ended.push(*sid);
         }
         for sid in ended {
