@@ -152,7 +152,7 @@ impl Builder {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn point(&mut self, t: Ns, it: Item) {
         let read = match it {
             Item::Recv { from, channel, .. } => Some((from, channel, MsgKind::Data)),

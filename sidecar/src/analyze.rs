@@ -129,6 +129,56 @@ impl GroupIndex {
     }
 }
 
+/// (worker, activity category, id) of a participation sum.
+type AggKey = (u32, u8, Option<u64>);
+
+/// Participation sums in order of first appearance. Operators with small
+/// ids, Waiting-for-Input and Unknown of a worker have a direct slot; the
+/// rest go through a map.
+struct PartSums {
+    sums: Vec<(AggKey, f64)>,
+    direct: Vec<u32>,
+    index: FxHashMap<AggKey, u32>,
+}
+
+impl PartSums {
+    const OPS: u64 = 1024;
+    const PER_WORKER: usize = Self::OPS as usize + 4;
+
+    fn new(workers: usize) -> Self {
+        let size = if workers <= 256 { workers * Self::PER_WORKER } else { 0 };
+        PartSums { sums: Vec::new(), direct: vec![u32::MAX; size], index: FxHashMap::default() }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, key: AggKey, sc: f64) {
+        let slot = match key {
+            (w, 0, Some(op)) if op < Self::OPS => Some(w as usize * Self::PER_WORKER + op as usize),
+            (w, c @ (2 | 3), None) => Some(w as usize * Self::PER_WORKER + Self::OPS as usize + c as usize),
+            _ => None,
+        }
+        .filter(|&s| s < self.direct.len());
+        let i = match slot {
+            Some(s) => {
+                if self.direct[s] == u32::MAX {
+                    self.direct[s] = self.sums.len() as u32;
+                    self.sums.push((key, 0.0));
+                }
+                self.direct[s] as usize
+            }
+            None => {
+                let n = self.sums.len() as u32;
+                let i = *self.index.entry(key).or_insert(n) as usize;
+                if i == self.sums.len() {
+                    self.sums.push((key, 0.0));
+                }
+                i
+            }
+        };
+        self.sums[i].1 += sc;
+    }
+}
+
 struct DataGroup {
     key: (u32, u32, u32),
     si: Option<usize>,
@@ -896,29 +946,7 @@ pub fn analyze_detail(
     // names per vertex cost more than the path counting), in the same order,
     // then moved to the named map in order of first appearance.
     const NAMES: [&str; 6] = ["operator", "span", "waiting_for_input", "unknown", "data_message", "progress_message"];
-    type AggKey = (u32, u8, Option<u64>);
-    let mut sums: Vec<(AggKey, f64)> = Vec::new();
-    let mut index: FxHashMap<AggKey, u32> = FxHashMap::default();
-    // A worker's chain cycles through a few activities: a small
-    // direct-mapped cache in front of the map.
-    let mut cache: [(AggKey, u32); 64] = [((u32::MAX, 0, None), 0); 64];
-    let mut add = |key: AggKey, sc: f64| {
-        let h = (key.0 as usize).wrapping_mul(0x9E37_79B9)
-            ^ (key.1 as usize).wrapping_mul(0x85EB_CA6B)
-            ^ key.2.map_or(0, |x| x as usize).wrapping_mul(0xC2B2_AE35);
-        let slot = &mut cache[(h ^ (h >> 16)) & 63];
-        let i = if slot.0 == key {
-            slot.1 as usize
-        } else {
-            let i = *index.entry(key).or_insert_with(|| {
-                sums.push((key, 0.0));
-                sums.len() as u32 - 1
-            });
-            *slot = (key, i);
-            i as usize
-        };
-        sums[i].1 += sc;
-    };
+    let mut sums = PartSums::new(g.chains.len());
     for v in 0..g.len() {
         let sc = p.worker[v];
         if sc <= 0.0 {
@@ -931,7 +959,7 @@ pub fn analyze_detail(
             EKind::WaitingForInput => (w, 2, None),
             _ => (w, 3, None),
         };
-        add(key, sc);
+        sums.add(key, sc);
     }
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {
@@ -939,9 +967,10 @@ pub fn analyze_detail(
                 MsgKind::Data => 4,
                 MsgKind::Progress => 5,
             };
-            add((g.w[c.dst as usize], cat, Some(c.channel as u64)), p.comm[i]);
+            sums.add((g.w[c.dst as usize], cat, Some(c.channel as u64)), p.comm[i]);
         }
     }
+    let sums = sums.sums;
     let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
     for ((w, cat, id), sum) in sums {
         agg.insert((w as usize, NAMES[cat as usize], id), sum);

@@ -34,7 +34,8 @@ pub struct Clock {
 struct Segment {
     lo: u64,
     hi: u64,
-    base_ns: u64,
+    /// `monotonic_ns` of the sample at `lo`, as the formula uses it.
+    base_ns: f64,
     slope: f64,
 }
 
@@ -124,9 +125,9 @@ impl Clock {
     }
 
     #[inline(always)]
-    fn map(base_ns: u64, d: u64, slope: f64) -> Ns {
+    fn map(base_ns: f64, d: u64, slope: f64) -> Ns {
         // i64 keeps the hot path free of 128-bit float conversion.
-        let ns = base_ns as f64 + d as i64 as f64 * slope;
+        let ns = base_ns + d as i64 as f64 * slope;
         if ns <= 0.0 {
             0
         } else {
@@ -164,9 +165,9 @@ impl Clock {
         let s = &self.samples[i];
         if s.ticks <= ticks {
             let hi = self.samples.get(i + 1).map_or(u64::MAX, |x| x.ticks);
-            self.seg = Some(Segment { lo: s.ticks, hi, base_ns: s.monotonic_ns, slope });
+            self.seg = Some(Segment { lo: s.ticks, hi, base_ns: s.monotonic_ns as f64, slope });
         }
-        Ok(Self::map(s.monotonic_ns, ticks.wrapping_sub(s.ticks), slope))
+        Ok(Self::map(s.monotonic_ns as f64, ticks.wrapping_sub(s.ticks), slope))
     }
 }
 

@@ -196,13 +196,16 @@ pub struct WaitFinder<'a> {
     /// Per run: the first arrival after `after` (gaps come in time order,
     /// so these only move forward).
     heads: Vec<u32>,
+    /// Time of each run's head (`Ns::MAX`: run exhausted).
+    head_at: Vec<Ns>,
     after: Ns,
 }
 
 impl<'a> WaitFinder<'a> {
     pub fn new(arrivals: &'a ArrivalRuns, inbox: &'a Inbox, window: (Ns, Ns)) -> Self {
-        let heads = arrivals.bounds.iter().take(arrivals.runs()).copied().collect();
-        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, after: 0 }
+        let heads: Vec<u32> = arrivals.bounds.iter().take(arrivals.runs()).copied().collect();
+        let head_at = heads.iter().map(|&p| arrivals.list[p as usize].at).collect();
+        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0 }
     }
 
     /// Messages arrived at or before `t` and not read by `t` (asked with
@@ -217,31 +220,44 @@ impl<'a> WaitFinder<'a> {
         self.inbox.first_arrival_after.get(self.ir).copied().unwrap_or(self.inbox.unread) <= t
     }
 
-    /// The first arrival (in `Arrival` order) strictly after `t`.
+    /// The first arrival (in `Arrival` order) strictly after `t`: the least
+    /// of the runs' first arrivals after `t` (by time, then in full order).
     fn first_after(&mut self, t: Ns) -> Option<Arrival> {
         let list = &self.arrivals.list;
         let bounds = &self.arrivals.bounds;
-        let back = t < self.after;
+        let at = |p: usize, hi: usize| if p < hi { list[p].at } else { Ns::MAX };
+        if t < self.after {
+            for (r, h) in self.heads.iter_mut().enumerate() {
+                let (lo, hi) = (bounds[r] as usize, bounds[r + 1] as usize);
+                *h = (lo + list[lo..hi].partition_point(|a| a.at <= t)) as u32;
+                self.head_at[r] = at(*h as usize, hi);
+            }
+        }
         self.after = t;
-        let mut best: Option<Arrival> = None;
-        for (r, h) in self.heads.iter_mut().enumerate() {
-            let (lo, hi) = (bounds[r] as usize, bounds[r + 1] as usize);
-            let mut p = *h as usize;
-            if back {
-                p = lo + list[lo..hi].partition_point(|a| a.at <= t);
-            } else {
+        let mut best: Option<usize> = None;
+        let mut best_at = Ns::MAX;
+        for r in 0..self.heads.len() {
+            if self.head_at[r] <= t {
+                let hi = bounds[r + 1] as usize;
+                let mut p = self.heads[r] as usize;
                 while p < hi && list[p].at <= t {
                     p += 1;
                 }
+                self.heads[r] = p as u32;
+                self.head_at[r] = at(p, hi);
             }
-            *h = p as u32;
-            if let Some(a) = list[..hi].get(p) {
-                if best.is_none_or(|b| *a < b) {
-                    best = Some(*a);
+            let a = self.head_at[r];
+            if a < best_at {
+                best_at = a;
+                best = Some(r);
+            } else if a == best_at && a != Ns::MAX {
+                let b = best.expect("a run holds the best");
+                if list[self.heads[r] as usize] < list[self.heads[b] as usize] {
+                    best = Some(r);
                 }
             }
         }
-        best
+        best.filter(|_| best_at != Ns::MAX).map(|r| list[self.heads[r] as usize])
     }
 
     /// Classifies the gap `[start, end]` (original times) whose local causes
