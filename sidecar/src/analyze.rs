@@ -179,6 +179,32 @@ impl PartSums {
     }
 }
 
+/// A direct-mapped cache of group numbers for one stream's messages, keyed
+/// by (kind, channel, other worker); a miss asks the caller. Sending and
+/// reading side are set on a miss, which comes once per stream and group.
+struct GroupCache {
+    slots: [(u64, u32); 256],
+}
+
+impl GroupCache {
+    fn new() -> Self {
+        GroupCache { slots: [(0, u32::MAX); 256] }
+    }
+
+    #[inline(always)]
+    fn get(&mut self, kind: u64, channel: u32, other: u32, miss: impl FnOnce() -> usize) -> usize {
+        let key = (channel as u64) << 32 | other as u64;
+        let h = (key ^ kind).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        let e = &mut self.slots[((h & 0xfc) | kind) as usize];
+        if e.1 != u32::MAX && e.0 == key {
+            return e.1 as usize;
+        }
+        let g = miss();
+        *e = (key, g as u32);
+        g
+    }
+}
+
 struct DataGroup {
     key: (u32, u32, u32),
     si: Option<usize>,
@@ -460,6 +486,9 @@ pub fn analyze_detail(
         ib.reads.reserve(f.items.len() / 2);
         let (iv, iv_sorted) = &mut intervals_of[i];
         let mut iv_last = (0, 0);
+        // This stream's groups by (kind, channel, other worker): most
+        // messages of a stream go to a few groups.
+        let mut cache = GroupCache::new();
         for (x, it) in f.items.iter().enumerate() {
             match *it {
                 Item::Busy { start, end, .. } | Item::Gap { start, end, .. } if end > ws && start < we => {
@@ -468,40 +497,57 @@ pub fn analyze_detail(
                     iv_last = (start, end);
                 }
                 Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
-                    let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
-                    let g = data_ix.get(key, data.len());
-                    if g == data.len() {
-                        data.push(DataGroup::new((channel, me, to)));
-                    }
-                    let g = &mut data[g];
-                    g.si = Some(i);
-                    g.sends.push((seq, ts));
+                    let g = cache.get(0, channel, to, || {
+                        let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
+                        let g = data_ix.get(key, data.len());
+                        if g == data.len() {
+                            data.push(DataGroup::new((channel, me, to)));
+                        }
+                        data[g].si = Some(i);
+                        g
+                    });
+                    data[g].sends.push((seq, ts));
                 }
                 Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
-                    let key = [chan_ids.id(channel), worker_ids.id(from), me_d];
-                    let g = data_ix.get(key, data.len());
-                    if g == data.len() {
-                        data.push(DataGroup::new((channel, from, me)));
-                    }
-                    let g = &mut data[g];
-                    g.ri = Some(i);
-                    g.reads.push((seq, ts, ib.reads.len() as u32));
+                    let g = cache.get(1, channel, from, || {
+                        let key = [chan_ids.id(channel), worker_ids.id(from), me_d];
+                        let g = data_ix.get(key, data.len());
+                        if g == data.len() {
+                            data.push(DataGroup::new((channel, from, me)));
+                        }
+                        data[g].ri = Some(i);
+                        g
+                    });
+                    data[g].reads.push((seq, ts, ib.reads.len() as u32));
                     ib.reads.push(ts);
                 }
                 Item::PSend { ts, channel, seq } if ts >= ws && ts < we => {
-                    let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
-                    if g == pg.len() {
-                        pg.push((channel, me, i, Vec::new()));
-                    }
+                    let g = cache.get(2, channel, 0, || {
+                        let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
+                        if g == pg.len() {
+                            pg.push((channel, me, i, Vec::new()));
+                        }
+                        g
+                    });
                     pg[g].3.push((seq, ts));
                     mc.progress_sent += 1;
                 }
                 Item::PRecv { ts, from, channel, seq } if ts >= ws && ts < we => {
-                    let (cd, fd) = (chan_ids.id(channel), worker_ids.id(from));
-                    let g = pr_ix.get([cd, fd, i as u32], pr.len());
-                    if g == pr.len() {
-                        pr.push(ProgressReads { channel, from, j: i, key: (cd, fd), reads: Vec::new(), max_seq: 0 });
-                    }
+                    let g = cache.get(3, channel, from, || {
+                        let (cd, fd) = (chan_ids.id(channel), worker_ids.id(from));
+                        let g = pr_ix.get([cd, fd, i as u32], pr.len());
+                        if g == pr.len() {
+                            pr.push(ProgressReads {
+                                channel,
+                                from,
+                                j: i,
+                                key: (cd, fd),
+                                reads: Vec::new(),
+                                max_seq: 0,
+                            });
+                        }
+                        g
+                    });
                     pr[g].reads.push((seq, ts, ib.reads.len() as u32));
                     ib.reads.push(ts);
                     mc.progress_received += 1;
