@@ -201,6 +201,7 @@ impl Builder {
 
     /// Feeds one record (time already in ns). Timestamps going backwards
     /// are clamped to the last one (the probe promises non-decreasing).
+    #[inline(always)]
     pub fn push(&mut self, ts: Ns, ev: Event) {
         let t = match self.last_ts {
             Some(l) if ts < l => l,

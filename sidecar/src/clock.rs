@@ -130,6 +130,9 @@ impl Clock {
         let ns = base_ns + d as i64 as f64 * slope;
         if ns <= 0.0 {
             0
+        } else if ns < 9.0e18 {
+            // The same value as `as Ns` here, without its u64 range fix-ups.
+            ns as i64 as Ns
         } else {
             ns as Ns
         }

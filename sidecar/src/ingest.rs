@@ -232,6 +232,8 @@ impl Ingest {
                 let width = self.width;
                 let mut unknown = 0u64;
                 let mut cur_hi: Ns = 0;
+                // (In a local while the loop runs: kept in a register.)
+                let mut last_ts = st.last_ts;
                 for r in &recs {
                     let Ok(t) = p.clock.to_ns(r.ts) else { continue };
                     // A synchronized host: onto the reference timeline (sync.rs).
@@ -242,15 +244,15 @@ impl Ingest {
                             x
                         }
                     };
-                    let t = st.last_ts.map_or(t, |l| t.max(l));
+                    let t = last_ts.map_or(t, |l| t.max(l));
                     if first_ns.is_none() {
                         first_ns = Some(t);
                         if h.lost > 0 {
-                            let from = st.last_ts.unwrap_or(t);
+                            let from = last_ts.unwrap_or(t);
                             faults.push((from, t, format!("{} records lost", h.lost)));
                         }
                     }
-                    st.last_ts = Some(t);
+                    last_ts = Some(t);
                     // `t` never decreases here: the window changes only when
                     // `t` passes the current one's end (no division per record).
                     if t >= cur_hi {
@@ -280,6 +282,7 @@ impl Ingest {
                         None => unknown += 1,
                     }
                 }
+                st.last_ts = last_ts;
                 if cur_k != u64::MAX {
                     c.bytes = bytes_left;
                     if h.lost > 0 {
