@@ -111,11 +111,6 @@ impl GraphBuilder {
                 segs.sort_by_key(|s| (s.0, s.1));
             }
             let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
-            times.clear();
-            for s in segs.iter() {
-                times.push(s.0);
-                times.push(s.1);
-            }
             splits.clear();
             splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
             if segs.windows(2).all(|p| p[0].1 <= p[1].0) {
@@ -160,6 +155,11 @@ impl GraphBuilder {
                 }
                 g.chains.push((first, g.t.len() as u32));
                 continue;
+            }
+            times.clear();
+            for s in segs.iter() {
+                times.push(s.0);
+                times.push(s.1);
             }
             // Segment bounds are usually one sorted run; the splits are
             // sorted on their own and merged in (same result as sorting all).
