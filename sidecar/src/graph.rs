@@ -379,53 +379,44 @@ pub fn participation(g: &Graph) -> Participation {
     const NEXT: u8 = 2;
     const IN: u8 = 4;
     const OUT: u8 = 8;
-    let mut flags: Vec<u8> =
-        g.kind.iter().map(|k| if matches!(k, EKind::Start | EKind::Wait) { 0 } else { LIVE }).collect();
-    for v in 0..n - 1 {
-        if flags[v + 1] & LIVE != 0 && g.w[v + 1] == g.w[v] {
-            flags[v] |= NEXT;
-        }
-    }
-    // Comm edges by source and by destination (CSR). Few vertices have one:
-    // most of the work below is the chains, which skip these lookups.
-    let mut out_start = vec![0u32; n + 1];
-    let mut in_start = vec![0u32; n + 1];
+    // Comm edges by destination and by source, each in comm order (the
+    // order the sums below take them in). Few vertices have one: the others
+    // never look these up.
+    let mut in_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.dst, i as u32)).collect();
+    let mut out_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.src, i as u32)).collect();
+    in_e.sort_unstable();
+    out_e.sort_unstable();
+    let edges = |list: &[(u32, u32)], v: usize| {
+        let lo = list.partition_point(|e| (e.0 as usize) < v);
+        let hi = lo + list[lo..].partition_point(|e| e.0 as usize == v);
+        lo..hi
+    };
+    let ins = |v: usize| in_e[edges(&in_e, v)].iter().map(|e| e.1);
+    let outs = |v: usize| out_e[edges(&out_e, v)].iter().map(|e| e.1);
+    let mut flags = vec![0u8; n];
+    let mut indeg = vec![0u32; n];
     for c in &g.comms {
-        out_start[c.src as usize + 1] += 1;
-        in_start[c.dst as usize + 1] += 1;
         flags[c.src as usize] |= OUT;
         flags[c.dst as usize] |= IN;
+        indeg[c.dst as usize] += 1;
     }
-    for i in 0..n {
-        out_start[i + 1] += out_start[i];
-        in_start[i + 1] += in_start[i];
-    }
-    let mut out_e = vec![0u32; nc];
-    let mut in_e = vec![0u32; nc];
-    {
-        let mut fo = out_start.clone();
-        let mut fi = in_start.clone();
-        for (i, c) in g.comms.iter().enumerate() {
-            out_e[fo[c.src as usize] as usize] = i as u32;
-            fo[c.src as usize] += 1;
-            in_e[fi[c.dst as usize] as usize] = i as u32;
-            fi[c.dst as usize] += 1;
+    let live = |k: &EKind| !matches!(k, EKind::Start | EKind::Wait);
+    // Kahn's order starts with the vertices without in-edges, by index.
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    for v in 0..n {
+        let l = live(&g.kind[v]);
+        let next = v + 1 < n && live(&g.kind[v + 1]) && g.w[v + 1] == g.w[v];
+        flags[v] |= l as u8 * LIVE | next as u8 * NEXT;
+        indeg[v] += l as u32;
+        if indeg[v] == 0 {
+            order.push(v as u32);
         }
     }
-    let ins = |v: usize| &in_e[in_start[v] as usize..in_start[v + 1] as usize];
-    let outs = |v: usize| &out_e[out_start[v] as usize..out_start[v + 1] as usize];
-    // Kahn's order; a vertex's forward count is final when it is taken (all
-    // its predecessors were), so it is computed there. Path counts are in
-    // log2 space; `lse2` with one finite term returns it unchanged, so a
-    // chain vertex without comm edges copies its neighbour.
+    // A vertex's forward count is final when Kahn's order takes it (all its
+    // predecessors were), so it is computed there. Path counts are in log2
+    // space; `lse2` with one finite term returns it unchanged, so a chain
+    // vertex without comm edges copies its neighbour.
     let ninf = f64::NEG_INFINITY;
-    let mut indeg: Vec<u32> = flags
-        .iter()
-        .enumerate()
-        .map(|(v, &fl)| (fl & LIVE) as u32 + if fl & IN != 0 { in_start[v + 1] - in_start[v] } else { 0 })
-        .collect();
-    let mut order: Vec<u32> = Vec::with_capacity(n);
-    order.extend((0..n as u32).filter(|&v| indeg[v as usize] == 0));
     let mut fwd = vec![ninf; n];
     let mut head = 0;
     while head < order.len() {
@@ -439,7 +430,7 @@ pub fn participation(g: &Graph) -> Participation {
             any = true;
         }
         if fl & IN != 0 {
-            for &c in ins(v) {
+            for c in ins(v) {
                 f = lse2(f, fwd[g.comms[c as usize].src as usize]);
                 any = true;
             }
@@ -452,7 +443,7 @@ pub fn participation(g: &Graph) -> Participation {
             }
         }
         if fl & OUT != 0 {
-            for &c in outs(v) {
+            for c in outs(v) {
                 let d = g.comms[c as usize].dst as usize;
                 indeg[d] -= 1;
                 if indeg[d] == 0 {
@@ -474,7 +465,7 @@ pub fn participation(g: &Graph) -> Participation {
             any = true;
         }
         if fl & OUT != 0 {
-            for &c in outs(v) {
+            for c in outs(v) {
                 b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
                 any = true;
             }
