@@ -999,13 +999,12 @@ pub fn analyze_detail(
             continue;
         }
         let w = g.w[v];
-        let key = match g.kind[v] {
-            EKind::Op(op) => (w, 0, Some(op as u64)),
-            EKind::Span(id) => (w, 1, Some(id)),
-            EKind::WaitingForInput => (w, 2, None),
-            _ => (w, 3, None),
-        };
-        sums.add(key, sc);
+        match g.kind[v] {
+            EKind::Op(op) => sums.add((w, 0, Some(op as u64)), sc),
+            EKind::Span(id) => sums.add((w, 1, Some(id)), sc),
+            EKind::WaitingForInput => sums.add((w, 2, None), sc),
+            _ => sums.add((w, 3, None), sc),
+        }
     }
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {

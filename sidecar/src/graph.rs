@@ -106,14 +106,18 @@ impl GraphBuilder {
                 g.chains.push((first, first));
                 continue;
             }
-            // Segments nearly always come in order: check before sorting.
-            if !segs.is_sorted_by_key(|s| (s.0, s.1)) {
+            // Segments nearly always come in order, one after another (which
+            // is sorted, as every segment is non-empty): check before sorting.
+            let follow = |segs: &[(Ns, Ns, EKind)]| segs.windows(2).all(|p| p[0].1 <= p[1].0);
+            let mut tiled = follow(segs);
+            if !tiled && !segs.is_sorted_by_key(|s| (s.0, s.1)) {
                 segs.sort_by_key(|s| (s.0, s.1));
+                tiled = follow(segs);
             }
             let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
             splits.clear();
             splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
-            if segs.windows(2).all(|p| p[0].1 <= p[1].0) {
+            if tiled {
                 // The usual case: the segments follow one another (with
                 // holes). The vertices come straight from them with the
                 // splits merged in: an edge inside a segment has its kind, one
@@ -121,12 +125,9 @@ impl GraphBuilder {
                 if !splits.is_sorted() {
                     splits.sort_unstable();
                 }
-                let w32 = w as u32;
                 let mut push = |t: Ns, k: EKind| {
                     g.t.push(t);
-                    g.w.push(w32);
                     g.kind.push(k);
-                    g.term.push(NONE);
                 };
                 let mut prev = segs[0].0;
                 push(prev, EKind::Start);
@@ -153,6 +154,8 @@ impl GraphBuilder {
                     prev = e;
                     push(e, k);
                 }
+                g.w.resize(g.t.len(), w as u32);
+                g.term.resize(g.t.len(), NONE);
                 g.chains.push((first, g.t.len() as u32));
                 continue;
             }
@@ -298,8 +301,14 @@ pub fn critical_path(g: &Graph) -> CriticalPath {
         Some((_, v)) => v,
         None => {
             cp.started_early = true;
-            // The latest vertex reached by a non-wait worker edge.
-            let best = (0..g.len()).filter(|&v| rank(g.kind[v]) < 2).max_by_key(|&v| (g.t[v], std::cmp::Reverse(v)));
+            // The latest vertex reached by a non-wait worker edge (times
+            // increase along a chain: each chain's last such vertex).
+            let best = g
+                .chains
+                .iter()
+                .filter_map(|&(a, b)| (a..b).rev().find(|&v| rank(g.kind[v as usize]) < 2))
+                .map(|v| v as usize)
+                .max_by_key(|&v| (g.t[v], std::cmp::Reverse(v)));
             match best {
                 Some(v) => v as u32,
                 None => return cp,
