@@ -11,6 +11,7 @@
 //! Worker-local messages are never edges (sager-notes §2.3).
 
 use crate::model::{MsgKind, Ns};
+use rustc_hash::FxHashMap;
 
 pub const NONE: u32 = u32::MAX;
 
@@ -395,13 +396,20 @@ pub fn participation(g: &Graph) -> Participation {
     let mut out_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.src, i as u32)).collect();
     in_e.sort_unstable();
     out_e.sort_unstable();
-    let edges = |list: &[(u32, u32)], v: usize| {
-        let lo = list.partition_point(|e| (e.0 as usize) < v);
-        let hi = lo + list[lo..].partition_point(|e| e.0 as usize == v);
-        lo..hi
+    let ranges = |list: &[(u32, u32)]| {
+        let mut m: FxHashMap<u32, (u32, u32)> = FxHashMap::default();
+        for (i, e) in list.iter().enumerate() {
+            m.entry(e.0).or_insert((i as u32, i as u32)).1 = i as u32 + 1;
+        }
+        m
     };
-    let ins = |v: usize| in_e[edges(&in_e, v)].iter().map(|e| e.1);
-    let outs = |v: usize| out_e[edges(&out_e, v)].iter().map(|e| e.1);
+    let (in_r, out_r) = (ranges(&in_e), ranges(&out_e));
+    fn edges<'a>(list: &'a [(u32, u32)], r: &FxHashMap<u32, (u32, u32)>, v: usize) -> impl Iterator<Item = u32> + 'a {
+        let (lo, hi) = r.get(&(v as u32)).copied().unwrap_or((0, 0));
+        list[lo as usize..hi as usize].iter().map(|e| e.1)
+    }
+    let ins = |v: usize| edges(&in_e, &in_r, v);
+    let outs = |v: usize| edges(&out_e, &out_r, v);
     let mut flags = vec![0u8; n];
     let mut indeg = vec![0u32; n];
     for c in &g.comms {
