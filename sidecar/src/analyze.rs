@@ -221,6 +221,10 @@ impl DataGroup {
     }
 }
 
+/// Progress sent on a channel by a worker: (channel, from worker, sender
+/// local, (seq, sent)).
+type ProgressSends = (u32, u32, usize, Vec<(u64, Ns)>);
+
 struct ProgressReads {
     channel: u32,
     from: u32,
@@ -471,7 +475,7 @@ pub fn analyze_detail(
     let mut data: Vec<DataGroup> = Vec::new();
     // progress sends: (channel, from worker) → (sender local, sends)
     let mut pg_ix = GroupIndex::default();
-    let mut pg: Vec<(u32, u32, usize, Vec<(u64, Ns)>)> = Vec::new();
+    let mut pg: Vec<ProgressSends> = Vec::new();
     // progress reads: (channel, from worker, reader local) → reads
     let mut pr_ix = GroupIndex::default();
     let mut pr: Vec<ProgressReads> = Vec::new();

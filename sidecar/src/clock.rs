@@ -121,7 +121,7 @@ impl Clock {
                 return Ok(Self::map(c.base_ns, ticks.wrapping_sub(c.lo), c.slope));
             }
         }
-        self.to_ns_search(ticks)
+        self.search_ns(ticks)
     }
 
     #[inline(always)]
@@ -138,7 +138,7 @@ impl Clock {
         }
     }
 
-    fn to_ns_search(&mut self, ticks: u64) -> Result<Ns, ClockError> {
+    fn search_ns(&mut self, ticks: u64) -> Result<Ns, ClockError> {
         if self.domain == ClockDomain::MonotonicNs {
             return Ok(ticks);
         }

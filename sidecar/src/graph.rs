@@ -423,7 +423,7 @@ pub fn participation(g: &Graph) -> Participation {
     for v in 0..n {
         let l = live(&g.kind[v]);
         let next = v + 1 < n && live(&g.kind[v + 1]) && g.w[v + 1] == g.w[v];
-        flags[v] |= l as u8 * LIVE | next as u8 * NEXT;
+        flags[v] |= (l as u8 * LIVE) | (next as u8 * NEXT);
         indeg[v] += l as u32;
         if indeg[v] == 0 {
             order.push(v as u32);
