@@ -855,6 +855,9 @@ pub fn analyze_detail(
         waiting.push(ww);
     }
     crate::model::give_items(intervals);
+    // The message tables are done with: freed before the graph is laid out
+    // (a window's peak memory, and pages the graph can reuse).
+    drop((inbox, arrivals, pg, pr, intervals_of));
     let g = gb.build();
     rep.waiting = waiting;
 

@@ -101,7 +101,10 @@ impl GraphBuilder {
         g.w.reserve(cap);
         g.kind.reserve(cap);
         g.term.reserve(cap);
-        for (w, segs) in self.segs.iter_mut().enumerate() {
+        for w in 0..self.segs.len() {
+            // (Each worker's segments are freed once its chain is laid out.)
+            let mut segs = std::mem::take(&mut self.segs[w]);
+            let segs = &mut segs;
             let first = g.t.len() as u32;
             if segs.is_empty() {
                 g.chains.push((first, first));
