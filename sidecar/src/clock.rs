@@ -124,8 +124,16 @@ impl Clock {
         self.search_ns(ticks)
     }
 
+    /// The segment of the last conversion as (lo, hi, base, slope): ticks in
+    /// `[lo, hi)` convert with [`Clock::map`] (`(1, 0, ..)`: none), for a
+    /// caller converting many timestamps in a row.
+    pub fn segment(&self) -> (u64, u64, f64, f64) {
+        self.seg.map_or((1, 0, 0.0, 0.0), |c| (c.lo, c.hi, c.base_ns, c.slope))
+    }
+
+    /// `to_ns` within a segment from [`Clock::segment`].
     #[inline(always)]
-    fn map(base_ns: f64, d: u64, slope: f64) -> Ns {
+    pub fn map(base_ns: f64, d: u64, slope: f64) -> Ns {
         // i64 keeps the hot path free of 128-bit float conversion.
         let ns = base_ns + d as i64 as f64 * slope;
         if ns <= 0.0 {

@@ -234,8 +234,15 @@ impl Ingest {
                 let mut cur_hi: Ns = 0;
                 // (In a local while the loop runs: kept in a register.)
                 let mut last_ts = st.last_ts;
+                let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
                 for r in &recs {
-                    let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                    let t = if r.ts >= s_lo && r.ts < s_hi {
+                        Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
+                    } else {
+                        let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                        (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
+                        t
+                    };
                     // A synchronized host: onto the reference timeline (sync.rs).
                     let (t, width_iv) = match &conv {
                         None => (t, 0),
