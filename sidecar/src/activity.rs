@@ -152,7 +152,7 @@ impl Builder {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn point(&mut self, t: Ns, it: Item) {
         let read = match it {
             Item::Recv { from, channel, .. } => Some((from, channel, MsgKind::Data)),
@@ -201,6 +201,7 @@ impl Builder {
 
     /// Feeds one record (time already in ns). Timestamps going backwards
     /// are clamped to the last one (the probe promises non-decreasing).
+    #[inline(always)]
     pub fn push(&mut self, ts: Ns, ev: Event) {
         let t = match self.last_ts {
             Some(l) if ts < l => l,

@@ -3,52 +3,242 @@
 //! critical path, participation, properties → the report. No I/O.
 
 use rustc_hash::FxHashMap;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// Message keys are runs of small sequential integers; hashbrown needs
-/// well-mixed high bits for them, so every word is folded in and the result
-/// finished with a full avalanche (murmur3 fmix64).
-#[derive(Default, Clone, Copy)]
-pub struct KeyHasher(u64);
+/// Dense indices (0, 1, 2, … in order of first sight) of ids that are
+/// usually small integers (channels, worker indices): a direct table for
+/// small ids, a hash map beyond.
+#[derive(Default)]
+struct DenseIds {
+    small: Vec<u32>,
+    big: FxHashMap<u32, u32>,
+    n: u32,
+}
 
-impl Hasher for KeyHasher {
+impl DenseIds {
+    const SMALL: u32 = 1 << 12;
+
     #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
+    fn id(&mut self, v: u32) -> u32 {
+        if v < Self::SMALL {
+            if let Some(&d) = self.small.get(v as usize) {
+                if d != u32::MAX {
+                    return d;
+                }
+            } else {
+                self.small.resize(v as usize + 1, u32::MAX);
+            }
+            self.small[v as usize] = self.n;
+        } else {
+            if let Some(&d) = self.big.get(&v) {
+                return d;
+            }
+            self.big.insert(v, self.n);
         }
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut k = self.0;
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        k ^ (k >> 33)
+        self.n += 1;
+        self.n - 1
     }
 }
 
-type KeyMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+/// Group numbers by a key of three dense indices: a flat table while the
+/// key space is small (workers² × channels usually is), a hash map beyond.
+#[derive(Default)]
+struct GroupIndex {
+    dims: [u32; 3],
+    table: Vec<u32>,
+    keys: Vec<[u32; 3]>,
+    map: Option<FxHashMap<[u32; 3], u32>>,
+}
+
+impl GroupIndex {
+    const MAX_TABLE: usize = 1 << 22;
+
+    #[inline]
+    fn slot(&self, k: [u32; 3]) -> Option<usize> {
+        let d = self.dims;
+        (k[0] < d[0] && k[1] < d[1] && k[2] < d[2])
+            .then(|| (k[0] as usize * d[1] as usize + k[1] as usize) * d[2] as usize + k[2] as usize)
+    }
+
+    /// The group of `k`; a new one is numbered `next` (the caller's count).
+    #[inline(always)]
+    fn get(&mut self, k: [u32; 3], next: usize) -> usize {
+        if self.map.is_none() {
+            if let Some(s) = self.slot(k) {
+                let g = self.table[s];
+                if g != u32::MAX {
+                    return g as usize;
+                }
+            }
+        }
+        self.get_new(k, next)
+    }
+
+    #[inline(never)]
+    fn get_new(&mut self, k: [u32; 3], next: usize) -> usize {
+        if let Some(m) = &mut self.map {
+            return *m.entry(k).or_insert(next as u32) as usize;
+        }
+        let s = match self.slot(k) {
+            Some(s) => s,
+            None => {
+                self.grow(k);
+                if let Some(m) = &mut self.map {
+                    return *m.entry(k).or_insert(next as u32) as usize;
+                }
+                self.slot(k).unwrap()
+            }
+        };
+        let g = self.table[s];
+        if g != u32::MAX {
+            return g as usize;
+        }
+        self.table[s] = next as u32;
+        self.keys.push(k);
+        next
+    }
+
+    fn find(&self, k: [u32; 3]) -> Option<usize> {
+        match &self.map {
+            Some(m) => m.get(&k).map(|&g| g as usize),
+            None => self.slot(k).map(|s| self.table[s]).filter(|&g| g != u32::MAX).map(|g| g as usize),
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self, k: [u32; 3]) {
+        let mut d = self.dims;
+        for (x, &v) in d.iter_mut().zip(&k) {
+            while *x <= v && *x < u32::MAX {
+                *x = x.saturating_mul(2).max(4);
+            }
+        }
+        let size = d.iter().map(|&x| x as usize).product::<usize>();
+        if size > Self::MAX_TABLE {
+            let m = self.keys.iter().map(|&k| (k, self.find(k).unwrap() as u32)).collect();
+            self.map = Some(m);
+            return;
+        }
+        let old: Vec<([u32; 3], u32)> = self.keys.iter().map(|&k| (k, self.find(k).unwrap() as u32)).collect();
+        self.dims = d;
+        self.table.clear();
+        self.table.resize(size, u32::MAX);
+        for (k, g) in old {
+            let s = self.slot(k).unwrap();
+            self.table[s] = g;
+        }
+    }
+}
+
+/// (worker, activity category, id) of a participation sum.
+type AggKey = (u32, u8, Option<u64>);
+
+/// Participation sums in order of first appearance. Operators with small
+/// ids, Waiting-for-Input and Unknown of a worker have a direct slot; the
+/// rest go through a map.
+struct PartSums {
+    sums: Vec<(AggKey, f64)>,
+    direct: Vec<u32>,
+    index: FxHashMap<AggKey, u32>,
+}
+
+impl PartSums {
+    const OPS: u64 = 1024;
+    const PER_WORKER: usize = Self::OPS as usize + 4;
+
+    fn new(workers: usize) -> Self {
+        let size = if workers <= 256 { workers * Self::PER_WORKER } else { 0 };
+        PartSums { sums: Vec::new(), direct: vec![u32::MAX; size], index: FxHashMap::default() }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, key: AggKey, sc: f64) {
+        let slot = match key {
+            (w, 0, Some(op)) if op < Self::OPS => Some(w as usize * Self::PER_WORKER + op as usize),
+            (w, c @ (2 | 3), None) => Some(w as usize * Self::PER_WORKER + Self::OPS as usize + c as usize),
+            _ => None,
+        }
+        .filter(|&s| s < self.direct.len());
+        let i = match slot {
+            Some(s) => {
+                if self.direct[s] == u32::MAX {
+                    self.direct[s] = self.sums.len() as u32;
+                    self.sums.push((key, 0.0));
+                }
+                self.direct[s] as usize
+            }
+            None => {
+                let n = self.sums.len() as u32;
+                let i = *self.index.entry(key).or_insert(n) as usize;
+                if i == self.sums.len() {
+                    self.sums.push((key, 0.0));
+                }
+                i
+            }
+        };
+        self.sums[i].1 += sc;
+    }
+}
+
+/// A direct-mapped cache of group numbers for one stream's messages, keyed
+/// by (kind, channel, other worker); a miss asks the caller. Sending and
+/// reading side are set on a miss, which comes once per stream and group.
+struct GroupCache {
+    slots: [(u64, u32); 256],
+}
+
+impl GroupCache {
+    fn new() -> Self {
+        GroupCache { slots: [(0, u32::MAX); 256] }
+    }
+
+    #[inline(always)]
+    fn get(&mut self, kind: u64, channel: u32, other: u32, miss: impl FnOnce() -> usize) -> usize {
+        let key = (channel as u64) << 32 | other as u64;
+        let h = (key ^ kind).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        let e = &mut self.slots[((h & 0xfc) | kind) as usize];
+        if e.1 != u32::MAX && e.0 == key {
+            return e.1 as usize;
+        }
+        let g = miss();
+        *e = (key, g as u32);
+        g
+    }
+}
+
+struct DataGroup {
+    key: (u32, u32, u32),
+    si: Option<usize>,
+    /// (seq, sent)
+    sends: Vec<(u64, Ns)>,
+    ri: Option<usize>,
+    /// (seq, read, slot in the reader's inbox)
+    reads: Vec<(u64, Ns, u32)>,
+}
+
+impl DataGroup {
+    fn new(key: (u32, u32, u32)) -> Self {
+        DataGroup { key, si: None, sends: Vec::new(), ri: None, reads: Vec::new() }
+    }
+}
+
+/// Progress sent on a channel by a worker: (channel, from worker, sender
+/// local, (seq, sent)).
+type ProgressSends = (u32, u32, usize, Vec<(u64, Ns)>);
+
+struct ProgressReads {
+    channel: u32,
+    from: u32,
+    j: usize,
+    key: (u32, u32),
+    reads: Vec<(u64, Ns, u32)>,
+    max_seq: u64,
+}
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
 use crate::model::{Busy, Fragment, GapEnd, Item, MsgKind, Ns, Sid};
 use crate::properties;
 use crate::summary::*;
-use crate::waits::{Arrival, Inbox, WaitFinder, WaitKind, WaitOn};
+use crate::waits::{Arrival, ArrivalRuns, Inbox, WaitFinder, WaitKind, WaitOn};
 
 const TOP: usize = 10;
 
@@ -271,55 +461,125 @@ pub fn analyze_detail(
     // ---- messages ----
     // Matching by grouping: within one (channel, sender, receiver) the
     // sequence numbers are sent and read in order, so each group is a merge
-    // of two sorted lists; the group table is small (workers² × channels),
-    // which keeps the join cache-resident (a hash join per message was the
-    // hot spot).
+    // of two sorted lists. The groups are found through dense indices of the
+    // channels and workers seen (a table lookup per message instead of a
+    // hash), and every read gets a slot in its receiver's inbox, in the
+    // receiver's timeline order, that the matching fills with its arrival.
     let mut inbox: Vec<Inbox> = (0..n).map(|_| Inbox::default()).collect();
-    let mut arrivals: Vec<Vec<Arrival>> = vec![Vec::new(); n];
+    let mut arrivals: Vec<ArrivalRuns> = vec![ArrivalRuns::default(); n];
     let mc = &mut rep.messages;
-    type Half = Vec<(u64, Ns)>; // (seq, ts)
-    type Pair = (Option<usize>, Half, Option<usize>, Half);
-    // data: (channel, from worker, to worker) → (sender local, sends, reader local, reads)
-    let mut data: KeyMap<(u32, u32, u32), Pair> = KeyMap::default();
+    let mut chan_ids = DenseIds::default();
+    let mut worker_ids = DenseIds::default();
+    // data: (channel, from worker, to worker)
+    let mut data_ix = GroupIndex::default();
+    let mut data: Vec<DataGroup> = Vec::new();
     // progress sends: (channel, from worker) → (sender local, sends)
-    let mut pgroups: KeyMap<(u32, u32), (usize, Half)> = KeyMap::default();
+    let mut pg_ix = GroupIndex::default();
+    let mut pg: Vec<ProgressSends> = Vec::new();
     // progress reads: (channel, from worker, reader local) → reads
-    let mut preads: KeyMap<(u32, u32, usize), Half> = KeyMap::default();
+    let mut pr_ix = GroupIndex::default();
+    let mut pr: Vec<ProgressReads> = Vec::new();
+    // Per stream: where its intervals in the window are, and whether they
+    // are in order (for the walk of the waits below).
+    let mut intervals_of: Vec<(Vec<u32>, bool)> =
+        frags.iter().map(|f| (Vec::with_capacity(f.items.len() / 2), true)).collect();
     for (i, f) in frags.iter().enumerate() {
         let me = sids[i].worker;
-        for it in &f.items {
+        let me_d = worker_ids.id(me);
+        let ib = &mut inbox[i];
+        ib.reads.reserve(f.items.len() / 2);
+        let (iv, iv_sorted) = &mut intervals_of[i];
+        let mut iv_last = (0, 0);
+        // This stream's groups by (kind, channel, other worker): most
+        // messages of a stream go to a few groups.
+        let mut cache = GroupCache::new();
+        for (x, it) in f.items.iter().enumerate() {
             match *it {
+                Item::Busy { start, end, .. } | Item::Gap { start, end, .. } if end > ws && start < we => {
+                    iv.push(x as u32);
+                    *iv_sorted &= iv_last <= (start, end);
+                    iv_last = (start, end);
+                }
                 Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
-                    let g = data.entry((channel, me, to)).or_default();
-                    g.0 = Some(i);
-                    g.1.push((seq, ts));
+                    let g = cache.get(0, channel, to, || {
+                        let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
+                        let g = data_ix.get(key, data.len());
+                        if g == data.len() {
+                            data.push(DataGroup::new((channel, me, to)));
+                        }
+                        data[g].si = Some(i);
+                        g
+                    });
+                    data[g].sends.push((seq, ts));
                 }
                 Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
-                    let g = data.entry((channel, from, me)).or_default();
-                    g.2 = Some(i);
-                    g.3.push((seq, ts));
+                    let g = cache.get(1, channel, from, || {
+                        let key = [chan_ids.id(channel), worker_ids.id(from), me_d];
+                        let g = data_ix.get(key, data.len());
+                        if g == data.len() {
+                            data.push(DataGroup::new((channel, from, me)));
+                        }
+                        data[g].ri = Some(i);
+                        g
+                    });
+                    data[g].reads.push((seq, ts, ib.reads.len() as u32));
+                    ib.reads.push(ts);
                 }
                 Item::PSend { ts, channel, seq } if ts >= ws && ts < we => {
-                    let g = pgroups.entry((channel, me)).or_insert_with(|| (i, Vec::new()));
-                    g.1.push((seq, ts));
+                    let g = cache.get(2, channel, 0, || {
+                        let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
+                        if g == pg.len() {
+                            pg.push((channel, me, i, Vec::new()));
+                        }
+                        g
+                    });
+                    pg[g].3.push((seq, ts));
                     mc.progress_sent += 1;
                 }
                 Item::PRecv { ts, from, channel, seq } if ts >= ws && ts < we => {
-                    preads.entry((channel, from, i)).or_default().push((seq, ts));
+                    let g = cache.get(3, channel, from, || {
+                        let (cd, fd) = (chan_ids.id(channel), worker_ids.id(from));
+                        let g = pr_ix.get([cd, fd, i as u32], pr.len());
+                        if g == pr.len() {
+                            pr.push(ProgressReads {
+                                channel,
+                                from,
+                                j: i,
+                                key: (cd, fd),
+                                reads: Vec::new(),
+                                max_seq: 0,
+                            });
+                        }
+                        g
+                    });
+                    pr[g].reads.push((seq, ts, ib.reads.len() as u32));
+                    ib.reads.push(ts);
                     mc.progress_received += 1;
                 }
                 _ => {}
             }
         }
+        ib.arrived.resize(ib.reads.len(), ws);
     }
-    let mut data: Vec<_> = data.into_iter().collect();
-    data.sort_unstable_by_key(|(k, _)| *k);
-    for ((channel, from, to), (si, mut sends, ri, mut reads)) in data {
-        sends.sort();
-        reads.sort();
+    let psends: usize = pg.iter().map(|g| g.3.len()).sum();
+    for (a, b) in arrivals.iter_mut().zip(&inbox) {
+        a.list.reserve(b.reads.len() + psends);
+    }
+    // Group order decides only the order of `detail.messages`: by key.
+    data.sort_unstable_by_key(|g| g.key);
+    for DataGroup { key: (channel, from, to), si, mut sends, ri, mut reads } in data {
+        if !sends.is_sorted() {
+            sends.sort();
+        }
+        if !reads.is_sorted() {
+            reads.sort();
+        }
         // The worker each side is on (the reader may be absent: another host).
         let src = si.or_else(|| ri.and_then(|j| resolve(sids[j].process, from)));
         let dst = ri.or_else(|| si.and_then(|i| resolve(sids[i].process, to)));
+        if let Some(j) = dst {
+            arrivals[j].start_run();
+        }
         let (mut a, mut b) = (0, 0);
         while a < sends.len() || b < reads.len() {
             let s = sends.get(a).copied();
@@ -331,8 +591,7 @@ pub fn analyze_detail(
                     if s.1 > r.1 {
                         mc.read_before_send += 1;
                     }
-                    inbox[j].arrivals.push(s.1.min(r.1));
-                    inbox[j].reads.push(r.1);
+                    inbox[j].arrived[r.2 as usize] = s.1.min(r.1);
                     if i == j {
                         mc.data_worker_local += 1;
                     } else {
@@ -358,8 +617,7 @@ pub fn analyze_detail(
                     match dst {
                         Some(j) => {
                             mc.data_in_flight += 1;
-                            inbox[j].arrivals.push(s.1);
-                            inbox[j].reads.push(Ns::MAX);
+                            inbox[j].push(s.1, Ns::MAX);
                             if i == j {
                                 mc.data_worker_local += 1;
                             } else {
@@ -385,8 +643,7 @@ pub fn analyze_detail(
                     } else {
                         mc.data_unmatched += 1;
                     }
-                    inbox[j].arrivals.push(ws);
-                    inbox[j].reads.push(r.1);
+                    inbox[j].arrived[r.2 as usize] = ws;
                     b += 1;
                 }
                 _ => break,
@@ -395,25 +652,38 @@ pub fn analyze_detail(
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
-    let mut pg: Vec<_> = pgroups.into_iter().collect();
-    pg.sort_unstable_by_key(|(k, _)| *k);
-    let mut pr: Vec<_> = preads.into_iter().collect();
-    pr.sort_unstable_by_key(|(k, _)| *k);
-    let find_group = |c: u32, f: u32| pg.binary_search_by_key(&(c, f), |(k, _)| *k).ok();
-    let mut max_read: KeyMap<(u32, u32, usize), u64> = KeyMap::default();
-    for ((channel, from, j), mut reads) in pr {
-        reads.sort();
-        max_read.insert((channel, from, j), reads.last().map_or(0, |r| r.0));
-        let group = find_group(channel, from).map(|g| &pg[g].1);
-        for &(q, r) in &reads {
-            let sent = group.and_then(|(_, sends)| sends.binary_search_by_key(&q, |x| x.0).ok().map(|k| sends[k].1));
+    let pg_strict: Vec<bool> = pg.iter().map(|g| g.3.windows(2).all(|p| p[0].0 < p[1].0)).collect();
+    for g in pr.iter_mut() {
+        let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
+        if !reads.is_sorted() {
+            reads.sort();
+        }
+        *max_seq = reads.last().map_or(0, |r| r.0);
+        let gi = pg_ix.find([cd, fd, 0]);
+        let group = gi.map(|g| &pg[g]);
+        // Sends in strictly increasing sequence (as sent, the usual case):
+        // the reads, sorted, find theirs by walking forward.
+        let strict = gi.is_some_and(|g| pg_strict[g]);
+        let mut k = 0;
+        arrivals[j].start_run();
+        for &(q, r, slot) in reads.iter() {
+            // (As before the sends are searched in the order they were sent.)
+            let sent = match group {
+                Some(g) if strict => {
+                    let sends = &g.3;
+                    while k < sends.len() && sends[k].0 < q {
+                        k += 1;
+                    }
+                    sends.get(k).filter(|x| x.0 == q).map(|x| x.1)
+                }
+                _ => group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.0).ok().map(|k| g.3[k].1)),
+            };
             match (sent, group) {
-                (Some(s), Some(&(i, _))) => {
+                (Some(s), Some(&(_, _, i, _))) => {
                     if s > r {
                         mc.read_before_send += 1;
                     }
-                    inbox[j].arrivals.push(s.min(r));
-                    inbox[j].reads.push(r);
+                    inbox[j].arrived[slot as usize] = s.min(r);
                     if sids[i].process != sids[j].process {
                         arrivals[j].push(Arrival {
                             at: s.min(r),
@@ -430,19 +700,22 @@ pub fn analyze_detail(
                     } else {
                         mc.progress_unmatched += 1;
                     }
-                    inbox[j].arrivals.push(ws);
-                    inbox[j].reads.push(r);
+                    inbox[j].arrived[slot as usize] = ws;
                 }
             }
         }
     }
-    for ((channel, from), (i, sends)) in pg.iter_mut() {
-        sends.sort();
+    for (channel, from, i, sends) in pg.iter_mut() {
+        if !sends.is_sorted() {
+            sends.sort();
+        }
+        let (cd, fd) = (chan_ids.id(*channel), worker_ids.id(*from));
         for &j in &procs[&sids[*i].process] {
             if j == *i {
                 continue;
             }
-            let read_upto = max_read.get(&(*channel, *from, j)).copied();
+            let read_upto = pr_ix.find([cd, fd, j as u32]).map(|g| pr[g].max_seq);
+            arrivals[j].start_run();
             for &(q, s) in sends.iter() {
                 arrivals[j].push(Arrival {
                     at: s,
@@ -452,14 +725,13 @@ pub fn analyze_detail(
                     sent: s,
                 });
                 if read_upto.is_none_or(|m| q > m) {
-                    inbox[j].arrivals.push(s);
-                    inbox[j].reads.push(Ns::MAX);
+                    inbox[j].push(s, Ns::MAX);
                 }
             }
         }
     }
     for a in arrivals.iter_mut() {
-        a.sort();
+        a.prepare();
     }
     for b in inbox.iter_mut() {
         b.prepare();
@@ -490,16 +762,22 @@ pub fn analyze_detail(
         n => n,
     };
     for (j, f) in frags.iter().enumerate() {
+        // The intervals nearly always come in order: walked in place then,
+        // copied and sorted otherwise.
+        let (iv, sorted) = &intervals_of[j];
         intervals.clear();
-        intervals.extend(f.items.iter().filter(|i| i.is_interval() && i.end() > ws && i.start() < we).copied());
-        if !intervals.is_sorted_by_key(|i| (i.start(), i.end())) {
+        if !sorted {
+            intervals.extend(iv.iter().map(|&x| f.items[x as usize]));
             intervals.sort_by_key(|i| (i.start(), i.end()));
         }
+        let walk: &mut dyn Iterator<Item = &Item> =
+            if *sorted { &mut iv.iter().map(|&x| &f.items[x as usize]) } else { &mut intervals.iter() };
+        gb.reserve(j, f.items.len() / 2);
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         type OnKey = (Option<u32>, Option<u32>, &'static str);
         let mut on: FxHashMap<OnKey, (Ns, u64)> = FxHashMap::default();
-        for it in &intervals {
+        for it in walk {
             match *it {
                 Item::Busy { start, end, what } => {
                     let k = match what {
@@ -577,6 +855,9 @@ pub fn analyze_detail(
         waiting.push(ww);
     }
     crate::model::give_items(intervals);
+    // The message tables are done with: freed before the graph is laid out
+    // (a window's peak memory, and pages the graph can reuse).
+    drop((inbox, arrivals, pg, pr, intervals_of));
     let g = gb.build();
     rep.waiting = waiting;
 
@@ -714,26 +995,37 @@ pub fn analyze_detail(
 
     // ---- participation ----
     let p = graph::participation(&g);
-    let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
+    // Summed per (worker, activity) over integer keys first (hashing the
+    // names per vertex cost more than the path counting), in the same order,
+    // then moved to the named map in order of first appearance.
+    const NAMES: [&str; 6] = ["operator", "span", "waiting_for_input", "unknown", "data_message", "progress_message"];
+    let mut sums = PartSums::new(g.chains.len());
     for v in 0..g.len() {
         let sc = p.worker[v];
         if sc <= 0.0 {
             continue;
         }
-        let w = g.w[v] as usize;
-        let key = match g.kind[v] {
-            EKind::Op(op) => (w, "operator", Some(op as u64)),
-            EKind::Span(id) => (w, "span", Some(id)),
-            EKind::WaitingForInput => (w, "waiting_for_input", None),
-            _ => (w, "unknown", None),
-        };
-        *agg.entry(key).or_default() += sc;
+        let w = g.w[v];
+        match g.kind[v] {
+            EKind::Op(op) => sums.add((w, 0, Some(op as u64)), sc),
+            EKind::Span(id) => sums.add((w, 1, Some(id)), sc),
+            EKind::WaitingForInput => sums.add((w, 2, None), sc),
+            _ => sums.add((w, 3, None), sc),
+        }
     }
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {
-            *agg.entry((g.w[c.dst as usize] as usize, kind_name(c.kind), Some(c.channel as u64))).or_default() +=
-                p.comm[i];
+            let cat = match c.kind {
+                MsgKind::Data => 4,
+                MsgKind::Progress => 5,
+            };
+            sums.add((g.w[c.dst as usize], cat, Some(c.channel as u64)), p.comm[i]);
         }
+    }
+    let sums = sums.sums;
+    let mut agg: FxHashMap<(usize, &'static str, Option<u64>), f64> = FxHashMap::default();
+    for ((w, cat, id), sum) in sums {
+        agg.insert((w as usize, NAMES[cat as usize], id), sum);
     }
     let mut part: Vec<ParticipationEntry> = agg
         .into_iter()

@@ -24,6 +24,19 @@ pub struct Clock {
     /// The slope of segment `hint` (a division saved per record); `None`
     /// when samples changed since it was computed.
     hint_slope: Option<f64>,
+    /// The segment of the last conversion: ticks `[lo, hi)` map to
+    /// `base_ns + (ticks - base_ticks) · slope` (what the search below finds
+    /// for them), so most records skip the search.
+    seg: Option<Segment>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    lo: u64,
+    hi: u64,
+    /// `monotonic_ns` of the sample at `lo`, as the formula uses it.
+    base_ns: f64,
+    slope: f64,
 }
 
 /// Why a timestamp cannot be converted.
@@ -34,7 +47,7 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, hint_slope: None }
+        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, hint_slope: None, seg: None }
     }
 
     pub fn domain(&self) -> ClockDomain {
@@ -44,6 +57,7 @@ impl Clock {
     pub fn set_ticks_per_sec(&mut self, t: u64) {
         self.ticks_per_sec = t;
         self.hint_slope = None;
+        self.seg = None;
     }
 
     /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
@@ -54,6 +68,7 @@ impl Clock {
             }
         }
         self.hint_slope = None;
+        self.seg = None;
         // Keep memory bounded on long runs: old samples are never needed for
         // records that arrive now (streams are converted as they come).
         if self.samples.len() >= 64 {
@@ -101,6 +116,37 @@ impl Clock {
     /// Maps stream ticks to host CLOCK_MONOTONIC ns.
     #[inline]
     pub fn to_ns(&mut self, ticks: u64) -> Result<Ns, ClockError> {
+        if let Some(c) = self.seg {
+            if ticks >= c.lo && ticks < c.hi {
+                return Ok(Self::map(c.base_ns, ticks.wrapping_sub(c.lo), c.slope));
+            }
+        }
+        self.search_ns(ticks)
+    }
+
+    /// The segment of the last conversion as (lo, hi, base, slope): ticks in
+    /// `[lo, hi)` convert with [`Clock::map`] (`(1, 0, ..)`: none), for a
+    /// caller converting many timestamps in a row.
+    pub fn segment(&self) -> (u64, u64, f64, f64) {
+        self.seg.map_or((1, 0, 0.0, 0.0), |c| (c.lo, c.hi, c.base_ns, c.slope))
+    }
+
+    /// `to_ns` within a segment from [`Clock::segment`].
+    #[inline(always)]
+    pub fn map(base_ns: f64, d: u64, slope: f64) -> Ns {
+        // i64 keeps the hot path free of 128-bit float conversion.
+        let ns = base_ns + d as i64 as f64 * slope;
+        if ns <= 0.0 {
+            0
+        } else if ns < 9.0e18 {
+            // The same value as `as Ns` here, without its u64 range fix-ups.
+            ns as i64 as Ns
+        } else {
+            ns as Ns
+        }
+    }
+
+    fn search_ns(&mut self, ticks: u64) -> Result<Ns, ClockError> {
         if self.domain == ClockDomain::MonotonicNs {
             return Ok(ticks);
         }
@@ -128,10 +174,11 @@ impl Clock {
         };
         self.hint = i;
         let s = &self.samples[i];
-        // i64 keeps the hot path free of 128-bit float conversion.
-        let d = ticks.wrapping_sub(s.ticks) as i64;
-        let ns = s.monotonic_ns as f64 + d as f64 * slope;
-        Ok(if ns <= 0.0 { 0 } else { ns as Ns })
+        if s.ticks <= ticks {
+            let hi = self.samples.get(i + 1).map_or(u64::MAX, |x| x.ticks);
+            self.seg = Some(Segment { lo: s.ticks, hi, base_ns: s.monotonic_ns as f64, slope });
+        }
+        Ok(Self::map(s.monotonic_ns as f64, ticks.wrapping_sub(s.ticks), slope))
     }
 }
 

@@ -11,6 +11,7 @@
 //! Worker-local messages are never edges (sager-notes §2.3).
 
 use crate::model::{MsgKind, Ns};
+use rustc_hash::FxHashMap;
 
 pub const NONE: u32 = u32::MAX;
 
@@ -69,6 +70,11 @@ impl GraphBuilder {
         GraphBuilder { window, segs: vec![Vec::new(); workers], splits: vec![Vec::new(); workers], waits: Vec::new() }
     }
 
+    /// Room for `n` more segments of worker `w`.
+    pub fn reserve(&mut self, w: usize, n: usize) {
+        self.segs[w].reserve(n);
+    }
+
     /// A worker activity, clipped to the window. Per worker, segments come in
     /// time order and do not overlap; holes become Unknown.
     pub fn segment(&mut self, w: usize, s: Ns, e: Ns, k: EKind) {
@@ -90,17 +96,73 @@ impl GraphBuilder {
         let mut times: Vec<Ns> = Vec::new();
         let mut splits: Vec<Ns> = Vec::new();
         let mut merged: Vec<Ns> = Vec::new();
-        for (w, segs) in self.segs.iter_mut().enumerate() {
+        let cap: usize = self.segs.iter().zip(&self.splits).map(|(s, x)| 2 * s.len() + x.len()).sum();
+        g.t.reserve(cap);
+        g.w.reserve(cap);
+        g.kind.reserve(cap);
+        g.term.reserve(cap);
+        for w in 0..self.segs.len() {
+            // (Each worker's segments are freed once its chain is laid out.)
+            let mut segs = std::mem::take(&mut self.segs[w]);
+            let segs = &mut segs;
             let first = g.t.len() as u32;
             if segs.is_empty() {
                 g.chains.push((first, first));
                 continue;
             }
-            // Segments nearly always come in order: check before sorting.
-            if !segs.is_sorted_by_key(|s| (s.0, s.1)) {
+            // Segments nearly always come in order, one after another (which
+            // is sorted, as every segment is non-empty): check before sorting.
+            let follow = |segs: &[(Ns, Ns, EKind)]| segs.windows(2).all(|p| p[0].1 <= p[1].0);
+            let mut tiled = follow(segs);
+            if !tiled && !segs.is_sorted_by_key(|s| (s.0, s.1)) {
                 segs.sort_by_key(|s| (s.0, s.1));
+                tiled = follow(segs);
             }
             let (lo, hi) = (segs[0].0, segs.iter().map(|s| s.1).max().unwrap());
+            splits.clear();
+            splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
+            if tiled {
+                // The usual case: the segments follow one another (with
+                // holes). The vertices come straight from them with the
+                // splits merged in: an edge inside a segment has its kind, one
+                // in a hole is Unknown (what the general case below finds).
+                if !splits.is_sorted() {
+                    splits.sort_unstable();
+                }
+                let mut push = |t: Ns, k: EKind| {
+                    g.t.push(t);
+                    g.kind.push(k);
+                };
+                let mut prev = segs[0].0;
+                push(prev, EKind::Start);
+                let mut b = 0;
+                for &(s, e, k) in segs.iter() {
+                    if s > prev {
+                        while b < splits.len() && splits[b] < s {
+                            if splits[b] > prev {
+                                prev = splits[b];
+                                push(prev, EKind::Unknown);
+                            }
+                            b += 1;
+                        }
+                        prev = s;
+                        push(s, EKind::Unknown);
+                    }
+                    while b < splits.len() && splits[b] < e {
+                        if splits[b] > prev {
+                            prev = splits[b];
+                            push(prev, k);
+                        }
+                        b += 1;
+                    }
+                    prev = e;
+                    push(e, k);
+                }
+                g.w.resize(g.t.len(), w as u32);
+                g.term.resize(g.t.len(), NONE);
+                g.chains.push((first, g.t.len() as u32));
+                continue;
+            }
             times.clear();
             for s in segs.iter() {
                 times.push(s.0);
@@ -108,8 +170,6 @@ impl GraphBuilder {
             }
             // Segment bounds are usually one sorted run; the splits are
             // sorted on their own and merged in (same result as sorting all).
-            splits.clear();
-            splits.extend(self.splits[w].iter().copied().filter(|&t| t >= lo && t <= hi));
             if times.is_sorted() {
                 splits.sort_unstable();
                 merged.clear();
@@ -245,8 +305,14 @@ pub fn critical_path(g: &Graph) -> CriticalPath {
         Some((_, v)) => v,
         None => {
             cp.started_early = true;
-            // The latest vertex reached by a non-wait worker edge.
-            let best = (0..g.len()).filter(|&v| rank(g.kind[v]) < 2).max_by_key(|&v| (g.t[v], std::cmp::Reverse(v)));
+            // The latest vertex reached by a non-wait worker edge (times
+            // increase along a chain: each chain's last such vertex).
+            let best = g
+                .chains
+                .iter()
+                .filter_map(|&(a, b)| (a..b).rev().find(|&v| rank(g.kind[v as usize]) < 2))
+                .map(|v| v as usize)
+                .max_by_key(|&v| (g.t[v], std::cmp::Reverse(v)));
             match best {
                 Some(v) => v as u32,
                 None => return cp,
@@ -315,103 +381,142 @@ fn lse2(a: f64, b: f64) -> f64 {
 
 pub fn participation(g: &Graph) -> Participation {
     let n = g.len();
-    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; g.comms.len()], ..Default::default() };
+    let nc = g.comms.len();
+    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; nc], ..Default::default() };
     if n == 0 {
         return p;
     }
-    let live = |v: usize| !matches!(g.kind[v], EKind::Start | EKind::Wait);
-    // CSR of comm edges by source and by destination.
-    let mut out_start = vec![0u32; n + 1];
-    let mut in_start = vec![0u32; n + 1];
+    // Per vertex, computed once: a live worker edge into it, one out of it
+    // (to the next vertex of the same chain), comm edges in, comm edges out.
+    const LIVE: u8 = 1;
+    const NEXT: u8 = 2;
+    const IN: u8 = 4;
+    const OUT: u8 = 8;
+    // Comm edges by destination and by source, each in comm order (the
+    // order the sums below take them in). Few vertices have one: the others
+    // never look these up.
+    let mut in_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.dst, i as u32)).collect();
+    let mut out_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.src, i as u32)).collect();
+    in_e.sort_unstable();
+    out_e.sort_unstable();
+    let ranges = |list: &[(u32, u32)]| {
+        let mut m: FxHashMap<u32, (u32, u32)> = FxHashMap::default();
+        for (i, e) in list.iter().enumerate() {
+            m.entry(e.0).or_insert((i as u32, i as u32)).1 = i as u32 + 1;
+        }
+        m
+    };
+    let (in_r, out_r) = (ranges(&in_e), ranges(&out_e));
+    fn edges<'a>(list: &'a [(u32, u32)], r: &FxHashMap<u32, (u32, u32)>, v: usize) -> impl Iterator<Item = u32> + 'a {
+        let (lo, hi) = r.get(&(v as u32)).copied().unwrap_or((0, 0));
+        list[lo as usize..hi as usize].iter().map(|e| e.1)
+    }
+    let ins = |v: usize| edges(&in_e, &in_r, v);
+    let outs = |v: usize| edges(&out_e, &out_r, v);
+    let mut flags = vec![0u8; n];
+    let mut indeg = vec![0u32; n];
     for c in &g.comms {
-        out_start[c.src as usize + 1] += 1;
-        in_start[c.dst as usize + 1] += 1;
+        flags[c.src as usize] |= OUT;
+        flags[c.dst as usize] |= IN;
+        indeg[c.dst as usize] += 1;
     }
-    for i in 0..n {
-        out_start[i + 1] += out_start[i];
-        in_start[i + 1] += in_start[i];
-    }
-    let mut out_e = vec![0u32; g.comms.len()];
-    let mut in_e = vec![0u32; g.comms.len()];
-    {
-        let mut fo = out_start.clone();
-        let mut fi = in_start.clone();
-        for (i, c) in g.comms.iter().enumerate() {
-            out_e[fo[c.src as usize] as usize] = i as u32;
-            fo[c.src as usize] += 1;
-            in_e[fi[c.dst as usize] as usize] = i as u32;
-            fi[c.dst as usize] += 1;
+    let live = |k: &EKind| !matches!(k, EKind::Start | EKind::Wait);
+    // Kahn's order starts with the vertices without in-edges, by index.
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    for v in 0..n {
+        let l = live(&g.kind[v]);
+        let next = v + 1 < n && live(&g.kind[v + 1]) && g.w[v + 1] == g.w[v];
+        flags[v] |= (l as u8 * LIVE) | (next as u8 * NEXT);
+        indeg[v] += l as u32;
+        if indeg[v] == 0 {
+            order.push(v as u32);
         }
     }
-    let next_live = |v: usize| v + 1 < n && g.w[v + 1] == g.w[v] && live(v + 1);
-    let indeg_of = |v: usize| (live(v) as u32) + in_start[v + 1] - in_start[v];
-    let outdeg_of = |v: usize| (next_live(v) as u32) + out_start[v + 1] - out_start[v];
-    // Kahn's order.
-    let mut indeg: Vec<u32> = (0..n).map(indeg_of).collect();
-    let mut order: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    // A vertex's forward count is final when Kahn's order takes it (all its
+    // predecessors were), so it is computed there. Path counts are in log2
+    // space; `lse2` with one finite term returns it unchanged, so a chain
+    // vertex without comm edges copies its neighbour.
+    let ninf = f64::NEG_INFINITY;
+    let mut fwd = vec![ninf; n];
     let mut head = 0;
     while head < order.len() {
         let v = order[head] as usize;
         head += 1;
-        if next_live(v) {
+        let fl = flags[v];
+        let mut f = ninf;
+        let mut any = false;
+        if fl & LIVE != 0 {
+            f = fwd[v - 1];
+            any = true;
+        }
+        if fl & IN != 0 {
+            for c in ins(v) {
+                f = lse2(f, fwd[g.comms[c as usize].src as usize]);
+                any = true;
+            }
+        }
+        fwd[v] = if any { f } else { 0.0 };
+        if fl & NEXT != 0 {
             indeg[v + 1] -= 1;
             if indeg[v + 1] == 0 {
                 order.push(v as u32 + 1);
             }
         }
-        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
-            let d = g.comms[c as usize].dst as usize;
-            indeg[d] -= 1;
-            if indeg[d] == 0 {
-                order.push(d as u32);
+        if fl & OUT != 0 {
+            for c in outs(v) {
+                let d = g.comms[c as usize].dst as usize;
+                indeg[d] -= 1;
+                if indeg[d] == 0 {
+                    order.push(d as u32);
+                }
             }
         }
     }
     p.cyclic = n - order.len();
-    let ninf = f64::NEG_INFINITY;
-    let mut fwd = vec![ninf; n];
-    for &v in &order {
-        let v = v as usize;
-        let mut f = ninf;
-        let mut any = false;
-        if live(v) {
-            f = lse2(f, fwd[v - 1]);
-            any = true;
-        }
-        for &c in &in_e[in_start[v] as usize..in_start[v + 1] as usize] {
-            f = lse2(f, fwd[g.comms[c as usize].src as usize]);
-            any = true;
-        }
-        fwd[v] = if any { f } else { 0.0 };
-    }
     let mut bwd = vec![ninf; n];
     let mut total = ninf;
     for &v in order.iter().rev() {
         let v = v as usize;
+        let fl = flags[v];
         let mut b = ninf;
         let mut any = false;
-        if next_live(v) {
-            b = lse2(b, bwd[v + 1]);
+        if fl & NEXT != 0 {
+            b = bwd[v + 1];
             any = true;
         }
-        for &c in &out_e[out_start[v] as usize..out_start[v + 1] as usize] {
-            b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
-            any = true;
+        if fl & OUT != 0 {
+            for c in outs(v) {
+                b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
+                any = true;
+            }
         }
         bwd[v] = if any { b } else { 0.0 };
-        if !any && indeg_of(v) > 0 {
+        if !any && fl & (LIVE | IN) != 0 {
             total = lse2(total, fwd[v]);
         }
     }
-    let _ = outdeg_of;
     p.log2_paths = total;
     let span = (g.window.1 - g.window.0) as f64;
     if total == ninf || span <= 0.0 {
         return p;
     }
-    for v in 0..n {
-        if live(v) && fwd[v - 1] > ninf && bwd[v] > ninf {
-            p.worker[v] = (fwd[v - 1] + bwd[v] - total).exp2() * g.weight(v) as f64 / span;
+    // Along a chain between comm edges the exponent repeats: exp2 once per
+    // run (outside the inner loop, so that it is not evaluated speculatively).
+    let counted = |v: usize| flags[v] & LIVE != 0 && fwd[v - 1] > ninf && bwd[v] > ninf;
+    let mut v = 1;
+    while v < n {
+        if !counted(v) {
+            v += 1;
+            continue;
+        }
+        let x = fwd[v - 1] + bwd[v] - total;
+        let e = x.exp2();
+        loop {
+            p.worker[v] = e * (g.t[v] - g.t[v - 1]) as f64 / span;
+            v += 1;
+            if v >= n || !counted(v) || (fwd[v - 1] + bwd[v] - total).to_bits() != x.to_bits() {
+                break;
+            }
         }
     }
     for (i, c) in g.comms.iter().enumerate() {

@@ -232,8 +232,17 @@ impl Ingest {
                 let width = self.width;
                 let mut unknown = 0u64;
                 let mut cur_hi: Ns = 0;
+                // (In a local while the loop runs: kept in a register.)
+                let mut last_ts = st.last_ts;
+                let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
                 for r in &recs {
-                    let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                    let t = if r.ts >= s_lo && r.ts < s_hi {
+                        Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
+                    } else {
+                        let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                        (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
+                        t
+                    };
                     // A synchronized host: onto the reference timeline (sync.rs).
                     let (t, width_iv) = match &conv {
                         None => (t, 0),
@@ -242,15 +251,15 @@ impl Ingest {
                             x
                         }
                     };
-                    let t = st.last_ts.map_or(t, |l| t.max(l));
+                    let t = last_ts.map_or(t, |l| t.max(l));
                     if first_ns.is_none() {
                         first_ns = Some(t);
                         if h.lost > 0 {
-                            let from = st.last_ts.unwrap_or(t);
+                            let from = last_ts.unwrap_or(t);
                             faults.push((from, t, format!("{} records lost", h.lost)));
                         }
                     }
-                    st.last_ts = Some(t);
+                    last_ts = Some(t);
                     // `t` never decreases here: the window changes only when
                     // `t` passes the current one's end (no division per record).
                     if t >= cur_hi {
@@ -280,6 +289,7 @@ impl Ingest {
                         None => unknown += 1,
                     }
                 }
+                st.last_ts = last_ts;
                 if cur_k != u64::MAX {
                     c.bytes = bytes_left;
                     if h.lost > 0 {
@@ -322,7 +332,7 @@ impl Ingest {
                 }
                 let before = self.out.len();
                 Self::flush(st, &mut self.out, true);
-                st.windower.finish(true, None, &mut self.out);
+                st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
                 self.mark_ended(sid);
                 self.finish_batch(before);
                 return;
@@ -345,7 +355,7 @@ impl Ingest {
             if all {
                 // handled by windower.finish
             } else {
-                st.windower.take_ready(s, out);
+                st.windower.take_ready(s, &mut st.builder.out, out);
             }
             for f in &mut out[before..] {
                 f.ops = st.ops.clone();
@@ -434,7 +444,7 @@ impl Ingest {
             st.builder.finish();
             let late = st.windower.add(&mut st.builder.out);
             let _ = late;
-            st.windower.finish(false, why, &mut self.out);
+            st.windower.finish(false, why, &mut st.builder.out, &mut self.out);
             ended.push(*sid);
         }
         for sid in ended {

@@ -67,7 +67,8 @@ pub struct StreamStarts {
 pub fn check(g: &Graph) -> Properties {
     let mut p = Properties::default();
     let (ws, we) = g.window;
-    let tmin = g.t.iter().copied().min().unwrap_or(ws);
+    // (Times increase along a chain: the least is a chain's first.)
+    let tmin = g.chains.iter().filter(|(a, b)| b > a).map(|&(a, _)| g.t[a as usize]).min().unwrap_or(ws);
     // 3.9: chain starts later than the first vertex have no in-edge (a
     // terminating message can only end a wait, so never a chain start).
     for &(a, b) in &g.chains {

@@ -62,49 +62,204 @@ pub struct Wait {
     pub cut: bool,
 }
 
-/// Messages to one worker: arrival and read times, for the "buffered" test.
-/// Arrivals before the window are at the window start; reads after the
-/// window are `Ns::MAX`.
-#[derive(Default, Debug)]
+/// Messages to one worker, for the "buffered" test: per message read in the
+/// window its read and arrival times (arrival ≤ read; arrivals before the
+/// window are at the window start), and the earliest arrival of a message
+/// not read in the window.
+#[derive(Debug)]
 pub struct Inbox {
-    pub arrivals: Vec<Ns>,
     pub reads: Vec<Ns>,
+    /// `arrived[i]` belongs to `reads[i]`.
+    pub arrived: Vec<Ns>,
+    pub unread: Ns,
+    /// Suffix minima of `arrived` in read order, then `unread` (`prepare`).
+    first_arrival_after: Vec<Ns>,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox { reads: Vec::new(), arrived: Vec::new(), unread: Ns::MAX, first_arrival_after: Vec::new() }
+    }
 }
 
 impl Inbox {
+    /// A message arriving at `arrival`, read at `read` (`Ns::MAX`: not read
+    /// in the window).
+    pub fn push(&mut self, arrival: Ns, read: Ns) {
+        if read == Ns::MAX {
+            self.unread = self.unread.min(arrival);
+        } else {
+            self.reads.push(read);
+            self.arrived.push(arrival);
+        }
+    }
+
+    /// Since every message arrives no later than it is read, "more arrivals
+    /// than reads by `t`" is "some message arrived by `t` and is read after
+    /// it": the earliest arrival among the messages read after `t`. With the
+    /// reads in order (a receiver's reads are its timeline's order) that is
+    /// a suffix minimum, so no sort is needed.
     pub fn prepare(&mut self) {
-        self.arrivals.sort();
-        self.reads.sort();
+        if !self.reads.is_sorted() {
+            let mut p: Vec<(Ns, Ns)> = self.reads.iter().copied().zip(self.arrived.iter().copied()).collect();
+            p.sort_unstable();
+            (self.reads, self.arrived) = p.into_iter().unzip();
+        }
+        let n = self.reads.len();
+        let m = &mut self.first_arrival_after;
+        m.clear();
+        m.resize(n + 1, self.unread);
+        for i in (0..n).rev() {
+            m[i] = m[i + 1].min(self.arrived[i]);
+        }
+    }
+}
+
+/// Cross-worker arrivals at one worker, as runs each sorted by `Arrival`'s
+/// order (one per message group: they are pushed in sequence order). The
+/// first arrival after a time is the least of the runs' first ones, which
+/// saves sorting the whole list (a merge of a few long runs).
+#[derive(Default, Debug, Clone)]
+pub struct ArrivalRuns {
+    pub list: Vec<Arrival>,
+    /// Start offsets of the runs (`start_run`); after `prepare`, run `r` is
+    /// `bounds[r]..bounds[r + 1]`.
+    bounds: Vec<u32>,
+}
+
+impl ArrivalRuns {
+    pub fn start_run(&mut self) {
+        let n = self.list.len() as u32;
+        if self.bounds.last() != Some(&n) {
+            self.bounds.push(n);
+        }
+    }
+
+    pub fn push(&mut self, a: Arrival) {
+        if self.bounds.is_empty() {
+            self.bounds.push(0);
+        }
+        self.list.push(a);
+    }
+
+    /// Sorts each run (they nearly always are) and joins runs that continue
+    /// one another.
+    pub fn prepare(&mut self) {
+        let n = self.list.len() as u32;
+        if self.bounds.first() != Some(&0) {
+            self.bounds.insert(0, 0);
+        }
+        self.bounds.push(n);
+        self.bounds.dedup();
+        let mut out: Vec<u32> = Vec::with_capacity(self.bounds.len());
+        for r in self.bounds.windows(2) {
+            let run = &mut self.list[r[0] as usize..r[1] as usize];
+            // (Times nearly always increase strictly: the full comparison
+            // only on equal times.)
+            if !run.windows(2).all(|p| p[0].at < p[1].at || p[0] <= p[1]) {
+                run.sort_unstable();
+            }
+        }
+        for (k, r) in self.bounds.windows(2).enumerate() {
+            let joins = k > 0 && self.list[r[0] as usize - 1] <= self.list[r[0] as usize];
+            if !joins {
+                out.push(r[0]);
+            }
+        }
+        out.push(n);
+        if n == 0 {
+            out.clear();
+        }
+        self.bounds = out;
+    }
+
+    pub fn runs(&self) -> usize {
+        self.bounds.len().saturating_sub(1)
+    }
+}
+
+impl From<Vec<Arrival>> for ArrivalRuns {
+    fn from(list: Vec<Arrival>) -> Self {
+        let mut r = ArrivalRuns { list, bounds: Vec::new() };
+        r.prepare();
+        r
     }
 }
 
 /// Walks one worker's gaps (sorted by start) and classifies them.
 pub struct WaitFinder<'a> {
-    /// Cross-worker arrivals at this worker, sorted by `at`.
-    pub arrivals: &'a [Arrival],
+    /// Cross-worker arrivals at this worker (prepared).
+    pub arrivals: &'a ArrivalRuns,
     pub inbox: &'a Inbox,
     pub window: (Ns, Ns),
-    ia: usize,
     ir: usize,
+    /// Latest time asked about (`buffered`).
+    t_max: Ns,
+    /// Per run: the first arrival after `after` (gaps come in time order,
+    /// so these only move forward).
+    heads: Vec<u32>,
+    /// Time of each run's head (`Ns::MAX`: run exhausted).
+    head_at: Vec<Ns>,
+    after: Ns,
 }
 
 impl<'a> WaitFinder<'a> {
-    pub fn new(arrivals: &'a [Arrival], inbox: &'a Inbox, window: (Ns, Ns)) -> Self {
-        WaitFinder { arrivals, inbox, window, ia: 0, ir: 0 }
+    pub fn new(arrivals: &'a ArrivalRuns, inbox: &'a Inbox, window: (Ns, Ns)) -> Self {
+        let heads: Vec<u32> = arrivals.bounds.iter().take(arrivals.runs()).copied().collect();
+        let head_at = heads.iter().map(|&p| arrivals.list[p as usize].at).collect();
+        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0 }
     }
 
-    /// Messages arrived at or before `t` and not read by `t` (t increasing
-    /// across calls).
+    /// Messages arrived at or before `t` and not read by `t` (asked with
+    /// `t` increasing; an earlier `t` is taken as the latest one asked).
     fn buffered(&mut self, t: Ns) -> bool {
-        let a = &self.inbox.arrivals;
+        let t = t.max(self.t_max);
+        self.t_max = t;
         let r = &self.inbox.reads;
-        while self.ia < a.len() && a[self.ia] <= t {
-            self.ia += 1;
-        }
         while self.ir < r.len() && r[self.ir] <= t {
             self.ir += 1;
         }
-        self.ia > self.ir
+        self.inbox.first_arrival_after.get(self.ir).copied().unwrap_or(self.inbox.unread) <= t
+    }
+
+    /// The first arrival (in `Arrival` order) strictly after `t`: the least
+    /// of the runs' first arrivals after `t` (by time, then in full order).
+    fn first_after(&mut self, t: Ns) -> Option<Arrival> {
+        let list = &self.arrivals.list;
+        let bounds = &self.arrivals.bounds;
+        let at = |p: usize, hi: usize| if p < hi { list[p].at } else { Ns::MAX };
+        if t < self.after {
+            for (r, h) in self.heads.iter_mut().enumerate() {
+                let (lo, hi) = (bounds[r] as usize, bounds[r + 1] as usize);
+                *h = (lo + list[lo..hi].partition_point(|a| a.at <= t)) as u32;
+                self.head_at[r] = at(*h as usize, hi);
+            }
+        }
+        self.after = t;
+        let mut best: Option<usize> = None;
+        let mut best_at = Ns::MAX;
+        for r in 0..self.heads.len() {
+            if self.head_at[r] <= t {
+                let hi = bounds[r + 1] as usize;
+                let mut p = self.heads[r] as usize;
+                while p < hi && list[p].at <= t {
+                    p += 1;
+                }
+                self.heads[r] = p as u32;
+                self.head_at[r] = at(p, hi);
+            }
+            let a = self.head_at[r];
+            if a < best_at {
+                best_at = a;
+                best = Some(r);
+            } else if a == best_at && a != Ns::MAX {
+                let b = best.expect("a run holds the best");
+                if list[self.heads[r] as usize] < list[self.heads[b] as usize] {
+                    best = Some(r);
+                }
+            }
+        }
+        best.filter(|_| best_at != Ns::MAX).map(|r| list[self.heads[r] as usize])
     }
 
     /// Classifies the gap `[start, end]` (original times) whose local causes
@@ -117,15 +272,14 @@ impl<'a> WaitFinder<'a> {
             return None;
         }
         // First arrival strictly after the wait began and not after the gap.
-        let i = self.arrivals.partition_point(|a| a.at <= w0);
-        if let Some(a) = self.arrivals.get(i) {
+        if let Some(a) = self.first_after(w0) {
             if a.at <= cb {
                 let on = WaitOn::Message { src: a.src, src_known: true, channel: a.channel, kind: a.kind };
                 return Some(Wait {
                     start: w0,
                     end: a.at,
                     kind: WaitKind::Waiting(on),
-                    terminator: Some(*a),
+                    terminator: Some(a),
                     cut: false,
                 });
             }
@@ -158,8 +312,9 @@ mod tests {
 
     #[test]
     fn waiting_ends_at_first_arrival() {
-        let arrivals = [arr(15, 1), arr(40, 2)];
-        let inbox = Inbox::default();
+        let arrivals = ArrivalRuns::from(vec![arr(15, 1), arr(40, 2)]);
+        let mut inbox = Inbox::default();
+        inbox.prepare();
         let mut f = WaitFinder::new(&arrivals, &inbox, (0, 100));
         let w = f.gap(10, 30, 12, GapEnd::NoCause).unwrap();
         assert_eq!((w.start, w.end, w.cut), (12, 15, false));
@@ -175,8 +330,9 @@ mod tests {
 
     #[test]
     fn causes_and_buffered_messages_prevent_waits() {
-        let arrivals = [arr(5, 1)];
-        let mut inbox = Inbox { arrivals: vec![5], reads: vec![35] };
+        let arrivals = ArrivalRuns::from(vec![arr(5, 1)]);
+        let mut inbox = Inbox::default();
+        inbox.push(5, 35);
         inbox.prepare();
         let mut f = WaitFinder::new(&arrivals, &inbox, (0, 100));
         assert_eq!(f.gap(10, 30, 10, GapEnd::NoCause), None); // buffered
@@ -185,12 +341,14 @@ mod tests {
 
     #[test]
     fn cut_at_window_end_takes_type_from_later() {
-        let inbox = Inbox::default();
-        let mut f = WaitFinder::new(&[], &inbox, (0, 100));
+        let mut inbox = Inbox::default();
+        inbox.prepare();
+        let none = ArrivalRuns::default();
+        let mut f = WaitFinder::new(&none, &inbox, (0, 100));
         let w = f.gap(90, 150, 90, GapEnd::Read { from: 3, channel: 1, kind: MsgKind::Progress }).unwrap();
         assert_eq!((w.start, w.end, w.cut), (90, 100, true));
         assert!(matches!(w.kind, WaitKind::Waiting(WaitOn::Message { src: 3, src_known: false, .. })));
-        let mut f = WaitFinder::new(&[], &inbox, (100, 200));
+        let mut f = WaitFinder::new(&none, &inbox, (100, 200));
         let w = f.gap(90, 150, 90, GapEnd::NoCause).unwrap();
         assert_eq!((w.start, w.end, w.kind, w.cut), (100, 150, WaitKind::WaitingForInput, false));
     }

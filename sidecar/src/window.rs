@@ -18,6 +18,11 @@ pub struct Windower {
     /// Windows below this index were handed over.
     next: u64,
     started: bool,
+    /// The window whose items the caller's vector holds (its first `.1`
+    /// items; the fragment's own vector is empty meanwhile): the activity
+    /// builder then appends straight to the window's items, and a batch that
+    /// stays inside that window needs no copy.
+    lent: Option<(u64, usize)>,
     pub workers_expected: u32,
     pub program: String,
 }
@@ -30,6 +35,7 @@ impl Windower {
             open: VecDeque::new(),
             next: 0,
             started: false,
+            lent: None,
             workers_expected: 0,
             program: String::new(),
         }
@@ -62,16 +68,106 @@ impl Windower {
         }))
     }
 
-    /// Adds items (in any order); returns how many fell into windows that
-    /// were already handed over (late; counted by the caller as a fault).
+    /// Bounds of window `k`, if representable.
+    fn bounds(&self, k: u64) -> Option<(Ns, Ns)> {
+        let w = self.width;
+        Some((k.checked_mul(w)?, k.checked_add(1)?.checked_mul(w)?))
+    }
+
+    /// Whether every item lies inside window `k` (start in it, end by its
+    /// end), with the least start and greatest end.
+    fn inside(&self, k: u64, items: &[Item]) -> Option<(Ns, Ns)> {
+        let (lo, hi) = self.bounds(k)?;
+        let (mut s_min, mut e_max, mut inside) = (Ns::MAX, 0, true);
+        for it in items {
+            let (s, e) = (it.start(), it.end());
+            inside &= s >= lo && s < hi && e <= hi;
+            s_min = s_min.min(s);
+            e_max = e_max.max(e);
+        }
+        inside.then_some((s_min, e_max))
+    }
+
+    fn open_frag(&mut self, k: u64) -> &mut Fragment {
+        self.open[(k - self.next) as usize].as_mut().expect("lent window is open")
+    }
+
+    /// Adds the items of `items` (in any order) not added before; returns
+    /// how many fell into windows that were already handed over (late;
+    /// counted by the caller as a fault). Afterwards `items` may hold the
+    /// items of the window the last one fell in: give the same vector to
+    /// every call, and to `take_ready` and `finish`.
     pub fn add(&mut self, items: &mut Vec<Item>) -> u64 {
+        let mut spare = Vec::new();
+        if let Some((k, len)) = self.lent.take() {
+            if let Some((s_min, e_max)) = self.inside(k, &items[len..]) {
+                let n = items.len();
+                let f = self.open_frag(k);
+                f.covered.0 = f.covered.0.min(s_min);
+                f.covered.1 = f.covered.1.max(e_max);
+                self.lent = Some((k, n));
+                return 0;
+            }
+            // Window `k` gets its items back; the new ones are placed.
+            let mut new = items.split_off(len);
+            std::mem::swap(items, &mut self.open_frag(k).items);
+            std::mem::swap(items, &mut new);
+            spare = new;
+        }
+        let (late, last) = self.place(items);
+        if spare.capacity() > items.capacity() {
+            std::mem::swap(items, &mut spare);
+        }
+        crate::model::give_items(spare);
+        if let Some(k) = last {
+            std::mem::swap(items, &mut self.open_frag(k).items);
+            self.lent = Some((k, items.len()));
+        }
+        late
+    }
+
+    /// Gives the lent window its items back (`items` as given to `add`).
+    fn reclaim(&mut self, items: &mut Vec<Item>) {
+        if self.lent.is_some_and(|(_, len)| items.len() > len) {
+            self.add(items);
+        }
+        if let Some((k, _)) = self.lent.take() {
+            std::mem::swap(items, &mut self.open_frag(k).items);
+        }
+    }
+
+    /// Places every item of `items` (leaving it empty); returns the late
+    /// count and the open window the last item went to.
+    fn place(&mut self, items: &mut Vec<Item>) -> (u64, Option<u64>) {
         let mut late = 0;
         let w = self.width;
+        // Usually a whole batch falls inside one window: moved in one piece
+        // (the per-item path below would put each in that window, in order).
+        if let Some(first) = items.first() {
+            let k = self.index(first.start());
+            if let Some((s_min, e_max)) = self.inside(k, items) {
+                if !self.started {
+                    self.started = true;
+                    self.next = k;
+                }
+                if let Some(f) = self.frag(k) {
+                    if f.items.is_empty() {
+                        std::mem::swap(&mut f.items, items);
+                    } else {
+                        f.items.append(items);
+                    }
+                    f.covered.0 = f.covered.0.min(s_min);
+                    f.covered.1 = f.covered.1.max(e_max);
+                    return (0, Some(k));
+                }
+            }
+        }
         // The window the last item landed in, while it stays open: (offset
         // in `open`, start, end). Items come nearly in time order, so most
         // fall inside it and skip the index divisions and the lookup.
         // (`next` and the offsets of open windows do not move during `add`.)
         let mut cur: Option<(usize, Ns, Ns)> = None;
+        let mut last = None;
         for it in items.drain(..) {
             let (s, e) = (it.start(), it.end());
             if let Some((off, lo, hi)) = cur {
@@ -80,6 +176,7 @@ impl Windower {
                         f.items.push(it);
                         f.covered.0 = f.covered.0.min(s);
                         f.covered.1 = f.covered.1.max(e);
+                        last = Some(self.next + off as u64);
                         continue;
                     }
                 }
@@ -97,6 +194,7 @@ impl Windower {
                 match self.frag(k) {
                     Some(f) => {
                         f.items.push(it);
+                        last = Some(k);
                         let (ws, we) = (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w));
                         f.covered.0 = f.covered.0.min(s.max(ws));
                         f.covered.1 = f.covered.1.max(e.min(we));
@@ -112,7 +210,7 @@ impl Windower {
                 }
             }
         }
-        late
+        (late, last)
     }
 
     /// Adds counters to the window holding time `t`.
@@ -144,9 +242,13 @@ impl Windower {
         }
     }
 
-    /// Hands over every window that ends at or before `settled`.
-    pub fn take_ready(&mut self, settled: Ns, out: &mut Vec<Fragment>) {
+    /// Hands over every window that ends at or before `settled` (`items`:
+    /// the vector given to `add`).
+    pub fn take_ready(&mut self, settled: Ns, items: &mut Vec<Item>, out: &mut Vec<Fragment>) {
         let upto = settled / self.width; // windows < upto end <= settled
+        if self.lent.is_some_and(|(k, _)| k < upto) {
+            self.reclaim(items);
+        }
         self.take_below(upto, out);
     }
 
@@ -154,6 +256,7 @@ impl Windower {
         if !self.started || upto <= self.next {
             return;
         }
+        assert!(self.lent.is_none_or(|(k, _)| k >= upto), "lent window handed over");
         // Every window between handed-over ones exists (items tile the
         // timeline); empty ones get an empty fragment so the owner knows the
         // stream was present. A jump of more than MAX_SKIP windows (a stream
@@ -188,7 +291,8 @@ impl Windower {
 
     /// The stream is over: hands over everything, marking the last window
     /// `ended` (clean end) or with `fault` (disconnect, decode error).
-    pub fn finish(&mut self, clean: bool, fault: Option<&str>, out: &mut Vec<Fragment>) {
+    pub fn finish(&mut self, clean: bool, fault: Option<&str>, items: &mut Vec<Item>, out: &mut Vec<Fragment>) {
+        self.reclaim(items);
         let last = self.open.iter().rposition(|f| f.is_some()).map(|i| self.next + i as u64);
         if let Some(last) = last {
             if let Some(Some(f)) = self.open.get_mut((last - self.next) as usize) {
@@ -228,17 +332,17 @@ mod tests {
         assert_eq!(w.add(&mut items), 0);
         w.count(150, &Counters { records: 3, ..Default::default() });
         let mut out = vec![];
-        w.take_ready(199, &mut out);
+        w.take_ready(199, &mut items, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].covered, (10, 100));
-        w.take_ready(300, &mut out);
+        w.take_ready(300, &mut items, &mut out);
         assert_eq!(out.iter().map(|f| f.window).collect::<Vec<_>>(), vec![0, 1, 2]);
         assert_eq!(out[1].counters.records, 3);
         assert_eq!(out[2].items.len(), 3); // busy tail, gap, psend
                                            // the gap ends exactly at 300: it is not in window 3
-        let mut late = vec![Item::Recv { ts: 50, from: 0, channel: 0, seq: 0, records: 0 }];
-        assert_eq!(w.add(&mut late), 1);
-        w.finish(true, None, &mut out);
+        items.push(Item::Recv { ts: 50, from: 0, channel: 0, seq: 0, records: 0 });
+        assert_eq!(w.add(&mut items), 1);
+        w.finish(true, None, &mut items, &mut out);
         assert_eq!(out.len(), 3);
     }
 }
