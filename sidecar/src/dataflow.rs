@@ -163,6 +163,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                 let mut buf: Vec<Fragment> = Vec::new();
                 let mut last_bar = Instant::now();
                 let mut late: u64 = 0;
+                let mut first_late = String::new();
                 move |output| {
                     let Some(c) = cap.as_mut() else { return };
                     let mut stopping = false;
@@ -270,6 +271,14 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             let host = crate::sync::window_host(&f);
                             let t = f.window + shift(host);
                             if t < t0 {
+                                if late == 0 {
+                                    first_late = format!(
+                                        "{} window {} of host {host:016x}{}",
+                                        f.stream.map_or("a stream".to_string(), |s| s.to_string()),
+                                        f.window,
+                                        if f.marker { " (end marker)" } else { "" }
+                                    );
+                                }
                                 late += 1;
                                 continue;
                             }
@@ -294,7 +303,9 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             st.bytes += r.ingest.bytes;
                         }
                         if late > 0 {
-                            let e = format!("{late} fragments arrived after their window was analyzed");
+                            let e = format!(
+                                "{late} fragments arrived after their window was analyzed (the first: {first_late})"
+                            );
                             eprintln!("sidecar: error: {e}");
                             st.errors.push(e);
                         }

@@ -238,7 +238,30 @@ fn sink(c: &Common) -> Result<Sink, String> {
     Ok(Sink { json, terminal, perfetto })
 }
 
+/// The analysis allocates and frees buffers of tens of MB per window (message
+/// tables, graphs, participation counts). With glibc's defaults, each timely
+/// worker thread gets its own arena of 64 MB heaps, allocations that do not
+/// fit are mmap'd, and freed memory goes back to the kernel, so every
+/// window faults its buffers in again (258 k page faults and 0.5 s of
+/// system time on the 50 M-record benchmark trace). One arena, mmap only
+/// past 32 MB (glibc's upper limit), and trimming only past 256 MB of free
+/// heap halve the faults: 3-7 % less wall time with one analysis worker, none
+/// lost with two (the shared arena's lock costs what the faults saved).
+/// RSS stays bounded by the windows in flight, as before.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt(3) only sets allocator parameters; it is called
+    // first thing in main, before any thread exists, and the values are in
+    // the documented ranges (a failed call leaves the default, harmless).
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
 fn main() {
+    tune_allocator();
     let cli = Cli::parse();
     let code = match cli.cmd {
         Cmd::Dump { file, max_records } => match sidecar::dump::dump(&file, max_records, &mut std::io::stdout().lock())
