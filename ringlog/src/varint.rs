@@ -23,11 +23,17 @@ pub fn unzigzag(v: u64) -> i64 {
 
 /// A varint of at most 8 bytes at `at` in `w` (which must leave 8 bytes
 /// readable there: the caller bounds `at`); `(value, length)`, or `None`
-/// for a longer varint. The same decoding as [`Reader::u64_short`].
+/// for a longer varint.
 #[inline(always)]
 pub fn short_at<const N: usize>(w: &[u8; N], at: usize) -> Option<(u64, usize)> {
     let word: [u8; 8] = w[at..at + 8].try_into().ok()?;
-    let w = u64::from_le_bytes(word);
+    short_word(u64::from_le_bytes(word))
+}
+
+/// The varint at the start of the little-endian word `w`, if it ends within
+/// its 8 bytes: `(value, length)`.
+#[inline(always)]
+fn short_word(w: u64) -> Option<(u64, usize)> {
     if w & 0x80 == 0 {
         return Some((w & 0x7f, 1));
     }
@@ -44,10 +50,11 @@ pub fn short_at<const N: usize>(w: &[u8; N], at: usize) -> Option<(u64, usize)> 
     if stops == 0 {
         return None;
     }
-    let bits = stops.trailing_zeros() + 1;
+    let bits = stops.trailing_zeros() + 1; // through the last byte's stop bit
     let len = (bits / 8) as usize;
     let mut x = if bits >= 64 { w } else { w & ((1u64 << bits) - 1) };
     x &= 0x7f7f_7f7f_7f7f_7f7f;
+    // Compact the 7-bit groups: 8 → 16 → 32 → 64-bit lanes.
     x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
     x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
     x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
@@ -143,23 +150,7 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub fn u64_short(&mut self) -> Option<u64> {
         let bytes: [u8; 8] = self.buf.get(self.pos..self.pos + 8)?.try_into().ok()?;
-        let w = u64::from_le_bytes(bytes);
-        if w & 0x80 == 0 {
-            self.pos += 1;
-            return Some(w & 0x7f);
-        }
-        let stops = !w & 0x8080_8080_8080_8080;
-        if stops == 0 {
-            return None;
-        }
-        let bits = stops.trailing_zeros() + 1; // through the last byte's stop bit
-        let len = (bits / 8) as usize;
-        let mut x = if bits >= 64 { w } else { w & ((1u64 << bits) - 1) };
-        x &= 0x7f7f_7f7f_7f7f_7f7f;
-        // Compact the 7-bit groups: 8 → 16 → 32 → 64-bit lanes.
-        x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
-        x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
-        x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
+        let (x, len) = short_word(u64::from_le_bytes(bytes))?;
         self.pos += len;
         Some(x)
     }
