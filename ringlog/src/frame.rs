@@ -635,23 +635,6 @@ fn record_fast(r: &mut Reader, prev: u64) -> Option<Record> {
     Some(Record { ts, a, b, c, d, kind, _pad: [0; 3] })
 }
 
-/// A record near the end of the payload (fewer than [`FAST_WINDOW`] bytes
-/// left): per-field checks.
-#[inline(always)]
-fn record_tail(r: &mut Reader, prev: u64) -> Option<Record> {
-    let kind = r.u8("").ok()?;
-    let m = FIELD_MASK[kind as usize];
-    if m == NO_KIND {
-        return None;
-    }
-    let ts = prev.wrapping_add(varint::unzigzag(r.u64_short()?) as u64);
-    let a = if m & 1 != 0 { r.u64_short()? } else { 0 };
-    let b = if m & 2 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
-    let c = if m & 4 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
-    let d = if m & 8 != 0 { u32::try_from(r.u64_short()?).ok()? } else { 0 };
-    Some(Record { ts, a, b, c, d, kind, _pad: [0; 3] })
-}
-
 /// One record on the checked path (the reference decoding).
 #[inline(never)]
 fn record_checked(r: &mut Reader, prev: u64) -> Result<Record, DecodeError> {
@@ -675,13 +658,12 @@ fn decode_records(r: &mut Reader, count: usize, first_ts: u64) -> Result<Vec<Rec
         let at = r.pos();
         let rec = match record_fast(r, prev) {
             Some(rec) => rec,
-            None => match record_tail(r, prev) {
-                Some(rec) => rec,
-                None => {
-                    r.set_pos(at);
-                    record_checked(r, prev)?
-                }
-            },
+            // The last few records of a payload (fewer than FAST_WINDOW
+            // bytes left) and anything unusual.
+            None => {
+                r.set_pos(at);
+                record_checked(r, prev)?
+            }
         };
         out.push(rec);
         prev = rec.ts;

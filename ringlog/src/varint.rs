@@ -143,18 +143,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Fast path for record fields: a varint of at most 8 bytes, read with
-    /// one 8-byte load. `None` (nothing consumed) when fewer than 8 bytes
-    /// remain or the varint is longer: the caller then takes the checked
-    /// path, which reports faults exactly as before.
-    #[inline(always)]
-    pub fn u64_short(&mut self) -> Option<u64> {
-        let bytes: [u8; 8] = self.buf.get(self.pos..self.pos + 8)?.try_into().ok()?;
-        let (x, len) = short_word(u64::from_le_bytes(bytes))?;
-        self.pos += len;
-        Some(x)
-    }
-
     /// The next `N` bytes, if that many remain (for decoders that parse a
     /// whole record from a fixed-size window without a check per field).
     #[inline(always)]
@@ -229,27 +217,6 @@ mod tests {
             prop_assert_eq!(r.u64("v").unwrap(), v);
             prop_assert_eq!(unzigzag(r.u64("s").unwrap()), s);
             prop_assert!(r.is_empty());
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn short_path_agrees_with_checked(v in any::<u64>(), pad in proptest::collection::vec(any::<u8>(), 0..12)) {
-            let mut out = Vec::new();
-            put_u64(&mut out, v);
-            let n = out.len();
-            out.extend_from_slice(&pad);
-            let mut r = Reader::new(&out);
-            match r.u64_short() {
-                Some(x) => {
-                    prop_assert_eq!(x, v);
-                    prop_assert_eq!(r.pos(), n);
-                }
-                None => {
-                    prop_assert!(n > 8 || out.len() < 8);
-                    prop_assert_eq!(r.pos(), 0);
-                }
-            }
         }
     }
 
