@@ -274,6 +274,7 @@ pub fn table(reports: &[TrialReport]) -> String {
     out.push_str("|---|---|---|---|---|\n");
     let sum =
         |f: &dyn Fn(&TrialReport) -> (u64, u64)| reports.iter().map(f).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    type Pick = fn(&TrialReport) -> (u64, u64);
     let row = |name: &str, fast: &dyn Fn(&TrialReport) -> (u64, u64), contained: (u64, u64), width: f64, err: f64| {
         let (lo, avg, hi) = min_avg_max(reports.iter().map(|r| {
             let (n, d) = fast(r);
@@ -287,28 +288,14 @@ pub fn table(reports: &[TrialReport]) -> String {
     let fz_conv = sum(&|r| (r.freezer.contained, r.freezer.conversions));
     let fz_width = reports.iter().map(|r| r.freezer.sum_width_ns).sum::<f64>() / fz_conv.1.max(1) as f64;
     let fz_err = reports.iter().map(|r| r.freezer.sum_abs_err_ns).sum::<f64>() / fz_conv.1.max(1) as f64;
-    out += &row(
-        "FreeZer, certain (recv.hi < send.lo)",
-        &|r| (r.freezer.certain, r.freezer.messages),
-        fz_conv,
-        fz_width,
-        fz_err,
-    );
-    out += &row(
-        "FreeZer, lo vs lo and hi vs hi",
-        &|r| (r.freezer.both_ends, r.freezer.messages),
-        fz_conv,
-        fz_width,
-        fz_err,
-    );
-    out += &row(
-        "FreeZer, lo vs lo or hi vs hi",
-        &|r| (r.freezer.either_end, r.freezer.messages),
-        fz_conv,
-        fz_width,
-        fz_err,
-    );
-    out += &row("FreeZer, midpoints", &|r| (r.freezer.midpoint, r.freezer.messages), fz_conv, fz_width, fz_err);
+    for (name, get) in [
+        ("FreeZer, certain (recv.hi < send.lo)", (|r: &TrialReport| (r.freezer.certain, r.freezer.messages)) as Pick),
+        ("FreeZer, lo vs lo and hi vs hi", |r: &TrialReport| (r.freezer.both_ends, r.freezer.messages)),
+        ("FreeZer, lo vs lo or hi vs hi", |r: &TrialReport| (r.freezer.either_end, r.freezer.messages)),
+        ("FreeZer, midpoints", |r: &TrialReport| (r.freezer.midpoint, r.freezer.messages)),
+    ] {
+        out += &row(name, &get, fz_conv, fz_width, fz_err);
+    }
     for (name, get) in [
         ("linear regression", (|r: &TrialReport| r.lr) as fn(&TrialReport) -> PointStats),
         ("convex hull", |r: &TrialReport| r.ch),

@@ -19,11 +19,8 @@ pub struct Clock {
     /// Samples in increasing tick order (out-of-order ones are dropped).
     samples: Vec<ClockSample>,
     ticks_per_sec: u64,
-    /// Segment cache: index of the sample the last conversion started from.
+    /// Index of the sample the last search started from.
     hint: usize,
-    /// The slope of segment `hint` (a division saved per record); `None`
-    /// when samples changed since it was computed.
-    hint_slope: Option<f64>,
     /// The segment of the last conversion: ticks `[lo, hi)` map to
     /// `base_ns + (ticks - base_ticks) · slope` (what the search below finds
     /// for them), so most records skip the search.
@@ -47,7 +44,7 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, hint_slope: None, seg: None }
+        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None }
     }
 
     pub fn domain(&self) -> ClockDomain {
@@ -56,7 +53,6 @@ impl Clock {
 
     pub fn set_ticks_per_sec(&mut self, t: u64) {
         self.ticks_per_sec = t;
-        self.hint_slope = None;
         self.seg = None;
     }
 
@@ -67,7 +63,6 @@ impl Clock {
                 return;
             }
         }
-        self.hint_slope = None;
         self.seg = None;
         // Keep memory bounded on long runs: old samples are never needed for
         // records that arrive now (streams are converted as they come).
@@ -164,14 +159,9 @@ impl Clock {
                 i += 1;
             }
         }
-        let slope = match self.hint_slope {
-            Some(k) if i == self.hint => k,
-            _ => {
-                let k = self.slope(i);
-                self.hint_slope = Some(k);
-                k
-            }
-        };
+        // Only when a conversion leaves the cached segment (once per sample
+        // interval): the division is not on the per-record path.
+        let slope = self.slope(i);
         self.hint = i;
         let s = &self.samples[i];
         if s.ticks <= ticks {
