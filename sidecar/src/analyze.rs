@@ -205,6 +205,45 @@ impl GroupCache {
     }
 }
 
+/// Vectors of the message tables kept from one window to the next (per
+/// analysis thread): a group's sends and reads grow to their size once, not
+/// by doubling in every window, and their pages stay mapped.
+#[derive(Default)]
+struct Scratch {
+    pairs: Vec<Vec<(u64, Ns)>>,
+    triples: Vec<Vec<(u64, Ns, u32)>>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+impl Scratch {
+    /// Entries kept at most (over all vectors of one kind).
+    const MAX_ENTRIES: usize = 8 << 20;
+
+    /// The roomiest kept vector (empty), or a new one.
+    fn take<T>(pool: &mut Vec<Vec<T>>) -> Vec<T> {
+        let best = pool.iter().enumerate().max_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
+        best.map(|i| pool.swap_remove(i)).unwrap_or_default()
+    }
+
+    fn give<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>) {
+        let held: usize = pool.iter().map(|v| v.capacity()).sum();
+        if v.capacity() >= 64 && held + v.capacity() <= Self::MAX_ENTRIES {
+            v.clear();
+            pool.push(v);
+        }
+    }
+}
+
+/// Whether a table sorted by (sequence number, ...) already is: sequence
+/// numbers nearly always increase strictly, which decides it; otherwise the
+/// whole entries are compared.
+fn sorted_by_seq<T: Ord>(v: &[T], seq: impl Fn(&T) -> u64) -> bool {
+    v.windows(2).all(|p| seq(&p[0]) < seq(&p[1])) || v.is_sorted()
+}
+
 struct DataGroup {
     key: (u32, u32, u32),
     si: Option<usize>,
@@ -216,8 +255,9 @@ struct DataGroup {
 }
 
 impl DataGroup {
-    fn new(key: (u32, u32, u32)) -> Self {
-        DataGroup { key, si: None, sends: Vec::new(), ri: None, reads: Vec::new() }
+    fn new(key: (u32, u32, u32), scratch: &mut Scratch) -> Self {
+        let (sends, reads) = (Scratch::take(&mut scratch.pairs), Scratch::take(&mut scratch.triples));
+        DataGroup { key, si: None, sends, ri: None, reads }
     }
 }
 
@@ -472,6 +512,7 @@ pub fn analyze_detail(
     let mut worker_ids = DenseIds::default();
     // data: (channel, from worker, to worker)
     let mut data_ix = GroupIndex::default();
+    let mut scratch = SCRATCH.with(|s| s.take());
     let mut data: Vec<DataGroup> = Vec::new();
     // progress sends: (channel, from worker) → (sender local, sends)
     let mut pg_ix = GroupIndex::default();
@@ -505,7 +546,7 @@ pub fn analyze_detail(
                         let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
                         let g = data_ix.get(key, data.len());
                         if g == data.len() {
-                            data.push(DataGroup::new((channel, me, to)));
+                            data.push(DataGroup::new((channel, me, to), &mut scratch));
                         }
                         data[g].si = Some(i);
                         g
@@ -517,7 +558,7 @@ pub fn analyze_detail(
                         let key = [chan_ids.id(channel), worker_ids.id(from), me_d];
                         let g = data_ix.get(key, data.len());
                         if g == data.len() {
-                            data.push(DataGroup::new((channel, from, me)));
+                            data.push(DataGroup::new((channel, from, me), &mut scratch));
                         }
                         data[g].ri = Some(i);
                         g
@@ -529,7 +570,7 @@ pub fn analyze_detail(
                     let g = cache.get(2, channel, 0, || {
                         let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
                         if g == pg.len() {
-                            pg.push((channel, me, i, Vec::new()));
+                            pg.push((channel, me, i, Scratch::take(&mut scratch.pairs)));
                         }
                         g
                     });
@@ -546,7 +587,7 @@ pub fn analyze_detail(
                                 from,
                                 j: i,
                                 key: (cd, fd),
-                                reads: Vec::new(),
+                                reads: Scratch::take(&mut scratch.triples),
                                 max_seq: 0,
                             });
                         }
@@ -568,10 +609,10 @@ pub fn analyze_detail(
     // Group order decides only the order of `detail.messages`: by key.
     data.sort_unstable_by_key(|g| g.key);
     for DataGroup { key: (channel, from, to), si, mut sends, ri, mut reads } in data {
-        if !sends.is_sorted() {
+        if !sorted_by_seq(&sends, |s| s.0) {
             sends.sort();
         }
-        if !reads.is_sorted() {
+        if !sorted_by_seq(&reads, |r| r.0) {
             reads.sort();
         }
         // The worker each side is on (the reader may be absent: another host).
@@ -649,13 +690,15 @@ pub fn analyze_detail(
                 _ => break,
             }
         }
+        Scratch::give(&mut scratch.pairs, sends);
+        Scratch::give(&mut scratch.triples, reads);
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
     let pg_strict: Vec<bool> = pg.iter().map(|g| g.3.windows(2).all(|p| p[0].0 < p[1].0)).collect();
     for g in pr.iter_mut() {
         let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
-        if !reads.is_sorted() {
+        if !sorted_by_seq(reads, |r| r.0) {
             reads.sort();
         }
         *max_seq = reads.last().map_or(0, |r| r.0);
@@ -706,7 +749,7 @@ pub fn analyze_detail(
         }
     }
     for (channel, from, i, sends) in pg.iter_mut() {
-        if !sends.is_sorted() {
+        if !sorted_by_seq(sends, |s| s.0) {
             sends.sort();
         }
         let (cd, fd) = (chan_ids.id(*channel), worker_ids.id(*from));
@@ -857,7 +900,14 @@ pub fn analyze_detail(
     crate::model::give_items(intervals);
     // The message tables are done with: freed before the graph is laid out
     // (a window's peak memory, and pages the graph can reuse).
-    drop((inbox, arrivals, pg, pr, intervals_of));
+    for (.., sends) in pg {
+        Scratch::give(&mut scratch.pairs, sends);
+    }
+    for g in pr {
+        Scratch::give(&mut scratch.triples, g.reads);
+    }
+    SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    drop((inbox, arrivals, intervals_of));
     let g = gb.build();
     rep.waiting = waiting;
 
