@@ -20,7 +20,10 @@ fn main() {
         ing.frame(fr, 0);
         ing.finish_batch(before);
         frags += ing.out.len();
-        ing.out.clear();
+        // Item vectors go back to the pool, as the analysis gives them back.
+        for f in ing.out.drain(..) {
+            sidecar::model::give_items(f.items);
+        }
     }
     ing.eof();
     let s = t.elapsed().as_secs_f64();

@@ -11,7 +11,6 @@
 //! Worker-local messages are never edges (sager-notes §2.3).
 
 use crate::model::{MsgKind, Ns};
-use rustc_hash::FxHashMap;
 
 pub const NONE: u32 = u32::MAX;
 
@@ -386,113 +385,149 @@ pub fn participation(g: &Graph) -> Participation {
     if n == 0 {
         return p;
     }
-    // Per vertex, computed once: a live worker edge into it, one out of it
-    // (to the next vertex of the same chain), comm edges in, comm edges out.
+    // Path counts change only where a comm edge starts or ends: along a
+    // chain between two such vertices a vertex's forward count is its
+    // predecessor's (one in-edge) and its backward count its successor's
+    // (one out-edge). So the counting runs on the *key* vertices only —
+    // comm endpoints and the ends of each live stretch of a chain (a stretch
+    // is cut by a wait or the chain's start) — and every other vertex takes
+    // its key neighbours' counts. The counts are the same floating-point
+    // operations in the same order as on the full graph.
+    let live = |k: &EKind| !matches!(k, EKind::Start | EKind::Wait);
+    let mut ends: Vec<u32> = Vec::with_capacity(2 * nc);
+    ends.extend(g.comms.iter().flat_map(|c| [c.src, c.dst]));
+    ends.sort_unstable();
+    ends.dedup();
+    // Key vertices in vertex order, each with: a worker edge from the
+    // previous key (LIVE), one to the next key (NEXT).
     const LIVE: u8 = 1;
     const NEXT: u8 = 2;
-    const IN: u8 = 4;
-    const OUT: u8 = 8;
-    // Comm edges by destination and by source, each in comm order (the
-    // order the sums below take them in). Few vertices have one: the others
-    // never look these up.
-    let mut in_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.dst, i as u32)).collect();
-    let mut out_e: Vec<(u32, u32)> = g.comms.iter().enumerate().map(|(i, c)| (c.src, i as u32)).collect();
+    let mut key: Vec<u32> = Vec::with_capacity(ends.len() + 2 * g.chains.len() + 16);
+    let mut kflags: Vec<u8> = Vec::with_capacity(key.capacity());
+    let mut e = 0;
+    for &(a, b) in &g.chains {
+        let (a, b) = (a as usize, b as usize);
+        let mut s = a;
+        while s < b {
+            // A stretch starts at `s`; its vertices after `s` are live.
+            let k0 = key.len();
+            key.push(s as u32);
+            kflags.push(live(&g.kind[s]) as u8 * LIVE);
+            while e < ends.len() && ends[e] as usize <= s {
+                e += 1;
+            }
+            let mut u = s + 1;
+            while u < b && live(&g.kind[u]) {
+                if e < ends.len() && ends[e] as usize == u {
+                    key.push(u as u32);
+                    kflags.push(LIVE);
+                    e += 1;
+                }
+                u += 1;
+            }
+            if u - 1 > *key.last().unwrap() as usize {
+                key.push((u - 1) as u32);
+                kflags.push(LIVE);
+            }
+            for f in &mut kflags[k0..key.len() - 1] {
+                *f |= NEXT;
+            }
+            s = u;
+        }
+    }
+    let nk = key.len();
+    let key_of = |v: u32| key.binary_search(&v).expect("comm endpoints are keys");
+    // Comm edges by destination and by source key, each in comm order.
+    let mut in_e: Vec<(u32, u32)> = Vec::with_capacity(nc);
+    let mut out_e: Vec<(u32, u32)> = Vec::with_capacity(nc);
+    let mut ck: Vec<(u32, u32)> = Vec::with_capacity(nc);
+    for (i, c) in g.comms.iter().enumerate() {
+        let (s, d) = (key_of(c.src) as u32, key_of(c.dst) as u32);
+        ck.push((s, d));
+        in_e.push((d, i as u32));
+        out_e.push((s, i as u32));
+    }
     in_e.sort_unstable();
     out_e.sort_unstable();
-    let ranges = |list: &[(u32, u32)]| {
-        let mut m: FxHashMap<u32, (u32, u32)> = FxHashMap::default();
-        for (i, e) in list.iter().enumerate() {
-            m.entry(e.0).or_insert((i as u32, i as u32)).1 = i as u32 + 1;
+    // Per key, the start of its run in each list (CSR).
+    let offsets = |list: &[(u32, u32)]| {
+        let mut o = vec![0u32; nk + 1];
+        for &(k, _) in list {
+            o[k as usize + 1] += 1;
         }
-        m
+        for k in 0..nk {
+            o[k + 1] += o[k];
+        }
+        o
     };
-    let (in_r, out_r) = (ranges(&in_e), ranges(&out_e));
-    fn edges<'a>(list: &'a [(u32, u32)], r: &FxHashMap<u32, (u32, u32)>, v: usize) -> impl Iterator<Item = u32> + 'a {
-        let (lo, hi) = r.get(&(v as u32)).copied().unwrap_or((0, 0));
-        list[lo as usize..hi as usize].iter().map(|e| e.1)
-    }
-    let ins = |v: usize| edges(&in_e, &in_r, v);
-    let outs = |v: usize| edges(&out_e, &out_r, v);
-    let mut flags = vec![0u8; n];
-    let mut indeg = vec![0u32; n];
-    for c in &g.comms {
-        flags[c.src as usize] |= OUT;
-        flags[c.dst as usize] |= IN;
-        indeg[c.dst as usize] += 1;
-    }
-    let live = |k: &EKind| !matches!(k, EKind::Start | EKind::Wait);
-    // Kahn's order starts with the vertices without in-edges, by index.
-    let mut order: Vec<u32> = Vec::with_capacity(n);
-    for v in 0..n {
-        let l = live(&g.kind[v]);
-        let next = v + 1 < n && live(&g.kind[v + 1]) && g.w[v + 1] == g.w[v];
-        flags[v] |= (l as u8 * LIVE) | (next as u8 * NEXT);
-        indeg[v] += l as u32;
-        if indeg[v] == 0 {
-            order.push(v as u32);
-        }
-    }
-    // A vertex's forward count is final when Kahn's order takes it (all its
-    // predecessors were), so it is computed there. Path counts are in log2
-    // space; `lse2` with one finite term returns it unchanged, so a chain
-    // vertex without comm edges copies its neighbour.
+    let (in_o, out_o) = (offsets(&in_e), offsets(&out_e));
+    let ins = |k: usize| in_e[in_o[k] as usize..in_o[k + 1] as usize].iter().map(|e| e.1 as usize);
+    let outs = |k: usize| out_e[out_o[k] as usize..out_o[k + 1] as usize].iter().map(|e| e.1 as usize);
+    let mut indeg: Vec<u32> = (0..nk).map(|k| (kflags[k] & LIVE) as u32 + in_o[k + 1] - in_o[k]).collect();
+    let mut order: Vec<u32> = (0..nk as u32).filter(|&k| indeg[k as usize] == 0).collect();
     let ninf = f64::NEG_INFINITY;
-    let mut fwd = vec![ninf; n];
+    let mut fwd = vec![ninf; nk];
     let mut head = 0;
     while head < order.len() {
-        let v = order[head] as usize;
+        let k = order[head] as usize;
         head += 1;
-        let fl = flags[v];
         let mut f = ninf;
         let mut any = false;
-        if fl & LIVE != 0 {
-            f = fwd[v - 1];
+        if kflags[k] & LIVE != 0 {
+            f = fwd[k - 1];
             any = true;
         }
-        if fl & IN != 0 {
-            for c in ins(v) {
-                f = lse2(f, fwd[g.comms[c as usize].src as usize]);
-                any = true;
+        for c in ins(k) {
+            f = lse2(f, fwd[ck[c].0 as usize]);
+            any = true;
+        }
+        fwd[k] = if any { f } else { 0.0 };
+        if kflags[k] & NEXT != 0 {
+            indeg[k + 1] -= 1;
+            if indeg[k + 1] == 0 {
+                order.push(k as u32 + 1);
             }
         }
-        fwd[v] = if any { f } else { 0.0 };
-        if fl & NEXT != 0 {
-            indeg[v + 1] -= 1;
-            if indeg[v + 1] == 0 {
-                order.push(v as u32 + 1);
-            }
-        }
-        if fl & OUT != 0 {
-            for c in outs(v) {
-                let d = g.comms[c as usize].dst as usize;
-                indeg[d] -= 1;
-                if indeg[d] == 0 {
-                    order.push(d as u32);
-                }
+        for c in outs(k) {
+            let d = ck[c].1 as usize;
+            indeg[d] -= 1;
+            if indeg[d] == 0 {
+                order.push(d as u32);
             }
         }
     }
-    p.cyclic = n - order.len();
-    let mut bwd = vec![ninf; n];
-    let mut total = ninf;
-    for &v in order.iter().rev() {
-        let v = v as usize;
-        let fl = flags[v];
+    // Vertices Kahn's order never reached (on or behind a cycle): an
+    // unreached key and the vertices between it and the next key.
+    let mut reached = vec![false; nk];
+    for &k in &order {
+        reached[k as usize] = true;
+    }
+    p.cyclic = (0..nk)
+        .filter(|&k| !reached[k])
+        .map(|k| if kflags[k] & NEXT != 0 { (key[k + 1] - key[k]) as usize } else { 1 })
+        .sum();
+    let mut bwd = vec![ninf; nk];
+    let mut sink = vec![false; nk];
+    for &k in order.iter().rev() {
+        let k = k as usize;
         let mut b = ninf;
         let mut any = false;
-        if fl & NEXT != 0 {
-            b = bwd[v + 1];
+        if kflags[k] & NEXT != 0 {
+            b = bwd[k + 1];
             any = true;
         }
-        if fl & OUT != 0 {
-            for c in outs(v) {
-                b = lse2(b, bwd[g.comms[c as usize].dst as usize]);
-                any = true;
-            }
+        for c in outs(k) {
+            b = lse2(b, bwd[ck[c].1 as usize]);
+            any = true;
         }
-        bwd[v] = if any { b } else { 0.0 };
-        if !any && fl & (LIVE | IN) != 0 {
-            total = lse2(total, fwd[v]);
+        bwd[k] = if any { b } else { 0.0 };
+        sink[k] = !any && (kflags[k] & LIVE != 0 || in_o[k + 1] > in_o[k]);
+    }
+    // The total over the sinks, in vertex order.
+    let mut total = ninf;
+    for k in 0..nk {
+        if sink[k] {
+            total = lse2(total, fwd[k]);
         }
     }
     p.log2_paths = total;
@@ -500,29 +535,21 @@ pub fn participation(g: &Graph) -> Participation {
     if total == ninf || span <= 0.0 {
         return p;
     }
-    // Along a chain between comm edges the exponent repeats: exp2 once per
-    // run (outside the inner loop, so that it is not evaluated speculatively).
-    let counted = |v: usize| flags[v] & LIVE != 0 && fwd[v - 1] > ninf && bwd[v] > ninf;
-    let mut v = 1;
-    while v < n {
-        if !counted(v) {
-            v += 1;
+    // The worker edges from key k to key k + 1 (through the vertices
+    // between) share one exponent: fwd of k plus bwd of k + 1.
+    for k in 0..nk.saturating_sub(1) {
+        if kflags[k] & NEXT == 0 || fwd[k] == ninf || bwd[k + 1] == ninf {
             continue;
         }
-        let x = fwd[v - 1] + bwd[v] - total;
-        let e = x.exp2();
-        loop {
+        let e = (fwd[k] + bwd[k + 1] - total).exp2();
+        for v in key[k] as usize + 1..=key[k + 1] as usize {
             p.worker[v] = e * (g.t[v] - g.t[v - 1]) as f64 / span;
-            v += 1;
-            if v >= n || !counted(v) || (fwd[v - 1] + bwd[v] - total).to_bits() != x.to_bits() {
-                break;
-            }
         }
     }
     for (i, c) in g.comms.iter().enumerate() {
-        let (s, d) = (c.src as usize, c.dst as usize);
+        let (s, d) = (ck[i].0 as usize, ck[i].1 as usize);
         if fwd[s] > ninf && bwd[d] > ninf {
-            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * g.t[d].saturating_sub(g.t[s]) as f64 / span;
+            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * g.t[c.dst as usize].saturating_sub(g.t[c.src as usize]) as f64 / span;
         }
     }
     p
