@@ -607,6 +607,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn participation_counts_vertices_behind_a_cycle() {
+        // Each worker's wait is ended by the other's message at 30: a
+        // two-cycle; the vertices at 30 and the ones after them are never
+        // reached, the ones before are counted as usual.
+        let mut b = GraphBuilder::new((0, 100), 2);
+        for (w, other) in [(0, 1), (1, 0)] {
+            b.segment(w, 0, 10, EKind::Op(1));
+            b.segment(w, 10, 30, EKind::Wait);
+            b.segment(w, 30, 100, EKind::Op(2));
+            b.terminated_wait(w, 30, other, 30, 5, MsgKind::Data);
+        }
+        let g = b.build();
+        let p = participation(&g);
+        assert_eq!(p.cyclic, 4);
+        // Paths among the reached vertices: one per worker, 0 -> 10.
+        assert!((p.log2_paths - 1.0).abs() < 1e-12);
+        assert!((p.worker[1] - 0.05).abs() < 1e-12);
+        assert_eq!(p.worker[3], 0.0);
+        assert_eq!(p.comm, vec![0.0, 0.0]);
+    }
+
+    #[test]
     fn participation_counts_paths() {
         let g = two_workers();
         let p = participation(&g);
