@@ -549,7 +549,9 @@ pub fn participation(g: &Graph) -> Participation {
     for (i, c) in g.comms.iter().enumerate() {
         let (s, d) = (ck[i].0 as usize, ck[i].1 as usize);
         if fwd[s] > ninf && bwd[d] > ninf {
-            p.comm[i] = (fwd[s] + bwd[d] - total).exp2() * g.t[c.dst as usize].saturating_sub(g.t[c.src as usize]) as f64 / span;
+            p.comm[i] = (fwd[s] + bwd[d] - total).exp2()
+                * g.t[c.dst as usize].saturating_sub(g.t[c.src as usize]) as f64
+                / span;
         }
     }
     p
