@@ -520,10 +520,17 @@ pub fn analyze_detail(
     // progress reads: (channel, from worker, reader local) → reads
     let mut pr_ix = GroupIndex::default();
     let mut pr: Vec<ProgressReads> = Vec::new();
-    // Per stream: where its intervals in the window are, and whether they
-    // are in order (for the walk of the waits below).
-    let mut intervals_of: Vec<(Vec<u32>, bool)> =
-        frags.iter().map(|f| (Vec::with_capacity(f.items.len() / 2), true)).collect();
+    // Per stream: its intervals in the window, copied out of the items (the
+    // walk of the waits below reads them in one sequential sweep instead of
+    // skipping through the messages), and whether they are in order.
+    let mut intervals_of: Vec<(Vec<Item>, bool)> = frags
+        .iter()
+        .map(|f| {
+            let mut v = crate::model::take_items();
+            v.reserve(f.items.len() / 2);
+            (v, true)
+        })
+        .collect();
     for (i, f) in frags.iter().enumerate() {
         let me = sids[i].worker;
         let me_d = worker_ids.id(me);
@@ -534,10 +541,10 @@ pub fn analyze_detail(
         // This stream's groups by (kind, channel, other worker): most
         // messages of a stream go to a few groups.
         let mut cache = GroupCache::new();
-        for (x, it) in f.items.iter().enumerate() {
+        for it in f.items.iter() {
             match *it {
                 Item::Busy { start, end, .. } | Item::Gap { start, end, .. } if end > ws && start < we => {
-                    iv.push(x as u32);
+                    iv.push(*it);
                     *iv_sorted &= iv_last <= (start, end);
                     iv_last = (start, end);
                 }
@@ -783,7 +790,6 @@ pub fn analyze_detail(
     // ---- timelines, waits, graph ----
     let mut gb = GraphBuilder::new((ws, we), n);
     let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
-    let mut intervals: Vec<Item> = crate::model::take_items();
     // The message read after a gap ended it only if it arrived in the gap.
     // A sender on this timeline (or the worker itself) whose message arrived
     // inside the gap is found by the wait finder from the arrivals; if it was
@@ -805,22 +811,17 @@ pub fn analyze_detail(
         n => n,
     };
     for (j, f) in frags.iter().enumerate() {
-        // The intervals nearly always come in order: walked in place then,
-        // copied and sorted otherwise.
-        let (iv, sorted) = &intervals_of[j];
-        intervals.clear();
-        if !sorted {
-            intervals.extend(iv.iter().map(|&x| f.items[x as usize]));
-            intervals.sort_by_key(|i| (i.start(), i.end()));
+        // The intervals nearly always come in order; sorted otherwise.
+        let (iv, sorted) = &mut intervals_of[j];
+        if !*sorted {
+            iv.sort_by_key(|i| (i.start(), i.end()));
         }
-        let walk: &mut dyn Iterator<Item = &Item> =
-            if *sorted { &mut iv.iter().map(|&x| &f.items[x as usize]) } else { &mut intervals.iter() };
         gb.reserve(j, f.items.len() / 2);
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         type OnKey = (Option<u32>, Option<u32>, &'static str);
         let mut on: FxHashMap<OnKey, (Ns, u64)> = FxHashMap::default();
-        for it in walk {
+        for it in iv.iter() {
             match *it {
                 Item::Busy { start, end, what } => {
                     let k = match what {
@@ -897,7 +898,6 @@ pub fn analyze_detail(
         ww.on = on;
         waiting.push(ww);
     }
-    crate::model::give_items(intervals);
     // The message tables are done with: freed before the graph is laid out
     // (a window's peak memory, and pages the graph can reuse).
     for (.., sends) in pg {
@@ -907,7 +907,10 @@ pub fn analyze_detail(
         Scratch::give(&mut scratch.triples, g.reads);
     }
     SCRATCH.with(|s| *s.borrow_mut() = scratch);
-    drop((inbox, arrivals, intervals_of));
+    for (iv, _) in intervals_of {
+        crate::model::give_items(iv);
+    }
+    drop((inbox, arrivals));
     let g = gb.build();
     rep.waiting = waiting;
 
