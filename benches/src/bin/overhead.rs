@@ -54,24 +54,37 @@ struct Run {
     elided: u64,
 }
 
+/// Runs timely workloads in alternation with and without tracing and
+/// reports what tracing costs (see the module documentation).
+#[derive(clap::Parser, Debug)]
+#[command(name = "overhead")]
+struct Args {
+    /// Rounds: each runs every mode once, in turn (A B C D A B C D ...).
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Workloads, comma-separated (binaries of the `examples` crate).
+    #[arg(long, value_delimiter = ',', default_value = "bfs,pagerank")]
+    workloads: Vec<String>,
+    /// Timely worker threads of each workload run.
+    #[arg(short = 'w', default_value_t = 2)]
+    workers: usize,
+    /// Use the binaries already built (skip `cargo build --release`).
+    #[arg(long)]
+    no_build: bool,
+    /// Also run (b') the live sidecar at SCHED_IDLE (`chrt --idle 0`).
+    #[arg(long)]
+    idle_sidecar: bool,
+    /// Arguments passed to every workload (after `--`), e.g. `-- --iters 60`.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut rounds = 10usize;
-    let mut workloads = vec!["bfs".to_string(), "pagerank".to_string()];
-    let mut workers = 2usize;
-    let mut build = true;
-    let mut extra: Vec<String> = Vec::new();
+    let a = <Args as clap::Parser>::parse();
+    let (rounds, workloads, workers, build, extra) = (a.rounds, a.workloads, a.workers, !a.no_build, a.extra);
     let mut modes: Vec<Mode> = Mode::ALL.to_vec();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--rounds" => rounds = args.next().expect("--rounds N").parse().expect("N"),
-            "--workloads" => workloads = args.next().expect("--workloads LIST").split(',').map(String::from).collect(),
-            "-w" => workers = args.next().expect("-w N").parse().expect("N"),
-            "--no-build" => build = false,
-            "--idle-sidecar" => modes.push(Mode::SidecarIdle),
-            "--" => extra.extend(args.by_ref()),
-            other => panic!("unknown argument {other} (see the doc comment at the top of overhead.rs)"),
-        }
+    if a.idle_sidecar {
+        modes.push(Mode::SidecarIdle);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     if build {
