@@ -208,33 +208,20 @@ impl GroupCache {
 /// Vectors of the message tables kept from one window to the next (per
 /// analysis thread): a group's sends and reads grow to their size once, not
 /// by doubling in every window, and their pages stay mapped.
-#[derive(Default)]
 struct Scratch {
-    pairs: Vec<Vec<(u64, Ns)>>,
-    triples: Vec<Vec<(u64, Ns, u32)>>,
+    pairs: Pool<(u64, Ns)>,
+    triples: Pool<(u64, Ns, u32)>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        const MAX_ENTRIES: usize = 8 << 20;
+        Scratch { pairs: Pool::new(64, MAX_ENTRIES), triples: Pool::new(64, MAX_ENTRIES) }
+    }
 }
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
-}
-
-impl Scratch {
-    /// Entries kept at most (over all vectors of one kind).
-    const MAX_ENTRIES: usize = 8 << 20;
-
-    /// The roomiest kept vector (empty), or a new one.
-    fn take<T>(pool: &mut Vec<Vec<T>>) -> Vec<T> {
-        let best = pool.iter().enumerate().max_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
-        best.map(|i| pool.swap_remove(i)).unwrap_or_default()
-    }
-
-    fn give<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>) {
-        let held: usize = pool.iter().map(|v| v.capacity()).sum();
-        if v.capacity() >= 64 && held + v.capacity() <= Self::MAX_ENTRIES {
-            v.clear();
-            pool.push(v);
-        }
-    }
 }
 
 /// Whether a table sorted by (sequence number, ...) already is: sequence
@@ -256,7 +243,7 @@ struct DataGroup {
 
 impl DataGroup {
     fn new(key: (u32, u32, u32), scratch: &mut Scratch) -> Self {
-        let (sends, reads) = (Scratch::take(&mut scratch.pairs), Scratch::take(&mut scratch.triples));
+        let (sends, reads) = (scratch.pairs.take(), scratch.triples.take());
         DataGroup { key, si: None, sends, ri: None, reads }
     }
 }
@@ -275,7 +262,7 @@ struct ProgressReads {
 }
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
-use crate::model::{Busy, Fragment, GapEnd, Item, MsgKind, Ns, Sid};
+use crate::model::{Busy, Fragment, GapEnd, Item, MsgKind, Ns, Pool, Sid};
 use crate::properties;
 use crate::summary::*;
 use crate::waits::{Arrival, ArrivalRuns, Inbox, WaitFinder, WaitKind, WaitOn};
@@ -577,7 +564,7 @@ pub fn analyze_detail(
                     let g = cache.get(2, channel, 0, || {
                         let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
                         if g == pg.len() {
-                            pg.push((channel, me, i, Scratch::take(&mut scratch.pairs)));
+                            pg.push((channel, me, i, scratch.pairs.take()));
                         }
                         g
                     });
@@ -594,7 +581,7 @@ pub fn analyze_detail(
                                 from,
                                 j: i,
                                 key: (cd, fd),
-                                reads: Scratch::take(&mut scratch.triples),
+                                reads: scratch.triples.take(),
                                 max_seq: 0,
                             });
                         }
@@ -697,8 +684,8 @@ pub fn analyze_detail(
                 _ => break,
             }
         }
-        Scratch::give(&mut scratch.pairs, sends);
-        Scratch::give(&mut scratch.triples, reads);
+        scratch.pairs.give(sends);
+        scratch.triples.give(reads);
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
@@ -901,10 +888,10 @@ pub fn analyze_detail(
     // The message tables are done with: freed before the graph is laid out
     // (a window's peak memory, and pages the graph can reuse).
     for (.., sends) in pg {
-        Scratch::give(&mut scratch.pairs, sends);
+        scratch.pairs.give(sends);
     }
     for g in pr {
-        Scratch::give(&mut scratch.triples, g.reads);
+        scratch.triples.give(g.reads);
     }
     SCRATCH.with(|s| *s.borrow_mut() = scratch);
     for (iv, _) in intervals_of {

@@ -203,32 +203,52 @@ pub struct Fragment {
     pub route: u64,
 }
 
-/// Recycled item vectors. A window's fragments hold millions of items; with
-/// a fresh vector per window every page is faulted in again (large
-/// allocations go straight back to the kernel), which cost more than the
-/// analysis itself. Vectors come back here when their window is analyzed.
-/// Bounded by total capacity, so memory stays bounded.
-static ITEM_POOL: std::sync::Mutex<Vec<Vec<Item>>> = std::sync::Mutex::new(Vec::new());
-const POOL_MAX_ITEMS: usize = 16 << 20; // 16 M items = 640 MB at most
+/// Empty vectors kept for reuse, the roomiest handed out first; bounded by
+/// the entries they can hold in all. A vector allocated anew for every
+/// window has its pages faulted in again and regrows by doubling; a kept
+/// one does neither.
+pub struct Pool<T> {
+    kept: Vec<Vec<T>>,
+    /// Smaller vectors are not worth keeping.
+    min_capacity: usize,
+    max_entries: usize,
+}
+
+impl<T> Pool<T> {
+    pub const fn new(min_capacity: usize, max_entries: usize) -> Pool<T> {
+        Pool { kept: Vec::new(), min_capacity, max_entries }
+    }
+
+    /// The roomiest kept vector, or a new one.
+    pub fn take(&mut self) -> Vec<T> {
+        let best = self.kept.iter().enumerate().max_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
+        best.map(|i| self.kept.swap_remove(i)).unwrap_or_default()
+    }
+
+    /// Keeps `v` (emptied) if it is worth it and there is room.
+    pub fn give(&mut self, mut v: Vec<T>) {
+        let held: usize = self.kept.iter().map(|x| x.capacity()).sum();
+        if v.capacity() >= self.min_capacity && held + v.capacity() <= self.max_entries {
+            v.clear();
+            self.kept.push(v);
+        }
+    }
+}
+
+/// Item vectors, shared by every thread: a window's fragments hold millions
+/// of items and move between workers; they come back here when their window
+/// is analyzed. At most 16 M items (640 MB).
+static ITEM_POOL: std::sync::Mutex<Pool<Item>> = std::sync::Mutex::new(Pool::new(1024, 16 << 20));
 
 /// An empty item vector, recycled if one is available.
 pub fn take_items() -> Vec<Item> {
-    ITEM_POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default()
+    ITEM_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
 }
 
 /// Returns an item vector for reuse.
-pub fn give_items(mut v: Vec<Item>) {
-    if v.capacity() < 1024 {
-        return;
-    }
-    v.clear();
+pub fn give_items(v: Vec<Item>) {
     if let Ok(mut p) = ITEM_POOL.lock() {
-        let held: usize = p.iter().map(|x| x.capacity()).sum();
-        if held + v.capacity() <= POOL_MAX_ITEMS {
-            // largest last: `take_items` hands out the biggest first
-            p.push(v);
-            p.sort_by_key(|x| x.capacity());
-        }
+        p.give(v);
     }
 }
 
