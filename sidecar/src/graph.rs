@@ -497,13 +497,10 @@ pub fn participation(g: &Graph) -> Participation {
         }
     }
     // Vertices Kahn's order never reached (on or behind a cycle): an
-    // unreached key and the vertices between it and the next key.
-    let mut reached = vec![false; nk];
-    for &k in &order {
-        reached[k as usize] = true;
-    }
+    // unreached key (its forward count never set) and the vertices between
+    // it and the next key.
     p.cyclic = (0..nk)
-        .filter(|&k| !reached[k])
+        .filter(|&k| fwd[k] == ninf)
         .map(|k| if kflags[k] & NEXT != 0 { (key[k + 1] - key[k]) as usize } else { 1 })
         .sum();
     let mut bwd = vec![ninf; nk];
