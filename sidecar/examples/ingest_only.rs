@@ -23,6 +23,7 @@ fn main() {
         // Item vectors go back to the pool, as the analysis gives them back.
         for f in ing.out.drain(..) {
             sidecar::model::give_items(f.items);
+            f.msgs.recycle();
         }
     }
     ing.eof();

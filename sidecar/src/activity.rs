@@ -152,37 +152,33 @@ impl Builder {
         }
     }
 
+    /// A message sent or read at `t` (`read`: from whom, on which channel;
+    /// `progress`: a progress message). The message itself goes to the
+    /// window's tables (`window::Windower::message`); here it only shapes
+    /// the timeline.
     #[inline(always)]
-    fn point(&mut self, t: Ns, it: Item) {
-        let read = match it {
-            Item::Recv { from, channel, .. } => Some((from, channel, MsgKind::Data)),
-            Item::PRecv { from, channel, .. } => Some((from, channel, MsgKind::Progress)),
-            _ => None,
-        };
+    fn point(&mut self, t: Ns, read: Option<(u32, u32)>, progress: bool) {
+        let kind = if progress { MsgKind::Progress } else { MsgKind::Data };
         if self.stack.is_empty() {
             // Zero-length useful work in a gap.
             self.close_gap(t);
-            if let Some((f, c, k)) = read {
-                self.note_read(f, c, k);
+            if let Some((f, c)) = read {
+                self.note_read(f, c, kind);
             }
             self.release();
-            self.out.push(it);
-            match it {
-                Item::PRecv { .. } => self.pending_steps = self.pending_steps.max(2),
-                Item::Recv { .. } => self.pending_steps = self.pending_steps.max(1),
-                _ => {}
+            if read.is_some() {
+                self.pending_steps = self.pending_steps.max(if progress { 2 } else { 1 });
             }
             self.open_gap(t);
         } else {
-            if let Some((f, c, k)) = read {
-                self.note_read(f, c, k);
+            if let Some((f, c)) = read {
+                self.note_read(f, c, kind);
+                if progress {
+                    // OC2 / PC2–3: progress read may cause work up to a full
+                    // step later (delayed push, Sager §4.1.2).
+                    self.pending_steps = self.pending_steps.max(2);
+                }
             }
-            if matches!(it, Item::PRecv { .. }) {
-                // OC2 / PC2–3: progress read may cause work up to a full
-                // step later (delayed push, Sager §4.1.2).
-                self.pending_steps = self.pending_steps.max(2);
-            }
-            self.emit(it);
         }
     }
 
@@ -216,14 +212,10 @@ impl Builder {
             Event::ScheduleStop { op } => self.end(t, Busy::Operator(op)),
             Event::SpanStart { id } => self.begin(t, Busy::Span(id)),
             Event::SpanStop { id } => self.end(t, Busy::Span(id)),
-            Event::MessageSend { channel, to, seq, records } => {
-                self.point(t, Item::Send { ts: t, to, channel, seq, records })
-            }
-            Event::MessageRecv { channel, from, seq, records } => {
-                self.point(t, Item::Recv { ts: t, from, channel, seq, records })
-            }
-            Event::ProgressSend { channel, seq } => self.point(t, Item::PSend { ts: t, channel, seq }),
-            Event::ProgressRecv { channel, from, seq } => self.point(t, Item::PRecv { ts: t, from, channel, seq }),
+            Event::MessageSend { .. } => self.point(t, None, false),
+            Event::MessageRecv { channel, from, .. } => self.point(t, Some((from, channel)), false),
+            Event::ProgressSend { .. } => self.point(t, None, true),
+            Event::ProgressRecv { channel, from, .. } => self.point(t, Some((from, channel)), true),
             Event::Step { elided, .. } => {
                 self.elided += elided;
                 self.step(t)
@@ -309,7 +301,7 @@ mod tests {
         assert_eq!(
             b.out,
             vec![
-                Item::Send { ts: 5, to: 1, channel: 2, seq: 0, records: 3 },
+                // (the messages go to the window's tables, not the timeline)
                 Item::Busy { start: 0, end: 10, what: Busy::Operator(1) },
                 // PC4: cause pending until the step marker at 12
                 Item::Gap {
@@ -318,7 +310,6 @@ mod tests {
                     cause_until: 12,
                     next: GapEnd::Read { from: 1, channel: 2, kind: MsgKind::Data }
                 },
-                Item::Recv { ts: 31, from: 1, channel: 2, seq: 0, records: 3 },
                 Item::Busy { start: 30, end: 40, what: Busy::Operator(2) },
             ]
         );

@@ -179,51 +179,6 @@ impl PartSums {
     }
 }
 
-/// A direct-mapped cache of group numbers for one stream's messages, keyed
-/// by (kind, channel, other worker); a miss asks the caller. Sending and
-/// reading side are set on a miss, which comes once per stream and group.
-struct GroupCache {
-    slots: [(u64, u32); 256],
-}
-
-impl GroupCache {
-    fn new() -> Self {
-        GroupCache { slots: [(0, u32::MAX); 256] }
-    }
-
-    #[inline(always)]
-    fn get(&mut self, kind: u64, channel: u32, other: u32, miss: impl FnOnce() -> usize) -> usize {
-        let key = (channel as u64) << 32 | other as u64;
-        let h = (key ^ kind).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-        let e = &mut self.slots[((h & 0xfc) | kind) as usize];
-        if e.1 != u32::MAX && e.0 == key {
-            return e.1 as usize;
-        }
-        let g = miss();
-        *e = (key, g as u32);
-        g
-    }
-}
-
-/// Vectors of the message tables kept from one window to the next (per
-/// analysis thread): a group's sends and reads grow to their size once, not
-/// by doubling in every window, and their pages stay mapped.
-struct Scratch {
-    pairs: Pool<(u64, Ns)>,
-    triples: Pool<(u64, Ns, u32)>,
-}
-
-impl Default for Scratch {
-    fn default() -> Self {
-        const MAX_ENTRIES: usize = 8 << 20;
-        Scratch { pairs: Pool::new(64, MAX_ENTRIES), triples: Pool::new(64, MAX_ENTRIES) }
-    }
-}
-
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
-}
-
 /// Whether a table sorted by (sequence number, ...) already is: sequence
 /// numbers nearly always increase strictly, which decides it; otherwise the
 /// whole entries are compared.
@@ -234,35 +189,86 @@ fn sorted_by_seq<T: Ord>(v: &[T], seq: impl Fn(&T) -> u64) -> bool {
 struct DataGroup {
     key: (u32, u32, u32),
     si: Option<usize>,
-    /// (seq, sent)
-    sends: Vec<(u64, Ns)>,
+    /// (seq, sent, _)
+    sends: Vec<MsgEntry>,
     ri: Option<usize>,
     /// (seq, read, slot in the reader's inbox)
-    reads: Vec<(u64, Ns, u32)>,
+    reads: Vec<MsgEntry>,
 }
 
 impl DataGroup {
-    fn new(key: (u32, u32, u32), scratch: &mut Scratch) -> Self {
-        let (sends, reads) = (scratch.pairs.take(), scratch.triples.take());
-        DataGroup { key, si: None, sends, ri: None, reads }
+    fn new(key: (u32, u32, u32)) -> Self {
+        DataGroup { key, si: None, sends: Vec::new(), ri: None, reads: Vec::new() }
     }
 }
 
 /// Progress sent on a channel by a worker: (channel, from worker, sender
-/// local, (seq, sent)).
-type ProgressSends = (u32, u32, usize, Vec<(u64, Ns)>);
+/// local, (seq, sent, _)).
+type ProgressSends = (u32, u32, usize, Vec<MsgEntry>);
+
+/// Adds a stream's table to a window group's (nearly always the only one:
+/// taken over whole).
+fn join(to: &mut Vec<MsgEntry>, from: Vec<MsgEntry>) {
+    if to.is_empty() {
+        give_entries(std::mem::replace(to, from));
+    } else {
+        to.extend_from_slice(&from);
+        give_entries(from);
+    }
+}
+
+/// A fragment's items as the window's intervals (the items overlapping it:
+/// all of them, but for a defensive check), and whether they are in order.
+fn window_intervals(items: Vec<Item>, ws: Ns, we: Ns) -> (Vec<Item>, bool) {
+    let inside = |it: &Item| it.end() > ws && it.start() < we;
+    let items = if items.iter().all(inside) {
+        items
+    } else {
+        let mut v = take_items();
+        v.extend(items.iter().filter(|it| inside(it)));
+        give_items(items);
+        v
+    };
+    let sorted = items.windows(2).all(|p| (p[0].start(), p[0].end()) <= (p[1].start(), p[1].end()));
+    (items, sorted)
+}
+
+/// Drops the message halves outside the window (times moved by clock
+/// sync's causality clamps), renumbering the reads' slots.
+fn in_window(m: &mut Messages, ws: Ns, we: Ns) {
+    let inside = |t: Ns| t >= ws && t < we;
+    let mut slot = vec![u32::MAX; m.reads.len()];
+    let mut kept = 0;
+    for (k, &t) in m.reads.iter().enumerate() {
+        if inside(t) {
+            slot[k] = kept;
+            kept += 1;
+        }
+    }
+    m.reads.retain(|&t| inside(t));
+    for g in &mut m.groups {
+        g.entries.retain(|e| inside(e.1));
+        if g.half.is_read() {
+            g.entries.iter_mut().for_each(|e| e.2 = slot[e.2 as usize]);
+        }
+    }
+    m.moved = false;
+}
 
 struct ProgressReads {
     channel: u32,
     from: u32,
     j: usize,
     key: (u32, u32),
-    reads: Vec<(u64, Ns, u32)>,
+    reads: Vec<MsgEntry>,
     max_seq: u64,
 }
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
-use crate::model::{Busy, Fragment, GapEnd, Item, MsgKind, Ns, Pool, Sid};
+use crate::model::{
+    give_entries, give_items, take_items, Busy, Fragment, GapEnd, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind,
+    Ns, Sid,
+};
 use crate::properties;
 use crate::summary::*;
 use crate::waits::{Arrival, ArrivalRuns, Inbox, WaitFinder, WaitKind, WaitOn};
@@ -392,6 +398,7 @@ pub fn analyze_detail(
         match merged.last_mut() {
             Some(m) if m.stream == f.stream => {
                 m.items.extend(f.items);
+                m.msgs.append(f.msgs);
                 m.counters.add(&f.counters);
                 m.faults.extend(f.faults);
                 m.covered = (m.covered.0.min(f.covered.0), m.covered.1.max(f.covered.1));
@@ -400,7 +407,7 @@ pub fn analyze_detail(
             _ => merged.push(f),
         }
     }
-    let frags = merged;
+    let mut frags = merged;
     let n = frags.len();
     let sids: Vec<Sid> = frags.iter().map(|f| f.stream.unwrap_or(Sid { host, process: 0, worker: 0 })).collect();
     rep.start_unix_ns = frags.iter().find_map(|f| f.realtime_offset).map(|o| ws as i64 + o);
@@ -499,7 +506,6 @@ pub fn analyze_detail(
     let mut worker_ids = DenseIds::default();
     // data: (channel, from worker, to worker)
     let mut data_ix = GroupIndex::default();
-    let mut scratch = SCRATCH.with(|s| s.take());
     let mut data: Vec<DataGroup> = Vec::new();
     // progress sends: (channel, from worker) → (sender local, sends)
     let mut pg_ix = GroupIndex::default();
@@ -507,94 +513,66 @@ pub fn analyze_detail(
     // progress reads: (channel, from worker, reader local) → reads
     let mut pr_ix = GroupIndex::default();
     let mut pr: Vec<ProgressReads> = Vec::new();
-    // Per stream: its intervals in the window, copied out of the items (the
-    // walk of the waits below reads them in one sequential sweep instead of
-    // skipping through the messages), and whether they are in order.
-    let mut intervals_of: Vec<(Vec<Item>, bool)> = frags
-        .iter()
-        .map(|f| {
-            let mut v = crate::model::take_items();
-            v.reserve(f.items.len() / 2);
-            (v, true)
-        })
-        .collect();
-    for (i, f) in frags.iter().enumerate() {
+    // Per stream: its intervals in the window (the fragment's items), and
+    // whether they are in order.
+    let mut intervals_of: Vec<(Vec<Item>, bool)> = Vec::with_capacity(n);
+    for (i, f) in frags.iter_mut().enumerate() {
+        intervals_of.push(window_intervals(std::mem::take(&mut f.items), ws, we));
         let me = sids[i].worker;
         let me_d = worker_ids.id(me);
+        // The stream's message tables, grouped at ingest: each joins the
+        // window's group of its (channel, sender, receiver).
+        let mut m = std::mem::take(&mut f.msgs);
+        if m.moved {
+            in_window(&mut m, ws, we);
+        }
         let ib = &mut inbox[i];
-        ib.reads.reserve(f.items.len() / 2);
-        let (iv, iv_sorted) = &mut intervals_of[i];
-        let mut iv_last = (0, 0);
-        // This stream's groups by (kind, channel, other worker): most
-        // messages of a stream go to a few groups.
-        let mut cache = GroupCache::new();
-        for it in f.items.iter() {
-            match *it {
-                Item::Busy { start, end, .. } | Item::Gap { start, end, .. } if end > ws && start < we => {
-                    iv.push(*it);
-                    *iv_sorted &= iv_last <= (start, end);
-                    iv_last = (start, end);
+        ib.reads = m.reads;
+        ib.arrived.resize(ib.reads.len(), ws);
+        for MsgGroup { half, channel, other, entries } in m.groups {
+            match half {
+                Half::Send | Half::Recv => {
+                    let (from, to) = if half == Half::Send { (me, other) } else { (other, me) };
+                    let key = [chan_ids.id(channel), worker_ids.id(from), worker_ids.id(to)];
+                    let g = data_ix.get(key, data.len());
+                    if g == data.len() {
+                        data.push(DataGroup::new((channel, from, to)));
+                    }
+                    let d = &mut data[g];
+                    if half == Half::Send {
+                        d.si = Some(i);
+                        join(&mut d.sends, entries);
+                    } else {
+                        d.ri = Some(i);
+                        join(&mut d.reads, entries);
+                    }
                 }
-                Item::Send { ts, to, channel, seq, .. } if ts >= ws && ts < we => {
-                    let g = cache.get(0, channel, to, || {
-                        let key = [chan_ids.id(channel), me_d, worker_ids.id(to)];
-                        let g = data_ix.get(key, data.len());
-                        if g == data.len() {
-                            data.push(DataGroup::new((channel, me, to), &mut scratch));
-                        }
-                        data[g].si = Some(i);
-                        g
-                    });
-                    data[g].sends.push((seq, ts));
+                Half::PSend => {
+                    mc.progress_sent += entries.len() as u64;
+                    let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
+                    if g == pg.len() {
+                        pg.push((channel, me, i, Vec::new()));
+                    }
+                    join(&mut pg[g].3, entries);
                 }
-                Item::Recv { ts, from, channel, seq, .. } if ts >= ws && ts < we => {
-                    let g = cache.get(1, channel, from, || {
-                        let key = [chan_ids.id(channel), worker_ids.id(from), me_d];
-                        let g = data_ix.get(key, data.len());
-                        if g == data.len() {
-                            data.push(DataGroup::new((channel, from, me), &mut scratch));
-                        }
-                        data[g].ri = Some(i);
-                        g
-                    });
-                    data[g].reads.push((seq, ts, ib.reads.len() as u32));
-                    ib.reads.push(ts);
+                Half::PRecv => {
+                    mc.progress_received += entries.len() as u64;
+                    let (cd, fd) = (chan_ids.id(channel), worker_ids.id(other));
+                    let g = pr_ix.get([cd, fd, i as u32], pr.len());
+                    if g == pr.len() {
+                        pr.push(ProgressReads {
+                            channel,
+                            from: other,
+                            j: i,
+                            key: (cd, fd),
+                            reads: Vec::new(),
+                            max_seq: 0,
+                        });
+                    }
+                    join(&mut pr[g].reads, entries);
                 }
-                Item::PSend { ts, channel, seq } if ts >= ws && ts < we => {
-                    let g = cache.get(2, channel, 0, || {
-                        let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
-                        if g == pg.len() {
-                            pg.push((channel, me, i, scratch.pairs.take()));
-                        }
-                        g
-                    });
-                    pg[g].3.push((seq, ts));
-                    mc.progress_sent += 1;
-                }
-                Item::PRecv { ts, from, channel, seq } if ts >= ws && ts < we => {
-                    let g = cache.get(3, channel, from, || {
-                        let (cd, fd) = (chan_ids.id(channel), worker_ids.id(from));
-                        let g = pr_ix.get([cd, fd, i as u32], pr.len());
-                        if g == pr.len() {
-                            pr.push(ProgressReads {
-                                channel,
-                                from,
-                                j: i,
-                                key: (cd, fd),
-                                reads: scratch.triples.take(),
-                                max_seq: 0,
-                            });
-                        }
-                        g
-                    });
-                    pr[g].reads.push((seq, ts, ib.reads.len() as u32));
-                    ib.reads.push(ts);
-                    mc.progress_received += 1;
-                }
-                _ => {}
             }
         }
-        ib.arrived.resize(ib.reads.len(), ws);
     }
     let psends: usize = pg.iter().map(|g| g.3.len()).sum();
     for (a, b) in arrivals.iter_mut().zip(&inbox) {
@@ -684,8 +662,8 @@ pub fn analyze_detail(
                 _ => break,
             }
         }
-        scratch.pairs.give(sends);
-        scratch.triples.give(reads);
+        give_entries(sends);
+        give_entries(reads);
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
@@ -753,7 +731,7 @@ pub fn analyze_detail(
             }
             let read_upto = pr_ix.find([cd, fd, j as u32]).map(|g| pr[g].max_seq);
             arrivals[j].start_run();
-            for &(q, s) in sends.iter() {
+            for &(q, s, _) in sends.iter() {
                 arrivals[j].push(Arrival {
                     at: s,
                     src: *i as u32,
@@ -797,13 +775,13 @@ pub fn analyze_detail(
         }
         n => n,
     };
-    for (j, f) in frags.iter().enumerate() {
+    for j in 0..n {
         // The intervals nearly always come in order; sorted otherwise.
         let (iv, sorted) = &mut intervals_of[j];
         if !*sorted {
             iv.sort_by_key(|i| (i.start(), i.end()));
         }
-        gb.reserve(j, f.items.len() / 2);
+        gb.reserve(j, iv.len() + iv.len() / 2);
         let mut finder = WaitFinder::new(&arrivals[j], &inbox[j], (ws, we));
         let mut ww = WorkerWaiting { worker: sids[j].worker, ..Default::default() };
         type OnKey = (Option<u32>, Option<u32>, &'static str);
@@ -873,7 +851,6 @@ pub fn analyze_detail(
                         }
                     }
                 }
-                _ => {}
             }
         }
         let mut on: Vec<WaitedOn> = on
@@ -888,16 +865,18 @@ pub fn analyze_detail(
     // The message tables are done with: freed before the graph is laid out
     // (a window's peak memory, and pages the graph can reuse).
     for (.., sends) in pg {
-        scratch.pairs.give(sends);
+        give_entries(sends);
     }
     for g in pr {
-        scratch.triples.give(g.reads);
+        give_entries(g.reads);
     }
-    SCRATCH.with(|s| *s.borrow_mut() = scratch);
     for (iv, _) in intervals_of {
-        crate::model::give_items(iv);
+        give_items(iv);
     }
-    drop((inbox, arrivals));
+    for b in inbox {
+        crate::model::give_reads(b.reads);
+    }
+    drop(arrivals);
     let g = gb.build();
     rep.waiting = waiting;
 

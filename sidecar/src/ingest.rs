@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::activity::Builder;
 use crate::clock::Clock;
-use crate::model::{Counters, Fragment, Ns, Sid};
+use crate::model::{Counters, Fragment, Half, Ns, Sid};
 use crate::window::Windower;
 
 /// `Record::event`, inlined into the per-record loop (the same mapping; the
@@ -254,6 +254,9 @@ impl Ingest {
                     let t = last_ts.map_or(t, |l| t.max(l));
                     if first_ns.is_none() {
                         first_ns = Some(t);
+                        // (Messages go to their window before the items
+                        // that start the stream are placed.)
+                        st.windower.start_at(t);
                         if h.lost > 0 {
                             let from = last_ts.unwrap_or(t);
                             faults.push((from, t, format!("{} records lost", h.lost)));
@@ -279,10 +282,22 @@ impl Ingest {
                     c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
                     match event_of(r) {
                         Some(ev) => {
-                            if let ringlog::Event::Step { elided, spin_ticks } = ev {
-                                c.elided += elided;
-                                c.steps += 1;
-                                c.spin_ns += p.clock.span_ns(spin_ticks);
+                            use ringlog::Event::*;
+                            // Message halves go straight to their window's
+                            // tables; the builder only sees how they shape
+                            // the timeline.
+                            let w = &mut st.windower;
+                            match ev {
+                                Step { elided, spin_ticks } => {
+                                    c.elided += elided;
+                                    c.steps += 1;
+                                    c.spin_ns += p.clock.span_ns(spin_ticks);
+                                }
+                                MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
+                                MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
+                                ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
+                                ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
+                                _ => {}
                             }
                             st.builder.push(t, ev);
                         }

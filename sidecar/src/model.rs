@@ -56,67 +56,137 @@ pub enum GapEnd {
     Open,
 }
 
-/// One entry of a worker's timeline, as the activity builder emits it.
-/// Busy pieces and gaps tile the timeline; points sit on it.
+/// One entry of a worker's timeline, as the activity builder emits it:
+/// busy pieces and gaps tile the timeline. (The messages a worker sent and
+/// read go to its window's [`Messages`] tables instead.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Item {
     /// A piece of useful work, `[start, end]`.
-    Busy {
-        start: Ns,
-        end: Ns,
-        what: Busy,
-    },
+    Busy { start: Ns, end: Ns, what: Busy },
     /// Time between useful work. `cause_until`: until when a local cause of
     /// future work (active operator's pending progress, progress read) was
     /// pending (Sager §5.1.2 PC4/OC2); a wait can only start after it.
-    Gap {
-        start: Ns,
-        end: Ns,
-        cause_until: Ns,
-        next: GapEnd,
-    },
-    Send {
-        ts: Ns,
-        to: u32,
-        channel: u32,
-        seq: u64,
-        records: u32,
-    },
-    Recv {
-        ts: Ns,
-        from: u32,
-        channel: u32,
-        seq: u64,
-        records: u32,
-    },
-    PSend {
-        ts: Ns,
-        channel: u32,
-        seq: u64,
-    },
-    PRecv {
-        ts: Ns,
-        from: u32,
-        channel: u32,
-        seq: u64,
-    },
+    Gap { start: Ns, end: Ns, cause_until: Ns, next: GapEnd },
+}
+
+/// Which half of which kind of message a table holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Half {
+    /// A data message sent (to `other`).
+    Send,
+    /// A data message read (from `other`).
+    Recv,
+    /// A progress message sent (to every worker; `other` is 0).
+    PSend,
+    /// A progress message read (from `other`).
+    PRecv,
+}
+
+impl Half {
+    pub fn is_read(self) -> bool {
+        matches!(self, Half::Recv | Half::PRecv)
+    }
+}
+
+/// A message half: (sequence number, time, for a read its index in
+/// [`Messages::reads`]).
+pub type MsgEntry = (u64, Ns, u32);
+
+/// One stream's message halves of one kind, on one channel, with one other
+/// worker, in the order the stream recorded them: what the window's owner
+/// matches against the other side's table (sequence numbers are sent and
+/// read in order within a group).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgGroup {
+    pub half: Half,
+    pub channel: u32,
+    pub other: u32,
+    pub entries: Vec<MsgEntry>,
+}
+
+/// The messages one stream sent and read in one window, grouped as they are
+/// matched. Built while the stream is ingested, so the owner of the window
+/// finds every group ready instead of sorting a timeline's items into them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Messages {
+    /// When each message (data or progress) was read, in the stream's order.
+    pub reads: Vec<Ns>,
+    pub groups: Vec<MsgGroup>,
+    /// Some time was moved after ingest (clock sync's causality clamps), so
+    /// it may lie outside the window now.
+    pub moved: bool,
+}
+
+impl Messages {
+    /// The group of `(half, channel, other)`, made if new.
+    pub fn group(&mut self, half: Half, channel: u32, other: u32) -> usize {
+        match self.groups.iter().position(|g| g.half == half && g.channel == channel && g.other == other) {
+            Some(g) => g,
+            None => {
+                self.groups.push(MsgGroup { half, channel, other, entries: take_entries() });
+                self.groups.len() - 1
+            }
+        }
+    }
+
+    /// Adds a message half to group `g` (from [`Messages::group`]).
+    #[inline]
+    pub fn push(&mut self, g: usize, seq: u64, t: Ns) {
+        let grp = &mut self.groups[g];
+        let slot = if grp.half.is_read() {
+            self.reads.push(t);
+            self.reads.len() as u32 - 1
+        } else {
+            0
+        };
+        grp.entries.push((seq, t, slot));
+    }
+
+    /// Every message half: (half, channel, other, seq, time).
+    pub fn iter(&self) -> impl Iterator<Item = (Half, u32, u32, u64, Ns)> + '_ {
+        self.groups.iter().flat_map(|g| g.entries.iter().map(move |e| (g.half, g.channel, g.other, e.0, e.1)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.iter().map(|g| g.entries.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.iter().all(|g| g.entries.is_empty())
+    }
+
+    /// Appends `o` (the same stream's, from a duplicate fragment).
+    pub fn append(&mut self, mut o: Messages) {
+        let base = self.reads.len() as u32;
+        self.reads.append(&mut o.reads);
+        for mut g in o.groups {
+            if g.half.is_read() {
+                g.entries.iter_mut().for_each(|e| e.2 += base);
+            }
+            self.groups.push(g);
+        }
+        self.moved |= o.moved;
+    }
+
+    /// Returns the tables' vectors to the pools.
+    pub fn recycle(self) {
+        give_reads(self.reads);
+        for g in self.groups {
+            give_entries(g.entries);
+        }
+    }
 }
 
 impl Item {
     pub fn start(&self) -> Ns {
         match *self {
             Item::Busy { start, .. } | Item::Gap { start, .. } => start,
-            Item::Send { ts, .. } | Item::Recv { ts, .. } | Item::PSend { ts, .. } | Item::PRecv { ts, .. } => ts,
         }
     }
     pub fn end(&self) -> Ns {
         match *self {
             Item::Busy { end, .. } | Item::Gap { end, .. } => end,
-            _ => self.start(),
         }
-    }
-    pub fn is_interval(&self) -> bool {
-        matches!(self, Item::Busy { .. } | Item::Gap { .. })
     }
 }
 
@@ -165,8 +235,11 @@ pub struct Fragment {
     pub stream: Option<Sid>,
     /// Window index (start = index × window length, on the host timeline).
     pub window: u64,
-    /// Items overlapping the window, original (unclipped) times.
+    /// Busy pieces and gaps overlapping the window, original (unclipped)
+    /// times.
     pub items: Vec<Item>,
+    /// Messages sent and read inside the window.
+    pub msgs: Messages,
     pub counters: Counters,
     /// Part of the stream's timeline covered in this window.
     pub covered: (Ns, Ns),
@@ -248,6 +321,31 @@ pub fn take_items() -> Vec<Item> {
 /// Returns an item vector for reuse.
 pub fn give_items(v: Vec<Item>) {
     if let Ok(mut p) = ITEM_POOL.lock() {
+        p.give(v);
+    }
+}
+
+/// Message tables, shared like the item vectors: at most 16 M entries
+/// (384 MB) and 16 M read times (128 MB).
+static ENTRY_POOL: std::sync::Mutex<Pool<MsgEntry>> = std::sync::Mutex::new(Pool::new(64, 16 << 20));
+static READ_POOL: std::sync::Mutex<Pool<Ns>> = std::sync::Mutex::new(Pool::new(64, 16 << 20));
+
+pub fn take_entries() -> Vec<MsgEntry> {
+    ENTRY_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
+}
+
+pub fn give_entries(v: Vec<MsgEntry>) {
+    if let Ok(mut p) = ENTRY_POOL.lock() {
+        p.give(v);
+    }
+}
+
+pub fn take_reads() -> Vec<Ns> {
+    READ_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
+}
+
+pub fn give_reads(v: Vec<Ns>) {
+    if let Ok(mut p) = READ_POOL.lock() {
         p.give(v);
     }
 }

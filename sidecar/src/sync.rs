@@ -66,7 +66,7 @@ use clocksync::{Error as FzError, Exchange, FreeZer, Interval, Ratio};
 use ringlog::ClockSync;
 use rustc_hash::FxHashMap;
 
-use crate::model::{Fragment, Item, Ns};
+use crate::model::{Fragment, Half, Ns};
 use crate::summary::WindowReport;
 
 /// `floor(x · fp / 2^64)` (`up`: ceiling) for `x < 2^64`; `None` on overflow.
@@ -372,16 +372,12 @@ pub fn enforce_causality(frags: &mut [Fragment]) -> Causality {
     let mut progress: FxHashMap<(u32, u32, u64), Ns> = FxHashMap::default();
     for f in frags.iter() {
         let Some(s) = f.stream else { continue };
-        for it in &f.items {
-            match *it {
-                Item::Send { ts, to, channel, seq, .. } => {
-                    if host_of.get(&to).is_some_and(|h| h.0 != s.host) {
-                        data.insert((channel, s.worker, to, seq), ts);
-                    }
+        for g in &f.msgs.groups {
+            match g.half {
+                Half::Send if host_of.get(&g.other).is_some_and(|h| h.0 != s.host) => {
+                    data.extend(g.entries.iter().map(|&(seq, ts, _)| ((g.channel, s.worker, g.other, seq), ts)));
                 }
-                Item::PSend { ts, channel, seq } => {
-                    progress.insert((channel, s.worker, seq), ts);
-                }
+                Half::PSend => progress.extend(g.entries.iter().map(|&(seq, ts, _)| ((g.channel, s.worker, seq), ts))),
                 _ => {}
             }
         }
@@ -393,23 +389,27 @@ pub fn enforce_causality(frags: &mut [Fragment]) -> Causality {
     for f in frags.iter_mut() {
         let Some(s) = f.stream else { continue };
         let mine = f.counters.clock_uncertainty_ns;
-        for it in f.items.iter_mut() {
-            let (sent, from) = match *it {
-                Item::Recv { from, channel, seq, .. } => (data.get(&(channel, from, s.worker, seq)).copied(), from),
-                Item::PRecv { from, channel, seq, .. } => {
-                    let other = host_of.get(&from).is_some_and(|h| h.0 != s.host);
-                    (if other { progress.get(&(channel, from, seq)).copied() } else { None }, from)
+        let m = &mut f.msgs;
+        for g in m.groups.iter_mut() {
+            let from = g.other;
+            let theirs = host_of.get(&from).map_or(0, |h| h.1);
+            let other_host = host_of.get(&from).is_some_and(|h| h.0 != s.host);
+            for e in g.entries.iter_mut() {
+                let sent = match g.half {
+                    Half::Recv => data.get(&(g.channel, from, s.worker, e.0)).copied(),
+                    Half::PRecv if other_host => progress.get(&(g.channel, from, e.0)).copied(),
+                    _ => None,
+                };
+                let Some(sent) = sent else { continue };
+                if e.1 < sent {
+                    if sent - e.1 > mine.saturating_add(theirs) {
+                        c.beyond_bound += 1;
+                    }
+                    e.1 = sent;
+                    m.reads[e.2 as usize] = sent;
+                    m.moved = true;
+                    c.clamps += 1;
                 }
-                _ => continue,
-            };
-            let (Some(sent), Item::Recv { ts, .. } | Item::PRecv { ts, .. }) = (sent, it) else { continue };
-            if *ts < sent {
-                let theirs = host_of.get(&from).map_or(0, |h| h.1);
-                if sent - *ts > mine.saturating_add(theirs) {
-                    c.beyond_bound += 1;
-                }
-                *ts = sent;
-                c.clamps += 1;
             }
         }
     }
@@ -469,7 +469,7 @@ pub fn analyze_window(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Counters, Sid};
+    use crate::model::{Counters, Messages, Sid};
     use clocksync::sim::{DelayModel, Link, Rng, SimClock, MILLISECOND, SECOND};
     use proptest::prelude::*;
     use ringlog::ClockExchange;
@@ -573,10 +573,17 @@ mod tests {
         assert!(f2.is_none(), "{f2:?}");
     }
 
-    fn frag(host: u64, worker: u32, items: Vec<Item>, u: u64) -> Fragment {
+    /// A stream's fragment with these message halves: (half, other worker,
+    /// seq, time), channel 5.
+    fn frag(host: u64, worker: u32, msgs: &[(Half, u32, u64, Ns)], u: u64) -> Fragment {
+        let mut m = Messages::default();
+        for &(half, other, seq, t) in msgs {
+            let g = m.group(half, 5, other);
+            m.push(g, seq, t);
+        }
         Fragment {
             stream: Some(Sid { host, process: worker + 1, worker }),
-            items,
+            msgs: m,
             counters: Counters { clock_uncertainty_ns: u, ..Default::default() },
             timeline: (host != A).then_some(A),
             ..Default::default()
@@ -585,22 +592,23 @@ mod tests {
 
     #[test]
     fn receives_before_their_send_are_clamped_across_hosts_only() {
-        let send = |ts, to, seq| Item::Send { ts, to, channel: 5, seq, records: 1 };
-        let recv = |ts, from, seq| Item::Recv { ts, from, channel: 5, seq, records: 1 };
+        use Half::{Recv, Send};
         let mut fs = vec![
-            frag(A, 0, vec![send(100, 1, 0), send(200, 1, 1), send(300, 2, 0)], 0),
-            frag(B, 1, vec![recv(90, 0, 0), recv(250, 0, 1)], 20),
-            frag(A, 2, vec![recv(290, 0, 0)], 0), // same host: left alone
+            frag(A, 0, &[(Send, 1, 0, 100), (Send, 1, 1, 200), (Send, 2, 0, 300)], 0),
+            frag(B, 1, &[(Recv, 0, 0, 90), (Recv, 0, 1, 250)], 20),
+            frag(A, 2, &[(Recv, 0, 0, 290)], 0), // same host: left alone
         ];
         let c = prepare(A, &mut fs);
         assert_eq!(c.hosts, vec![B]);
         assert_eq!(c.uncertainty_ns, Some(20));
         assert_eq!(c.causality, Causality { clamps: 1, beyond_bound: 0 });
-        assert_eq!(fs[1].items[0], recv(100, 0, 0));
-        assert_eq!(fs[1].items[1], recv(250, 0, 1));
-        assert_eq!(fs[2].items[0], recv(290, 0, 0));
+        let halves = |f: &Fragment| f.msgs.iter().collect::<Vec<_>>();
+        assert_eq!(halves(&fs[1]), vec![(Recv, 5, 0, 0, 100), (Recv, 5, 0, 1, 250)]);
+        assert_eq!(fs[1].msgs.reads, vec![100, 250], "the read times move with their entries");
+        assert!(fs[1].msgs.moved && !fs[2].msgs.moved);
+        assert_eq!(halves(&fs[2]), vec![(Recv, 5, 0, 0, 290)]);
         // An inversion wider than the bounds is clamped and flagged.
-        let mut fs = vec![frag(A, 0, vec![send(100, 1, 0)], 0), frag(B, 1, vec![recv(50, 0, 0)], 20)];
+        let mut fs = vec![frag(A, 0, &[(Send, 1, 0, 100)], 0), frag(B, 1, &[(Recv, 0, 0, 50)], 20)];
         assert_eq!(enforce_causality(&mut fs), Causality { clamps: 1, beyond_bound: 1 });
     }
 
@@ -627,7 +635,11 @@ mod tests {
             // Exchanges 100 ms apart always bound F (needs two a few ticks apart).
             prop_assert!(c.is_some());
             let c = c.unwrap();
-            let mut fs = vec![frag(A, 0, vec![], 0), frag(B, 1, vec![], 0)];
+            let mut fs = vec![frag(A, 0, &[], 0), frag(B, 1, &[], 0)];
+            let push = |f: &mut Fragment, half, channel, other, seq, t| {
+                let g = f.msgs.group(half, channel, other);
+                f.msgs.push(g, seq, t);
+            };
             for i in 0..200u64 {
                 // Events from 1 s before the first exchange to 10 s after the last.
                 let t = t0 - SECOND + (rng.next_u64() % (12 * SECOND as u64 + n as u64 * 125 * MILLISECOND as u64)) as i128;
@@ -639,26 +651,26 @@ mod tests {
                 // A message from A at t to B, received after a random delay.
                 let tr = t + (rng.next_u64() % (2 * MILLISECOND as u64)) as i128;
                 let (rp, rw) = c.point(b.read(tr)).unwrap();
-                fs[0].items.push(Item::Send { ts: a.read(t), to: 1, channel: 1, seq: i, records: 1 });
-                fs[1].items.push(Item::Recv { ts: rp, from: 0, channel: 1, seq: i, records: 1 });
+                push(&mut fs[0], Half::Send, 1, 1, i, a.read(t));
+                push(&mut fs[1], Half::Recv, 1, 0, i, rp);
                 // ... and one from B at t to A.
-                fs[1].items.push(Item::Send { ts: p, to: 0, channel: 2, seq: i, records: 1 });
-                fs[0].items.push(Item::Recv { ts: a.read(tr), from: 1, channel: 2, seq: i, records: 1 });
+                push(&mut fs[1], Half::Send, 2, 0, i, p);
+                push(&mut fs[0], Half::Recv, 2, 1, i, a.read(tr));
                 fs[1].counters.clock_uncertainty_ns = fs[1].counters.clock_uncertainty_ns.max(w).max(rw);
             }
             let caus = enforce_causality(&mut fs);
             prop_assert_eq!(caus.beyond_bound, 0);
             let mut sends = std::collections::HashMap::new();
             for f in &fs {
-                for it in &f.items {
-                    if let Item::Send { ts, channel, seq, .. } = *it {
+                for (half, channel, _, seq, ts) in f.msgs.iter() {
+                    if half == Half::Send {
                         sends.insert((channel, seq), ts);
                     }
                 }
             }
             for f in &fs {
-                for it in &f.items {
-                    if let Item::Recv { ts, channel, seq, .. } = *it {
+                for (half, channel, _, seq, ts) in f.msgs.iter() {
+                    if half == Half::Recv {
                         prop_assert!(ts >= sends[&(channel, seq)], "edge inverted");
                     }
                 }

@@ -7,7 +7,42 @@
 
 use std::collections::VecDeque;
 
-use crate::model::{Counters, Fragment, Item, Ns, Sid};
+use crate::model::{Counters, Fragment, Half, Item, Messages, Ns, Sid};
+
+/// The groups of the window messages last went to, by (half, channel, other
+/// worker): direct-mapped, a miss asks the fragment. Most messages of a
+/// stream go to a few groups.
+#[derive(Debug)]
+struct GroupCache {
+    /// (channel << 32 | other, half + 1 (0: empty), group); a quarter of
+    /// the slots per half, so that a stream's sends and reads of one
+    /// exchange never evict one another.
+    slots: [(u64, u32, u32); 256],
+}
+
+impl GroupCache {
+    fn new() -> Self {
+        GroupCache { slots: [(0, 0, 0); 256] }
+    }
+
+    fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| s.1 = 0);
+    }
+
+    #[inline(always)]
+    fn get(&mut self, half: Half, channel: u32, other: u32, m: &mut Messages) -> usize {
+        let key = (channel as u64) << 32 | other as u64;
+        let h = half as u32 + 1;
+        let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize & 0xfc | half as usize;
+        let e = &mut self.slots[i];
+        if e.1 == h && e.0 == key {
+            return e.2 as usize;
+        }
+        let g = m.group(half, channel, other);
+        *e = (key, h, g as u32);
+        g
+    }
+}
 
 #[derive(Debug)]
 pub struct Windower {
@@ -25,6 +60,15 @@ pub struct Windower {
     lent: Option<(u64, usize)>,
     pub workers_expected: u32,
     pub program: String,
+    /// The messages of the window they last went to (index, start, end),
+    /// so far, with the first and last time: moved into its fragment when
+    /// the stream moves on or the window is handed over.
+    msgs: Messages,
+    msgs_at: Option<(u64, Ns, Ns)>,
+    msgs_span: (Ns, Ns),
+    msg_groups: GroupCache,
+    /// Messages for windows already handed over (reported by `add`).
+    late_msgs: u64,
 }
 
 impl Windower {
@@ -38,6 +82,73 @@ impl Windower {
             lent: None,
             workers_expected: 0,
             program: String::new(),
+            msgs: Messages::default(),
+            msgs_at: None,
+            msgs_span: (0, 0),
+            msg_groups: GroupCache::new(),
+            late_msgs: 0,
+        }
+    }
+
+    /// A message half at `t` (not before the stream's earlier records):
+    /// into the tables of its window.
+    #[inline(always)]
+    pub fn message(&mut self, t: Ns, half: Half, channel: u32, other: u32, seq: u64) {
+        match self.msgs_at {
+            Some((_, lo, hi)) if t >= lo && t < hi => {}
+            _ => {
+                if !self.messages_at(t) {
+                    self.late_msgs += 1;
+                    return;
+                }
+            }
+        }
+        let g = self.msg_groups.get(half, channel, other, &mut self.msgs);
+        self.msgs.push(g, seq, t);
+        self.msgs_span.1 = t;
+    }
+
+    /// The stream's first record is at `t`: its first window.
+    pub fn start_at(&mut self, t: Ns) {
+        if !self.started {
+            self.started = true;
+            self.next = self.index(t);
+        }
+    }
+
+    /// Messages now go to the window of `t` (false: it was handed over).
+    #[cold]
+    fn messages_at(&mut self, t: Ns) -> bool {
+        self.stash_messages();
+        self.start_at(t);
+        let k = self.index(t);
+        let (Some(_), Some((lo, hi))) = (self.slot(k), self.bounds(k)) else { return false };
+        self.msgs_at = Some((k, lo, hi));
+        self.msgs.reads = crate::model::take_reads();
+        self.msgs_span = (t, t);
+        self.msg_groups.clear();
+        true
+    }
+
+    /// Moves the messages gathered into their window's fragment.
+    fn stash_messages(&mut self) {
+        let Some((k, ..)) = self.msgs_at.take() else { return };
+        let m = std::mem::take(&mut self.msgs);
+        let (lo, hi) = self.msgs_span;
+        match self.frag(k) {
+            Some(f) => {
+                if f.msgs.groups.is_empty() && f.msgs.reads.is_empty() {
+                    f.msgs = m;
+                } else {
+                    f.msgs.append(m);
+                }
+                f.covered.0 = f.covered.0.min(lo);
+                f.covered.1 = f.covered.1.max(hi);
+            }
+            None => {
+                self.late_msgs += m.len() as u64;
+                m.recycle();
+            }
         }
     }
 
@@ -46,6 +157,12 @@ impl Windower {
     }
 
     fn frag(&mut self, k: u64) -> Option<&mut Fragment> {
+        self.slot(k).and_then(|off| self.open[off].as_mut())
+    }
+
+    /// The offset in `open` of window `k`'s fragment, made if new.
+    #[inline]
+    fn slot(&mut self, k: u64) -> Option<usize> {
         if k < self.next {
             return None; // already handed over: late data
         }
@@ -53,11 +170,14 @@ impl Windower {
         if off > 10_000_000 {
             return None; // absurd jump (corrupt clock): do not allocate for it
         }
+        if let Some(Some(_)) = self.open.get(off) {
+            return Some(off);
+        }
         while self.open.len() <= off {
             self.open.push_back(None);
         }
         let (stream, we, prog) = (self.stream, self.workers_expected, &self.program);
-        Some(self.open[off].get_or_insert_with(|| Fragment {
+        self.open[off].get_or_insert_with(|| Fragment {
             stream: Some(stream),
             window: k,
             workers_expected: we,
@@ -65,7 +185,8 @@ impl Windower {
             covered: (Ns::MAX, 0),
             items: crate::model::take_items(),
             ..Default::default()
-        }))
+        });
+        Some(off)
     }
 
     /// Bounds of window `k`, if representable.
@@ -98,6 +219,11 @@ impl Windower {
     /// items of the window the last one fell in: give the same vector to
     /// every call, and to `take_ready` and `finish`.
     pub fn add(&mut self, items: &mut Vec<Item>) -> u64 {
+        let late = std::mem::take(&mut self.late_msgs);
+        self.add_items(items) + late
+    }
+
+    fn add_items(&mut self, items: &mut Vec<Item>) -> u64 {
         let mut spare = Vec::new();
         if let Some((k, len)) = self.lent.take() {
             if let Some((s_min, e_max)) = self.inside(k, &items[len..]) {
@@ -129,7 +255,7 @@ impl Windower {
     /// Gives the lent window its items back (`items` as given to `add`).
     fn reclaim(&mut self, items: &mut Vec<Item>) {
         if self.lent.is_some_and(|(_, len)| items.len() > len) {
-            self.add(items);
+            self.add_items(items);
         }
         if let Some((k, _)) = self.lent.take() {
             std::mem::swap(items, &mut self.open_frag(k).items);
@@ -256,6 +382,9 @@ impl Windower {
         if !self.started || upto <= self.next {
             return;
         }
+        if self.msgs_at.is_some_and(|(k, ..)| k < upto) {
+            self.stash_messages();
+        }
         assert!(self.lent.is_none_or(|(k, _)| k >= upto), "lent window handed over");
         // Every window between handed-over ones exists (items tile the
         // timeline); empty ones get an empty fragment so the owner knows the
@@ -293,6 +422,7 @@ impl Windower {
     /// `ended` (clean end) or with `fault` (disconnect, decode error).
     pub fn finish(&mut self, clean: bool, fault: Option<&str>, items: &mut Vec<Item>, out: &mut Vec<Fragment>) {
         self.reclaim(items);
+        self.stash_messages();
         let last = self.open.iter().rposition(|f| f.is_some()).map(|i| self.next + i as u64);
         if let Some(last) = last {
             if let Some(Some(f)) = self.open.get_mut((last - self.next) as usize) {
@@ -327,8 +457,9 @@ mod tests {
         let mut items = vec![
             Item::Busy { start: 10, end: 250, what: Busy::Operator(1) },
             Item::Gap { start: 250, end: 300, cause_until: 250, next: GapEnd::NoCause },
-            Item::PSend { ts: 200, channel: 0, seq: 0 },
         ];
+        w.start_at(10);
+        w.message(200, Half::PSend, 0, 0, 0);
         assert_eq!(w.add(&mut items), 0);
         w.count(150, &Counters { records: 3, ..Default::default() });
         let mut out = vec![];
@@ -338,11 +469,36 @@ mod tests {
         w.take_ready(300, &mut items, &mut out);
         assert_eq!(out.iter().map(|f| f.window).collect::<Vec<_>>(), vec![0, 1, 2]);
         assert_eq!(out[1].counters.records, 3);
-        assert_eq!(out[2].items.len(), 3); // busy tail, gap, psend
-                                           // the gap ends exactly at 300: it is not in window 3
-        items.push(Item::Recv { ts: 50, from: 0, channel: 0, seq: 0, records: 0 });
+        // busy tail and gap; the gap ends exactly at 300: not in window 3
+        assert_eq!(out[2].items.len(), 2);
+        assert_eq!(out[2].msgs.iter().collect::<Vec<_>>(), vec![(Half::PSend, 0, 0, 0, 200)]);
+        // A message for a window handed over is late.
+        w.message(50, Half::Recv, 0, 0, 0);
         assert_eq!(w.add(&mut items), 1);
         w.finish(true, None, &mut items, &mut out);
         assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn messages_before_the_first_items_go_to_their_windows() {
+        let sid = Sid { host: 1, process: 1, worker: 0 };
+        let mut w = Windower::new(sid, 100);
+        // The stream starts at 50; its first messages come (in windows 1
+        // and 2) before any of its items is placed.
+        w.start_at(50);
+        w.message(120, Half::Send, 3, 1, 0);
+        w.message(130, Half::Recv, 3, 1, 0);
+        w.message(250, Half::Send, 3, 1, 1);
+        let mut items = vec![Item::Busy { start: 50, end: 260, what: Busy::Operator(1) }];
+        assert_eq!(w.add(&mut items), 0);
+        let mut out = vec![];
+        w.finish(true, None, &mut items, &mut out);
+        assert_eq!(out.iter().map(|f| f.window).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!(out[0].msgs.is_empty());
+        let halves = |f: &Fragment| f.msgs.iter().collect::<Vec<_>>();
+        assert_eq!(halves(&out[1]), vec![(Half::Send, 3, 1, 0, 120), (Half::Recv, 3, 1, 0, 130)]);
+        assert_eq!(out[1].msgs.reads, vec![130]);
+        assert_eq!(halves(&out[2]), vec![(Half::Send, 3, 1, 1, 250)]);
+        assert_eq!(out[2].covered, (200, 260));
     }
 }
