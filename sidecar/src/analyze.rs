@@ -1013,16 +1013,15 @@ pub fn analyze_detail(
     }
 
     // ---- participation ----
-    let p = graph::participation(&g);
     // Summed per (worker, activity) over integer keys first (hashing the
-    // names per vertex cost more than the path counting), in the same order,
-    // then moved to the named map in order of first appearance.
+    // names per vertex cost more than the path counting), in vertex order as
+    // the scores come, then moved to the named map in order of first
+    // appearance.
     const NAMES: [&str; 6] = ["operator", "span", "waiting_for_input", "unknown", "data_message", "progress_message"];
     let mut sums = PartSums::new(g.chains.len());
-    for v in 0..g.len() {
-        let sc = p.worker[v];
+    let p = graph::participation_with(&g, |v, sc| {
         if sc <= 0.0 {
-            continue;
+            return;
         }
         let w = g.w[v];
         match g.kind[v] {
@@ -1031,7 +1030,7 @@ pub fn analyze_detail(
             EKind::WaitingForInput => sums.add((w, 2, None), sc),
             _ => sums.add((w, 3, None), sc),
         }
-    }
+    });
     for (i, c) in g.comms.iter().enumerate() {
         if p.comm[i] > 0.0 {
             let cat = match c.kind {

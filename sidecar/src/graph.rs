@@ -379,9 +379,19 @@ fn lse2(a: f64, b: f64) -> f64 {
 }
 
 pub fn participation(g: &Graph) -> Participation {
+    let mut worker = vec![0.0; g.len()];
+    let mut p = participation_with(g, |v, score| worker[v] = score);
+    p.worker = worker;
+    p
+}
+
+/// [`participation`], handing each worker edge's score to `worker_score`
+/// (vertex, score) in vertex order instead of storing it (`worker` is left
+/// empty): edges not handed over score 0.
+pub fn participation_with(g: &Graph, mut worker_score: impl FnMut(usize, f64)) -> Participation {
     let n = g.len();
     let nc = g.comms.len();
-    let mut p = Participation { worker: vec![0.0; n], comm: vec![0.0; nc], ..Default::default() };
+    let mut p = Participation { comm: vec![0.0; nc], ..Default::default() };
     if n == 0 {
         return p;
     }
@@ -540,7 +550,7 @@ pub fn participation(g: &Graph) -> Participation {
         }
         let e = (fwd[k] + bwd[k + 1] - total).exp2();
         for v in key[k] as usize + 1..=key[k + 1] as usize {
-            p.worker[v] = e * (g.t[v] - g.t[v - 1]) as f64 / span;
+            worker_score(v, e * (g.t[v] - g.t[v - 1]) as f64 / span);
         }
     }
     for (i, c) in g.comms.iter().enumerate() {

@@ -130,7 +130,7 @@ impl Messages {
     }
 
     /// Adds a message half to group `g` (from [`Messages::group`]).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, g: usize, seq: u64, t: Ns) {
         let grp = &mut self.groups[g];
         let slot = if grp.half.is_read() {
