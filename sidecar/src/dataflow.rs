@@ -75,6 +75,31 @@ fn owner(host: u64, window: u64) -> u64 {
     window.wrapping_add(host.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 40)
 }
 
+/// Set when a worker thread panics. Its peers would otherwise wait forever
+/// for its progress (the sources keep polling: a hung process burning CPU);
+/// they see this, stop, and the run returns the panic as its error.
+#[derive(Default)]
+struct Failure {
+    failed: AtomicBool,
+    first: Mutex<Option<String>>,
+}
+
+/// Records in `Failure` a panic of the worker thread holding it (when the
+/// panic unwinds through the worker closure: building or running the
+/// dataflow).
+struct Armed<'a>(&'a Failure, usize);
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut first) = self.0.first.lock() {
+                first.get_or_insert_with(|| format!("analysis worker {} panicked (its message is above)", self.1));
+            }
+            self.0.failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 fn now_unix_ns() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
 }
@@ -102,9 +127,12 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
     let progress_bar = settings.progress_bar;
     let sync = settings.sync.clone();
     let stats2 = stats.clone();
+    let failure = Arc::new(Failure::default());
+    let failure2 = failure.clone();
     let started = Instant::now();
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
+        let _armed = Armed(&failure2, index);
         let peers = worker.peers();
         let sink = sink.clone();
         let stats = stats2.clone();
@@ -146,7 +174,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             }
                             Err(e) => {
                                 let msg = format!("{name}: cannot open: {e}");
-                                eprintln!("sidecar: error: {msg}");
+                                let _ = writeln!(std::io::stderr(), "sidecar: error: {msg}");
                                 stats.lock().unwrap().errors.push(msg);
                             }
                         }
@@ -260,7 +288,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         }
                         r.take_fragments(&mut buf);
                         for e in r.ingest.errors.drain(..) {
-                            eprintln!("sidecar: error: {e}");
+                            let _ = writeln!(std::io::stderr(), "sidecar: error: {e}");
                             stats.lock().unwrap().errors.push(e);
                         }
                     }
@@ -293,7 +321,13 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                         last_bar = Instant::now();
                         let r = read_bytes.load(Ordering::Relaxed);
                         let pct = if total_bytes > 0 { 100.0 * r as f64 / total_bytes as f64 } else { 0.0 };
-                        eprint!("\r  reading {:>5.1}%  {} / {} MB ", pct, r >> 20, total_bytes >> 20);
+                        let _ = write!(
+                            std::io::stderr(),
+                            "\r  reading {:>5.1}%  {} / {} MB ",
+                            pct,
+                            r >> 20,
+                            total_bytes >> 20
+                        );
                     }
                     let done = readers.iter().all(|r| r.done) && (!live || stopping);
                     if done {
@@ -306,11 +340,11 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                             let e = format!(
                                 "{late} fragments arrived after their window was analyzed (the first: {first_late})"
                             );
-                            eprintln!("sidecar: error: {e}");
+                            let _ = writeln!(std::io::stderr(), "sidecar: error: {e}");
                             st.errors.push(e);
                         }
                         if progress_bar && index == 0 {
-                            eprint!("\r{:60}\r", "");
+                            let _ = write!(std::io::stderr(), "\r{:60}\r", "");
                         }
                         cap = None;
                         return;
@@ -446,8 +480,21 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
                 }
             });
         });
+        // Stepped here rather than by `timely::execute`, which parks without
+        // a limit: wake now and then to see whether a peer failed.
+        while worker.step_or_park(Some(Duration::from_millis(100))) {
+            if failure2.failed.load(Ordering::SeqCst) {
+                // This dataflow can never complete: unwind to drop it
+                // (quietly: resume_unwind runs no panic hook).
+                std::panic::resume_unwind(Box::new("stopped: another worker panicked"));
+            }
+        }
     })?;
-    for r in guards.join() {
+    let results = guards.join();
+    if let Some(e) = failure.first.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
+    for r in results {
         r?;
     }
     let _ = started;

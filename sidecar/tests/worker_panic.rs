@@ -1,0 +1,99 @@
+//! A panic in one analysis worker ends the run with an error; the other
+//! workers used to wait forever for its progress (a hung process burning
+//! CPU). And a closed or full standard error does not make a worker panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sidecar::dataflow::{self, Inputs, Settings, Sink};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sidecar-panic-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn trace(name: &str) -> PathBuf {
+    let p = tmp(name);
+    let cfg = sidecar::synth::SynthConfig { records: 200_000, workers: 2, ..Default::default() };
+    let mut bytes = Vec::new();
+    sidecar::synth::generate(&cfg, &mut |b| {
+        bytes.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    std::fs::write(&p, &bytes).unwrap();
+    p
+}
+
+/// A report sink that panics, as any bug in a worker would.
+struct Panics;
+
+impl std::io::Write for Panics {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        panic!("the report sink failed");
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panicking_worker_ends_the_run_with_an_error() {
+    let file = trace("panic.rlog");
+    let settings = Settings {
+        width: 20_000_000,
+        timely_args: vec!["-w".into(), "2".into()],
+        progress_bar: false,
+        sync: Default::default(),
+    };
+    // Reports are printed by worker 0: it panics, worker 1 must not wait.
+    let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(dataflow::run(settings, Inputs::Files(vec![file]), sink).map(|st| st.windows));
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Err(e)) => assert!(e.contains("analysis worker 0 panicked"), "{e}"),
+        Ok(Ok(windows)) => panic!("the run succeeded ({windows} windows) though a worker panicked"),
+        Err(_) => panic!("the run did not end within 60 s after a worker panicked"),
+    }
+}
+
+#[test]
+fn a_full_stderr_does_not_stop_the_analysis() {
+    if !std::path::Path::new("/dev/full").exists() {
+        return;
+    }
+    let good = trace("good.rlog");
+    let missing = tmp("missing.rlog");
+    let json = tmp("full.jsonl");
+    let _ = std::fs::remove_file(&json);
+    // The error line for the missing file cannot be written (ENOSPC).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sidecar"))
+        .args(["analyze", missing.to_str().unwrap(), good.to_str().unwrap(), "--window", "20ms", "-q", "-w", "2"])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("the sidecar did not exit within 60 s with standard error full");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // A missing input is an error (and the closing line to stderr fails).
+    assert!(!status.success(), "{status}");
+    let reps = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(reps.lines().count() > 0, "no windows analyzed");
+}
