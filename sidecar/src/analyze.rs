@@ -1196,3 +1196,25 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
         .collect();
     (reps, errors)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {
+        let mut m = Messages::default();
+        let (r, s) = (m.group(Half::Recv, 1, 0), m.group(Half::Send, 1, 0));
+        // Reads at 95 (moved before the window [100, 200)), 120, 150; a send
+        // at 210 (moved past its end) and one at 130.
+        for (g, seq, t) in [(r, 0, 95), (s, 0, 130), (r, 1, 120), (s, 1, 210), (r, 2, 150)] {
+            m.push(g, seq, t);
+        }
+        m.moved = true;
+        in_window(&mut m, 100, 200);
+        assert_eq!(m.reads, vec![120, 150]);
+        assert_eq!(m.groups[r].entries, vec![(1, 120, 0), (2, 150, 1)]);
+        assert_eq!(m.groups[s].entries, vec![(0, 130, 0)]);
+        assert!(!m.moved);
+    }
+}

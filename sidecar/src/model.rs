@@ -369,3 +369,29 @@ impl EndedStreams {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_tables_keep_their_reads_slots() {
+        let (mut a, mut b) = (Messages::default(), Messages::default());
+        let g = a.group(Half::PRecv, 0, 3);
+        a.push(g, 7, 10);
+        let g = b.group(Half::Recv, 2, 1);
+        b.push(g, 0, 20);
+        let g = b.group(Half::PRecv, 0, 3);
+        b.push(g, 8, 30);
+        a.append(b);
+        assert_eq!(a.reads, vec![10, 20, 30]);
+        // Every read's slot names its own time.
+        for grp in &a.groups {
+            for e in &grp.entries {
+                assert_eq!(a.reads[e.2 as usize], e.1);
+            }
+        }
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.groups.len(), 3, "a group seen in both stays two tables (joined by the analysis)");
+    }
+}
