@@ -313,16 +313,24 @@ impl<T> Pool<T> {
 /// is analyzed. At most 16 M items (640 MB).
 static ITEM_POOL: std::sync::Mutex<Pool<Item>> = std::sync::Mutex::new(Pool::new(1024, 16 << 20));
 
+fn take_from<T>(pool: &std::sync::Mutex<Pool<T>>) -> Vec<T> {
+    pool.lock().map(|mut p| p.take()).unwrap_or_default()
+}
+
+fn give_to<T>(pool: &std::sync::Mutex<Pool<T>>, v: Vec<T>) {
+    if let Ok(mut p) = pool.lock() {
+        p.give(v);
+    }
+}
+
 /// An empty item vector, recycled if one is available.
 pub fn take_items() -> Vec<Item> {
-    ITEM_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
+    take_from(&ITEM_POOL)
 }
 
 /// Returns an item vector for reuse.
 pub fn give_items(v: Vec<Item>) {
-    if let Ok(mut p) = ITEM_POOL.lock() {
-        p.give(v);
-    }
+    give_to(&ITEM_POOL, v)
 }
 
 /// Message tables, shared like the item vectors: at most 16 M entries
@@ -331,23 +339,19 @@ static ENTRY_POOL: std::sync::Mutex<Pool<MsgEntry>> = std::sync::Mutex::new(Pool
 static READ_POOL: std::sync::Mutex<Pool<Ns>> = std::sync::Mutex::new(Pool::new(64, 16 << 20));
 
 pub fn take_entries() -> Vec<MsgEntry> {
-    ENTRY_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
+    take_from(&ENTRY_POOL)
 }
 
 pub fn give_entries(v: Vec<MsgEntry>) {
-    if let Ok(mut p) = ENTRY_POOL.lock() {
-        p.give(v);
-    }
+    give_to(&ENTRY_POOL, v)
 }
 
 pub fn take_reads() -> Vec<Ns> {
-    READ_POOL.lock().map(|mut p| p.take()).unwrap_or_default()
+    take_from(&READ_POOL)
 }
 
 pub fn give_reads(v: Vec<Ns>) {
-    if let Ok(mut p) = READ_POOL.lock() {
-        p.give(v);
-    }
+    give_to(&READ_POOL, v)
 }
 
 /// Ended streams as window owners track them: (host, process) → the first

@@ -311,13 +311,7 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     let good = tmp("good.rlog");
     let bad = tmp("bad.rlog");
     let cut = tmp("cut.rlog");
-    let cfg = sidecar::synth::SynthConfig { records: 200_000, workers: 2, ..Default::default() };
-    let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
-        bytes.extend_from_slice(b);
-        Ok(())
-    })
-    .unwrap();
+    let bytes = common::synth_bytes(200_000, 2);
     std::fs::write(&good, &bytes).unwrap();
     let mut b2 = bytes.clone();
     let mid = b2.len() / 2;

@@ -2,6 +2,8 @@
 //! workers used to wait forever for its progress (a hung process burning
 //! CPU). And a closed or full standard error does not make a worker panic.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -17,14 +19,7 @@ fn tmp(name: &str) -> PathBuf {
 
 fn trace(name: &str) -> PathBuf {
     let p = tmp(name);
-    let cfg = sidecar::synth::SynthConfig { records: 200_000, workers: 2, ..Default::default() };
-    let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
-        bytes.extend_from_slice(b);
-        Ok(())
-    })
-    .unwrap();
-    std::fs::write(&p, &bytes).unwrap();
+    std::fs::write(&p, common::synth_bytes(200_000, 2)).unwrap();
     p
 }
 

@@ -86,3 +86,15 @@ pub fn stop(op: u32) -> Event {
 pub fn step() -> Event {
     Step { elided: 1, spin_ticks: 5 }
 }
+
+/// A synthetic trace (`synth`) of `records` records from `workers` streams.
+pub fn synth_bytes(records: u64, workers: u32) -> Vec<u8> {
+    let cfg = sidecar::synth::SynthConfig { records, workers, ..Default::default() };
+    let mut bytes = Vec::new();
+    sidecar::synth::generate(&cfg, &mut |b| {
+        bytes.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    bytes
+}
