@@ -413,7 +413,10 @@ impl Windower {
             if let Some(f) = out.last_mut() {
                 f.faults.push(format!("stream jumps {} windows ahead; windows in between skipped", upto - stop));
             }
-            self.open.clear();
+            // Only the skipped windows go: those from `upto` on (the lent
+            // one among them) stay open.
+            let skipped = ((upto - stop) as usize).min(self.open.len());
+            self.open.drain(..skipped);
         }
         self.next = upto;
     }
@@ -477,6 +480,30 @@ mod tests {
         assert_eq!(w.add(&mut items), 1);
         w.finish(true, None, &mut items, &mut out);
         assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn a_jump_far_ahead_skips_windows_but_keeps_the_ones_after_it() {
+        let sid = Sid { host: 1, process: 1, worker: 0 };
+        let mut w = Windower::new(sid, 10);
+        let busy = |start, end| Item::Busy { start, end, what: Busy::Operator(1) };
+        let mut items = vec![busy(0, 5)];
+        w.add(&mut items);
+        // 20,000 windows later (more than the 10,000 spelled out): the
+        // builder's vector now holds that window's items (lent).
+        items.push(busy(200_000, 200_005));
+        w.add(&mut items);
+        w.message(200_003, Half::Send, 1, 1, 0);
+        let mut out = vec![];
+        w.take_ready(200_000, &mut items, &mut out);
+        assert_eq!(out.len(), 10_000);
+        assert!(out.last().unwrap().faults.iter().any(|f| f.contains("skipped")));
+        // The window at 200,000 is still open and gets more items.
+        items.push(busy(200_005, 200_008));
+        assert_eq!(w.add(&mut items), 0);
+        w.finish(true, None, &mut items, &mut out);
+        let last = out.last().unwrap();
+        assert_eq!((last.window, last.items.len(), last.msgs.len()), (20_000, 2, 1));
     }
 
     #[test]
