@@ -1,5 +1,7 @@
 //! Activities per worker (issue stage 2): one worker's records, in time
-//! order, become a timeline of busy pieces, gaps and message points.
+//! order, become a timeline of busy pieces and gaps. (The messages
+//! themselves go to their window's tables, `window::Windower::message`;
+//! here they only end gaps and note what ended them.)
 //!
 //! * Operator executions are start/stop pairs (Sager Table 4.1). The probe
 //!   elides pairs with nothing inside, so every published pair is *active*;

@@ -495,10 +495,11 @@ pub fn analyze_detail(
     // ---- messages ----
     // Matching by grouping: within one (channel, sender, receiver) the
     // sequence numbers are sent and read in order, so each group is a merge
-    // of two sorted lists. The groups are found through dense indices of the
-    // channels and workers seen (a table lookup per message instead of a
-    // hash), and every read gets a slot in its receiver's inbox, in the
-    // receiver's timeline order, that the matching fills with its arrival.
+    // of two sorted lists. Each stream brings its tables already grouped
+    // (built at ingest); they join the window's groups through dense indices
+    // of the channels and workers seen, and every read has a slot in its
+    // receiver's inbox, in the receiver's timeline order, that the matching
+    // fills with its arrival.
     let mut inbox: Vec<Inbox> = (0..n).map(|_| Inbox::default()).collect();
     let mut arrivals: Vec<ArrivalRuns> = vec![ArrivalRuns::default(); n];
     let mc = &mut rep.messages;

@@ -122,11 +122,14 @@ impl Messages {
     pub fn group(&mut self, half: Half, channel: u32, other: u32) -> usize {
         match self.groups.iter().position(|g| g.half == half && g.channel == channel && g.other == other) {
             Some(g) => g,
-            None => {
-                self.groups.push(MsgGroup { half, channel, other, entries: take_entries() });
-                self.groups.len() - 1
-            }
+            None => self.new_group(half, channel, other),
         }
+    }
+
+    /// A new group (the caller knows there is none of that key yet).
+    pub fn new_group(&mut self, half: Half, channel: u32, other: u32) -> usize {
+        self.groups.push(MsgGroup { half, channel, other, entries: take_entries() });
+        self.groups.len() - 1
     }
 
     /// Adds a message half to group `g` (from [`Messages::group`]).
@@ -159,6 +162,7 @@ impl Messages {
     pub fn append(&mut self, mut o: Messages) {
         let base = self.reads.len() as u32;
         self.reads.append(&mut o.reads);
+        give_reads(o.reads);
         for mut g in o.groups {
             if g.half.is_read() {
                 g.entries.iter_mut().for_each(|e| e.2 += base);
@@ -238,7 +242,8 @@ pub struct Fragment {
     /// Busy pieces and gaps overlapping the window, original (unclipped)
     /// times.
     pub items: Vec<Item>,
-    /// Messages sent and read inside the window.
+    /// Messages sent and read inside the window (clock sync's clamps may
+    /// move some out: `Messages::moved`).
     pub msgs: Messages,
     pub counters: Counters,
     /// Part of the stream's timeline covered in this window.

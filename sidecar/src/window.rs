@@ -2,8 +2,10 @@
 //! projection; issue stage 4). Items are assigned to every window they
 //! overlap, with their original times: the owner projects them (clips to
 //! `[start, end]`), so a wait cut at a window's end continues in the next.
-//! A window is handed over once the stream's builder has settled past its
-//! end; memory is bounded by the windows in flight.
+//! Message halves go straight into their window's tables, grouped by
+//! (half, channel, other worker) as the owner matches them. A window is
+//! handed over once the stream's builder has settled past its end; memory
+//! is bounded by the windows in flight.
 
 use std::collections::VecDeque;
 
@@ -18,15 +20,19 @@ struct GroupCache {
     /// the slots per half, so that a stream's sends and reads of one
     /// exchange never evict one another.
     slots: [(u64, u32, u32); 256],
+    /// Every group of the tables, for misses (a stream may exchange with
+    /// more (channel, worker) pairs than the slots hold).
+    index: rustc_hash::FxHashMap<(u64, u32), u32>,
 }
 
 impl GroupCache {
     fn new() -> Self {
-        GroupCache { slots: [(0, 0, 0); 256] }
+        GroupCache { slots: [(0, 0, 0); 256], index: Default::default() }
     }
 
     fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| s.1 = 0);
+        self.index.clear();
     }
 
     #[inline(always)]
@@ -38,9 +44,9 @@ impl GroupCache {
         if e.1 == h && e.0 == key {
             return e.2 as usize;
         }
-        let g = m.group(half, channel, other);
-        *e = (key, h, g as u32);
-        g
+        let g = *self.index.entry((key, h)).or_insert_with(|| m.new_group(half, channel, other) as u32);
+        *e = (key, h, g);
+        g as usize
     }
 }
 
@@ -215,7 +221,8 @@ impl Windower {
 
     /// Adds the items of `items` (in any order) not added before; returns
     /// how many fell into windows that were already handed over (late;
-    /// counted by the caller as a fault). Afterwards `items` may hold the
+    /// counted by the caller as a fault; messages found late since the last
+    /// call included). Afterwards `items` may hold the
     /// items of the window the last one fell in: give the same vector to
     /// every call, and to `take_ready` and `finish`.
     pub fn add(&mut self, items: &mut Vec<Item>) -> u64 {
