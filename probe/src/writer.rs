@@ -116,10 +116,7 @@ impl Writer {
             invariant_tsc: cfg.clock == Source::Tsc,
             ticks_per_sec: if cfg.clock == Source::Tsc { 0 } else { 1_000_000_000 },
         };
-        let compression = match cfg.compression {
-            ringlog::Compression::Zstd => "zstd",
-            ringlog::Compression::None => "none",
-        };
+        let compression = cfg.compression.name();
         let mut stats = Stats { io_backend: io.name(), compression, sink: cfg.sink.to_string(), ..Stats::default() };
         stats.ticks_per_sec = hello.ticks_per_sec;
         let now = Instant::now();

@@ -216,14 +216,23 @@ pub enum Compression {
     None,
 }
 
+impl Compression {
+    /// The name `PROBE_COMPRESS` and the probe's stats use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Zstd => "zstd",
+            Compression::None => "none",
+        }
+    }
+}
+
 impl std::str::FromStr for Compression {
     type Err = String;
     fn from_str(s: &str) -> Result<Compression, String> {
-        match s {
-            "zstd" => Ok(Compression::Zstd),
-            "none" => Ok(Compression::None),
-            _ => Err(format!("unknown compression {s:?}: expected zstd or none")),
-        }
+        [Compression::Zstd, Compression::None]
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown compression {s:?}: expected zstd or none"))
     }
 }
 
