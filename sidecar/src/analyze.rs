@@ -210,7 +210,7 @@ type ProgressSends = (u32, u32, usize, Vec<MsgEntry>);
 /// taken over whole).
 fn join(to: &mut Vec<MsgEntry>, from: Vec<MsgEntry>) {
     if to.is_empty() {
-        give_entries(std::mem::replace(to, from));
+        *to = from;
     } else {
         to.extend_from_slice(&from);
         give_entries(from);
