@@ -212,8 +212,39 @@ impl GraphBuilder {
             }
             g.chains.push((first, g.t.len() as u32));
         }
-        for &(dst, at, src, sent, channel, kind) in &self.waits {
-            let (Some(d), Some(s)) = (g.vertex(dst as usize, at), g.vertex(src as usize, sent)) else { continue };
+        // Each wait's two vertices, looked up per chain in time order (one
+        // forward search along the chain instead of a binary search over it
+        // per end: the searches missed the cache at every step).
+        let nw = self.waits.len();
+        let mut found = vec![NONE; 2 * nw];
+        let mut lookups: Vec<Vec<(Ns, u32)>> = vec![Vec::new(); g.chains.len()];
+        for (i, &(dst, at, src, sent, ..)) in self.waits.iter().enumerate() {
+            if let Some(l) = lookups.get_mut(dst as usize) {
+                l.push((at, 2 * i as u32));
+            }
+            if let Some(l) = lookups.get_mut(src as usize) {
+                l.push((sent, 2 * i as u32 + 1));
+            }
+        }
+        for (w, l) in lookups.iter_mut().enumerate() {
+            if !l.is_sorted() {
+                l.sort_unstable();
+            }
+            let (a, b) = g.chains[w];
+            let ts = &g.t[a as usize..b as usize];
+            let mut at = 0;
+            for &(t, slot) in l.iter() {
+                at = seek(ts, at, t);
+                if ts.get(at) == Some(&t) {
+                    found[slot as usize] = a + at as u32;
+                }
+            }
+        }
+        for (i, &(.., channel, kind)) in self.waits.iter().enumerate() {
+            let (d, s) = (found[2 * i], found[2 * i + 1]);
+            if d == NONE || s == NONE {
+                continue;
+            }
             if g.kind[d as usize].is_wait() && g.term[d as usize] == NONE {
                 g.term[d as usize] = g.comms.len() as u32;
                 g.comms.push(Comm { src: s, dst: d, channel, kind });
@@ -221,6 +252,30 @@ impl GraphBuilder {
         }
         g
     }
+}
+
+/// The first index at or after `from` whose time is at least `t` (`ts` is
+/// sorted): a galloping search forward, so a run of increasing lookups
+/// costs about the log of the distances between them.
+fn seek(ts: &[Ns], from: usize, t: Ns) -> usize {
+    let n = ts.len();
+    if from >= n || ts[from] >= t {
+        return from.min(n);
+    }
+    // ts[lo] < t throughout.
+    let (mut lo, mut step) = (from, 1);
+    let hi = loop {
+        let probe = lo + step;
+        if probe >= n {
+            break n;
+        }
+        if ts[probe] >= t {
+            break probe;
+        }
+        lo = probe;
+        step *= 2;
+    };
+    lo + 1 + ts[lo + 1..hi].partition_point(|&x| x < t)
 }
 
 impl Graph {
@@ -651,5 +706,55 @@ pub(crate) mod tests {
         assert!((p.worker[6] - 70.0 / 300.0).abs() < 1e-9);
         assert!((p.worker[4] - 10.0 / 300.0).abs() < 1e-9);
         assert_eq!(p.worker[5], 0.0);
+    }
+
+    proptest::proptest! {
+        /// The galloping search finds what a binary search over the rest of
+        /// the slice finds, from any start.
+        #[test]
+        fn seek_is_partition_point(mut ts in proptest::collection::vec(0u64..200, 0..60), from in 0usize..70, t in 0u64..210) {
+            ts.sort_unstable();
+            let want = from.min(ts.len()) + ts[from.min(ts.len())..].partition_point(|&x| x < t);
+            proptest::prop_assert_eq!(seek(&ts, from, t), want);
+        }
+
+        /// Waits resolved by the per-chain forward search get the vertices
+        /// a lookup of each end on its own (`Graph::vertex`) gives, the
+        /// first wait ending at a vertex taking it; waits arrive in any order.
+        #[test]
+        fn waits_resolve_to_their_vertices(
+            cuts in proptest::collection::vec(proptest::collection::btree_set(1u64..99, 1..12), 3),
+            waits in proptest::collection::vec((0usize..3, 0usize..12, 0usize..3, 0u64..100), 0..20),
+        ) {
+            let mut b = GraphBuilder::new((0, 100), 3);
+            let mut ends = Vec::new();
+            for (w, c) in cuts.iter().enumerate() {
+                let mut prev = 0;
+                for (i, &t) in c.iter().chain([100u64].iter()).enumerate() {
+                    b.segment(w, prev, t, if i % 2 == 1 { EKind::Wait } else { EKind::Op(i as u32) });
+                    prev = t;
+                }
+                ends.push(c.iter().copied().chain([100]).collect::<Vec<_>>());
+            }
+            let mut asked = Vec::new();
+            for &(dst, k, src, sent) in &waits {
+                let at = ends[dst][k % ends[dst].len()];
+                b.terminated_wait(dst, at, src, sent, 7, MsgKind::Data);
+                asked.push((dst, at, src, sent));
+            }
+            let g = b.build();
+            let mut want = Vec::new();
+            let mut taken = std::collections::HashSet::new();
+            for &(dst, at, src, sent) in &asked {
+                let (Some(d), Some(s)) = (g.vertex(dst, at), g.vertex(src, sent)) else { continue };
+                if g.kind[d as usize].is_wait() && taken.insert(d) {
+                    want.push(Comm { src: s, dst: d, channel: 7, kind: MsgKind::Data });
+                }
+            }
+            proptest::prop_assert_eq!(&g.comms, &want);
+            for (i, c) in g.comms.iter().enumerate() {
+                proptest::prop_assert_eq!(g.term[c.dst as usize], i as u32);
+            }
+        }
     }
 }
