@@ -186,10 +186,7 @@ impl WorkerProbe {
         if let Some(a) = &mut self.active {
             match ev {
                 Event::Step { .. } => a.step_at(ts),
-                ev => {
-                    let r = Record::from_event(ts, ev);
-                    a.event_at(ts, Kind::from_u8(r.kind).expect("known kind"), r.a, r.b, r.c, r.d);
-                }
+                ev => a.record_at(Record::from_event(ts, ev)),
             }
         }
     }
@@ -326,10 +323,16 @@ impl Active {
 
     #[inline(always)]
     fn event_at(&mut self, ts: u64, kind: Kind, a: u64, b: u32, c: u32, d: u32) {
+        self.record_at(Record::new(kind, ts, a, b, c, d));
+    }
+
+    /// A record made by the caller (not a schedule event nor a Step).
+    #[inline(always)]
+    fn record_at(&mut self, rec: Record) {
         if self.dirty {
-            self.before_event(ts);
+            self.before_event(rec.ts);
         }
-        self.push(Record::new(kind, ts, a, b, c, d));
+        self.push(rec);
     }
 
     /// Publishes a held schedule start (something happened inside it) and
