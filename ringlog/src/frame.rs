@@ -197,6 +197,8 @@ pub struct Frame {
 pub struct Encoder {
     zstd: zstd::bulk::Compressor<'static>,
     raw: Vec<u8>,
+    /// Records are encoded here first (see [`Encoder::records`]).
+    scratch: Vec<u8>,
     packed: Vec<u8>,
     compress_records: bool,
 }
@@ -253,7 +255,13 @@ impl Default for Encoder {
 impl Encoder {
     pub fn new() -> Self {
         let zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("zstd context");
-        Encoder { zstd, raw: Vec::with_capacity(1 << 16), packed: Vec::with_capacity(1 << 16), compress_records: true }
+        Encoder {
+            zstd,
+            raw: Vec::with_capacity(1 << 16),
+            scratch: Vec::new(),
+            packed: Vec::with_capacity(1 << 16),
+            compress_records: true,
+        }
     }
 
     /// Sets how Records frames are compressed (default zstd).
@@ -274,15 +282,22 @@ impl Encoder {
         parts: &[&[Record]],
         out: &mut Vec<u8>,
     ) -> usize {
-        self.raw.clear();
         let first_ts = parts.iter().find_map(|p| p.first()).map_or(0, |r| r.ts);
         let mut prev = first_ts;
-        let mut n = 0usize;
-        for r in parts.iter().flat_map(|p| p.iter()) {
-            encode_record(&mut self.raw, r, prev);
-            prev = r.ts;
-            n += 1;
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        // Encoded by index into a scratch buffer with room for the longest
+        // encodings (no capacity check per byte; it keeps its size, so it
+        // is zeroed only when it grows), then copied out at once.
+        if self.scratch.len() < n * MAX_RECORD_BYTES {
+            self.scratch.resize(n * MAX_RECORD_BYTES, 0);
         }
+        let mut at = 0;
+        for r in parts.iter().flat_map(|p| p.iter()) {
+            encode_record(&mut self.scratch, &mut at, r, prev);
+            prev = r.ts;
+        }
+        self.raw.clear();
+        self.raw.extend_from_slice(&self.scratch[..at]);
         let header = FrameHeader {
             kind: FrameKind::Records,
             compressed: true,
@@ -430,27 +445,44 @@ fn plain_header(
     FrameHeader { kind, compressed: false, stream, seq, first_ts: 0, lost, count, raw_len: 0, payload_len: 0, domain }
 }
 
+/// The longest encoding of a record: kind byte, time delta and `a` (ten
+/// bytes each as varints), `b`, `c`, `d` (five each).
+const MAX_RECORD_BYTES: usize = 1 + 10 + 10 + 3 * 5;
+
+#[inline(always)]
+fn put_varint(buf: &mut [u8], at: &mut usize, mut v: u64) {
+    while v >= 0x80 {
+        buf[*at] = (v as u8) | 0x80;
+        *at += 1;
+        v >>= 7;
+    }
+    buf[*at] = v as u8;
+    *at += 1;
+}
+
+/// Writes `r` at `buf[*at..]` (at least [`MAX_RECORD_BYTES`] long there).
 #[inline]
-fn encode_record(out: &mut Vec<u8>, r: &Record, prev_ts: u64) {
-    out.push(r.kind);
-    varint::put_u64(out, varint::zigzag(r.ts.wrapping_sub(prev_ts) as i64));
-    let f = match Kind::from_u8(r.kind) {
-        Some(k) => k.fields(),
-        // The probe only writes known kinds; an unknown one is kept whole so
-        // nothing is silently changed (and the reader rejects it by name).
-        None => crate::record::Fields { a: true, b: true, c: true, d: true },
+fn encode_record(buf: &mut [u8], at: &mut usize, r: &Record, prev_ts: u64) {
+    buf[*at] = r.kind;
+    *at += 1;
+    put_varint(buf, at, varint::zigzag(r.ts.wrapping_sub(prev_ts) as i64));
+    // The probe only writes known kinds; an unknown one is kept whole so
+    // nothing is silently changed (and the reader rejects it by name).
+    let m = match FIELD_MASK[r.kind as usize] {
+        NO_KIND => 0xf,
+        m => m,
     };
-    if f.a {
-        varint::put_u64(out, r.a);
+    if m & 1 != 0 {
+        put_varint(buf, at, r.a);
     }
-    if f.b {
-        varint::put_u64(out, r.b as u64);
+    if m & 2 != 0 {
+        put_varint(buf, at, r.b as u64);
     }
-    if f.c {
-        varint::put_u64(out, r.c as u64);
+    if m & 4 != 0 {
+        put_varint(buf, at, r.c as u64);
     }
-    if f.d {
-        varint::put_u64(out, r.d as u64);
+    if m & 8 != 0 {
+        put_varint(buf, at, r.d as u64);
     }
 }
 
