@@ -374,13 +374,13 @@ impl Listener {
             Listen::Unix(p) => {
                 let l = bind_unix(p)?;
                 l.set_nonblocking(true)?;
-                eprintln!("{who}: listening on unix:{}", p.display());
+                crate::say!("{who}: listening on unix:{}", p.display());
                 (ListenerKind::U(l), Some(p.clone()))
             }
             Listen::Tcp(a) => {
                 let l = TcpListener::bind(a)?;
                 l.set_nonblocking(true)?;
-                eprintln!("{who}: listening on tcp:{}", l.local_addr()?);
+                crate::say!("{who}: listening on tcp:{}", l.local_addr()?);
                 (ListenerKind::T(l), None)
             }
         };

@@ -14,6 +14,17 @@
 //! [`relay`] is the per-host agent that forwards streams and makes the
 //! clock exchanges.
 
+/// A line to standard error that never panics (`eprintln!` does when stderr
+/// is closed or full): a failed diagnostic must not end a run whose results
+/// go elsewhere, nor change its exit status.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod activity;
 pub mod analyze;
 pub mod clock;

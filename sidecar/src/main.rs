@@ -269,7 +269,7 @@ fn main() {
             Ok(0) => 0,
             Ok(_) => 1,
             Err(e) => {
-                eprintln!("sidecar: {e}");
+                sidecar::say!("sidecar: {e}");
                 2
             }
         },
@@ -312,10 +312,10 @@ fn main() {
                     std::process::exit(130);
                 }
             }) {
-                eprintln!("sidecar relay: cannot install the Ctrl-C handler: {e}");
+                sidecar::say!("sidecar relay: cannot install the Ctrl-C handler: {e}");
             }
             let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
-            eprintln!("sidecar relay: this host is {host_id:016x}");
+            sidecar::say!("sidecar relay: this host is {host_id:016x}");
             let cfg = sidecar::relay::Config {
                 listen,
                 to,
@@ -326,7 +326,7 @@ fn main() {
             };
             match sidecar::relay::run(cfg, stop) {
                 Ok(st) => {
-                    eprintln!("sidecar relay: {st}");
+                    sidecar::say!("sidecar relay: {st}");
                     if st.errors.is_empty() {
                         0
                     } else {
@@ -334,7 +334,7 @@ fn main() {
                     }
                 }
                 Err(e) => {
-                    eprintln!("sidecar relay: {e}");
+                    sidecar::say!("sidecar relay: {e}");
                     2
                 }
             }
@@ -346,9 +346,9 @@ fn main() {
                 if s2.swap(true, Ordering::SeqCst) {
                     std::process::exit(130); // second Ctrl-C: now
                 }
-                eprintln!("\nsidecar: stopping: analyzing what has arrived");
+                sidecar::say!("\nsidecar: stopping: analyzing what has arrived");
             }) {
-                eprintln!("sidecar: cannot install the Ctrl-C handler: {e}");
+                sidecar::say!("sidecar: cannot install the Ctrl-C handler: {e}");
             }
             let n = common.workers.max(1);
             let queues = sidecar::io::queues(n);
@@ -361,11 +361,11 @@ fn main() {
                     let offset = probe::realtime_ns() as i128 - probe::monotonic_ns() as i128;
                     match clocksync::protocol::ResponderHandle::spawn_with_id(addr.as_str(), probe::monotonic_ns, id) {
                         Ok(r) => {
-                            eprintln!("sidecar: clock reference (host {id:016x}) answering on udp:{}", r.addr());
+                            sidecar::say!("sidecar: clock reference (host {id:016x}) answering on udp:{}", r.addr());
                             responder = Some(r);
                         }
                         Err(e) => {
-                            eprintln!("sidecar: cannot answer clock exchanges on udp:{addr}: {e}");
+                            sidecar::say!("sidecar: cannot answer clock exchanges on udp:{addr}: {e}");
                             std::process::exit(2);
                         }
                     }
@@ -376,7 +376,7 @@ fn main() {
                 match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone(), sync.clone()) {
                     Ok(l) => l,
                     Err(e) => {
-                        eprintln!("sidecar: cannot listen on {listen:?}: {e}");
+                        sidecar::say!("sidecar: cannot listen on {listen:?}: {e}");
                         std::process::exit(2);
                     }
                 };
@@ -399,7 +399,7 @@ fn main() {
                             format!("{h:016x}: {} exchanges, {} clock-model violations", m.exchanges, m.violations)
                         })
                         .collect();
-                    eprintln!("sidecar: clock sync: {} exchanges answered; {}", st.pongs, hosts.join("; "));
+                    sidecar::say!("sidecar: clock sync: {} exchanges answered; {}", st.pongs, hosts.join("; "));
                 }
             }
             code
@@ -412,7 +412,7 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
     let sink = match sink(common) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("sidecar: {e}");
+            sidecar::say!("sidecar: {e}");
             return (2, None);
         }
     };
@@ -420,7 +420,7 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
     match dataflow::run(settings, inputs, sink) {
         Ok(st) => {
             let secs = t0.elapsed().as_secs_f64();
-            eprintln!(
+            sidecar::say!(
                 "sidecar: {} records, {} MB in {:.2} s ({:.2} M records/s); {} windows ({} incomplete); {} errors",
                 st.records,
                 st.bytes >> 20,
@@ -431,12 +431,12 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
                 st.errors.len()
             );
             if let Some(p) = &common.perfetto {
-                eprintln!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
+                sidecar::say!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
             }
             (if st.errors.is_empty() { 0 } else { 1 }, Some(st))
         }
         Err(e) => {
-            eprintln!("sidecar: {e}");
+            sidecar::say!("sidecar: {e}");
             (2, None)
         }
     }
@@ -461,7 +461,7 @@ fn watch(
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let dir = std::env::temp_dir().join(format!("sidecar-watch-{}-{nanos}", std::process::id()));
     if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        eprintln!("sidecar: cannot create {}: {e}", dir.display());
+        sidecar::say!("sidecar: cannot create {}: {e}", dir.display());
         return 2;
     }
     let sock = dir.join("probe.sock");
@@ -478,7 +478,7 @@ fn watch(
     ) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sidecar: cannot listen on {}: {e}", sock.display());
+            sidecar::say!("sidecar: cannot listen on {}: {e}", sock.display());
             let _ = std::fs::remove_dir_all(&dir);
             return 2;
         }
@@ -491,7 +491,7 @@ fn watch(
         if i2.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\nsidecar: interrupted: waiting for the command to end (Ctrl-C again to quit now)");
+        sidecar::say!("\nsidecar: interrupted: waiting for the command to end (Ctrl-C again to quit now)");
     });
     let started = std::time::Instant::now();
     let mut child = match std::process::Command::new(&command[0])
@@ -502,7 +502,7 @@ fn watch(
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sidecar: cannot start {:?}: {e}", command[0]);
+            sidecar::say!("sidecar: cannot start {:?}: {e}", command[0]);
             listen_stop.store(true, Ordering::SeqCst);
             let _ = listener.join();
             let _ = std::fs::remove_dir_all(&dir);
@@ -550,7 +550,7 @@ fn watch(
     let exit = match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(e) => {
-            eprintln!("sidecar: waiting for the command: {e}");
+            sidecar::say!("sidecar: waiting for the command: {e}");
             1
         }
     };
@@ -565,15 +565,15 @@ fn watch(
         print!("{text}");
     }
     if pl.is_none() {
-        eprintln!("sidecar: no `probe:` line on the command's stderr: the writer thread's CPU is unknown");
+        sidecar::say!("sidecar: no `probe:` line on the command's stderr: the writer thread's CPU is unknown");
     }
     if st.totals.streams.is_empty() {
-        eprintln!("sidecar: no probe connected (does the program read PROBE_SINK?)");
+        sidecar::say!("sidecar: no probe connected (does the program read PROBE_SINK?)");
     }
     if let Some(p) = summary_json {
         let j = serde_json::to_string(&summary).unwrap_or_default();
         if let Err(e) = std::fs::write(&p, j + "\n") {
-            eprintln!("sidecar: cannot write {}: {e}", p.display());
+            sidecar::say!("sidecar: cannot write {}: {e}", p.display());
         }
     }
     exit

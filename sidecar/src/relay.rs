@@ -235,7 +235,7 @@ fn probe_loop(addr: SocketAddr, cfg: &Config, log: &Mutex<ExchangeLog>, stop: &A
         match Prober::new(bind, addr, clock, pc) {
             Ok(p) => break p,
             Err(e) => {
-                eprintln!("sidecar relay: cannot open a UDP socket for clock exchanges: {e}");
+                crate::say!("sidecar relay: cannot open a UDP socket for clock exchanges: {e}");
                 std::thread::sleep(Duration::from_secs(1));
                 if stop.load(Ordering::Relaxed) {
                     return;
@@ -250,7 +250,7 @@ fn probe_loop(addr: SocketAddr, cfg: &Config, log: &Mutex<ExchangeLog>, stop: &A
             match prober.identify() {
                 Ok(Some(id)) => {
                     log.lock().unwrap().reference = Some(id);
-                    eprintln!("sidecar relay: clock reference is host {id:016x} at udp:{addr}");
+                    crate::say!("sidecar relay: clock reference is host {id:016x} at udp:{addr}");
                     continue;
                 }
                 _ => false,
@@ -274,7 +274,9 @@ fn probe_loop(addr: SocketAddr, cfg: &Config, log: &Mutex<ExchangeLog>, stop: &A
         };
         if !ok && !warned {
             warned = true;
-            eprintln!("sidecar relay: no answer from the clock reference at udp:{addr} (retrying; forwarding goes on)");
+            crate::say!(
+                "sidecar relay: no answer from the clock reference at udp:{addr} (retrying; forwarding goes on)"
+            );
         }
         let wait = if known && made < cfg.fast { Duration::from_millis(20) } else { cfg.period };
         let until = Instant::now() + wait;
@@ -300,7 +302,7 @@ fn serve(
             Ok(u) => up = Some(u),
             Err(e) if t0.elapsed() > Duration::from_secs(5) || stop.load(Ordering::Relaxed) => {
                 let msg = format!("{name}: cannot connect upstream to {:?}: {e}; connection dropped", cfg.to);
-                eprintln!("sidecar relay: {msg}");
+                crate::say!("sidecar relay: {msg}");
                 totals.lock().unwrap().errors.push(msg);
                 return;
             }
@@ -323,7 +325,7 @@ fn serve(
                 continue;
             }
             Err(e) => {
-                eprintln!("sidecar relay: {name}: read error: {e}");
+                crate::say!("sidecar relay: {name}: read error: {e}");
                 break;
             }
         };
@@ -334,12 +336,12 @@ fn serve(
         };
         if let Some(e) = err {
             let msg = format!("{name}: not a well-formed stream ({e}); passing the rest through");
-            eprintln!("sidecar relay: {msg}");
+            crate::say!("sidecar relay: {msg}");
             totals.lock().unwrap().errors.push(msg);
         }
         if let Err(e) = up.write_all(&out) {
             let msg = format!("{name}: upstream write failed: {e}; connection dropped");
-            eprintln!("sidecar relay: {msg}");
+            crate::say!("sidecar relay: {msg}");
             totals.lock().unwrap().errors.push(msg);
             break;
         }
