@@ -792,7 +792,7 @@ pub fn analyze_detail(
                 Item::Busy { start, end, what } => {
                     let k = match what {
                         Busy::Operator(op) => EKind::Op(op),
-                        Busy::Span(id) => EKind::Span(id),
+                        Busy::Span(id) => gb.span(id),
                     };
                     gb.segment(j, start, end, k);
                     if let Some(d) = detail.as_deref_mut() {
@@ -908,7 +908,8 @@ pub fn analyze_detail(
                         s.by_kind.operator += d;
                         *ops.entry((w, op)).or_default() += d;
                     }
-                    EKind::Span(id) => {
+                    EKind::Span(ix) => {
+                        let id = g.spans[ix as usize];
                         s.by_kind.span += d;
                         *spans.entry((w, id)).or_default() += d;
                     }
@@ -997,7 +998,7 @@ pub fn analyze_detail(
                     let v = v as usize;
                     let what = match g.kind[v] {
                         EKind::Op(op) => CriticalKind::Operator(op),
-                        EKind::Span(id) => CriticalKind::Span(id),
+                        EKind::Span(ix) => CriticalKind::Span(g.spans[ix as usize]),
                         EKind::WaitingForInput => CriticalKind::WaitingForInput,
                         _ => CriticalKind::Unknown,
                     };
@@ -1027,7 +1028,7 @@ pub fn analyze_detail(
         let w = g.w[v];
         match g.kind[v] {
             EKind::Op(op) => sums.add((w, 0, Some(op as u64)), sc),
-            EKind::Span(id) => sums.add((w, 1, Some(id)), sc),
+            EKind::Span(ix) => sums.add((w, 1, Some(g.spans[ix as usize])), sc),
             EKind::WaitingForInput => sums.add((w, 2, None), sc),
             _ => sums.add((w, 3, None), sc),
         }

@@ -20,7 +20,9 @@ pub enum EKind {
     /// No incoming worker edge: the first vertex of a chain.
     Start,
     Op(u32),
-    Span(u64),
+    /// A user span: its index in [`Graph::spans`] (span ids are 64-bit;
+    /// an index keeps this type, and every vertex's kind, at 8 bytes).
+    Span(u32),
     /// Worker time no instrumentation explains (spin with a cause pending,
     /// spin after a message arrived, work outside operators).
     Unknown,
@@ -52,6 +54,8 @@ pub struct Graph {
     pub term: Vec<u32>,
     /// Vertex range of each worker's chain.
     pub chains: Vec<(u32, u32)>,
+    /// The span ids the `EKind::Span` indices stand for.
+    pub spans: Vec<u64>,
     pub comms: Vec<Comm>,
     pub window: (Ns, Ns),
 }
@@ -62,11 +66,30 @@ pub struct GraphBuilder {
     segs: Vec<Vec<(Ns, Ns, EKind)>>,
     splits: Vec<Vec<Ns>>,
     waits: Vec<(u32, Ns, u32, Ns, u32, MsgKind)>,
+    spans: Vec<u64>,
+    span_index: rustc_hash::FxHashMap<u64, u32>,
 }
 
 impl GraphBuilder {
     pub fn new(window: (Ns, Ns), workers: usize) -> Self {
-        GraphBuilder { window, segs: vec![Vec::new(); workers], splits: vec![Vec::new(); workers], waits: Vec::new() }
+        GraphBuilder {
+            window,
+            segs: vec![Vec::new(); workers],
+            splits: vec![Vec::new(); workers],
+            waits: Vec::new(),
+            spans: Vec::new(),
+            span_index: Default::default(),
+        }
+    }
+
+    /// The kind of an activity in the user span `id`.
+    pub fn span(&mut self, id: u64) -> EKind {
+        let next = self.spans.len() as u32;
+        let ix = *self.span_index.entry(id).or_insert(next);
+        if ix == next {
+            self.spans.push(id);
+        }
+        EKind::Span(ix)
     }
 
     /// Room for `n` more segments of worker `w`.
@@ -91,7 +114,7 @@ impl GraphBuilder {
     }
 
     pub fn build(mut self) -> Graph {
-        let mut g = Graph { window: self.window, ..Default::default() };
+        let mut g = Graph { window: self.window, spans: std::mem::take(&mut self.spans), ..Default::default() };
         let mut times: Vec<Ns> = Vec::new();
         let mut splits: Vec<Ns> = Vec::new();
         let mut merged: Vec<Ns> = Vec::new();
@@ -632,6 +655,19 @@ pub(crate) mod tests {
         b.segment(1, 30, 100, EKind::Op(3));
         b.terminated_wait(1, 30, 0, 30, 5, MsgKind::Data);
         b.build()
+    }
+
+    #[test]
+    fn kinds_take_eight_bytes() {
+        assert_eq!(std::mem::size_of::<EKind>(), 8);
+        let mut b = GraphBuilder::new((0, 100), 1);
+        let (x, y) = (b.span(u64::MAX), b.span(7));
+        assert_eq!((b.span(u64::MAX), x, y), (EKind::Span(0), EKind::Span(0), EKind::Span(1)));
+        b.segment(0, 0, 50, x);
+        b.segment(0, 50, 100, y);
+        let g = b.build();
+        assert_eq!(g.spans, vec![u64::MAX, 7]);
+        assert_eq!(g.kind[1..], [EKind::Span(0), EKind::Span(1)]);
     }
 
     #[test]
