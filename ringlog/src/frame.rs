@@ -286,17 +286,24 @@ impl Encoder {
         let mut prev = first_ts;
         let n: usize = parts.iter().map(|p| p.len()).sum();
         // Encoded by index into a scratch buffer with room for the longest
-        // encodings (no capacity check per byte; it keeps its size, so it
-        // is zeroed only when it grows), then copied out at once.
-        if self.scratch.len() < n * MAX_RECORD_BYTES {
-            self.scratch.resize(n * MAX_RECORD_BYTES, 0);
+        // encodings of a chunk of records (no capacity check per byte; zeroed
+        // once, 144 KiB), each chunk copied out at once.
+        const CHUNK: usize = 4096;
+        if self.scratch.len() < CHUNK * MAX_RECORD_BYTES {
+            self.scratch.resize(CHUNK * MAX_RECORD_BYTES, 0);
         }
+        self.raw.clear();
         let mut at = 0;
+        let mut in_chunk = 0;
         for r in parts.iter().flat_map(|p| p.iter()) {
             encode_record(&mut self.scratch, &mut at, r, prev);
             prev = r.ts;
+            in_chunk += 1;
+            if in_chunk == CHUNK {
+                self.raw.extend_from_slice(&self.scratch[..at]);
+                (at, in_chunk) = (0, 0);
+            }
         }
-        self.raw.clear();
         self.raw.extend_from_slice(&self.scratch[..at]);
         let header = FrameHeader {
             kind: FrameKind::Records,
@@ -449,23 +456,12 @@ fn plain_header(
 /// bytes each as varints), `b`, `c`, `d` (five each).
 const MAX_RECORD_BYTES: usize = 1 + 10 + 10 + 3 * 5;
 
-#[inline(always)]
-fn put_varint(buf: &mut [u8], at: &mut usize, mut v: u64) {
-    while v >= 0x80 {
-        buf[*at] = (v as u8) | 0x80;
-        *at += 1;
-        v >>= 7;
-    }
-    buf[*at] = v as u8;
-    *at += 1;
-}
-
 /// Writes `r` at `buf[*at..]` (at least [`MAX_RECORD_BYTES`] long there).
 #[inline]
 fn encode_record(buf: &mut [u8], at: &mut usize, r: &Record, prev_ts: u64) {
     buf[*at] = r.kind;
     *at += 1;
-    put_varint(buf, at, varint::zigzag(r.ts.wrapping_sub(prev_ts) as i64));
+    varint::put_u64_at(buf, at, varint::zigzag(r.ts.wrapping_sub(prev_ts) as i64));
     // The probe only writes known kinds; an unknown one is kept whole so
     // nothing is silently changed (and the reader rejects it by name).
     let m = match FIELD_MASK[r.kind as usize] {
@@ -473,16 +469,16 @@ fn encode_record(buf: &mut [u8], at: &mut usize, r: &Record, prev_ts: u64) {
         m => m,
     };
     if m & 1 != 0 {
-        put_varint(buf, at, r.a);
+        varint::put_u64_at(buf, at, r.a);
     }
     if m & 2 != 0 {
-        put_varint(buf, at, r.b as u64);
+        varint::put_u64_at(buf, at, r.b as u64);
     }
     if m & 4 != 0 {
-        put_varint(buf, at, r.c as u64);
+        varint::put_u64_at(buf, at, r.c as u64);
     }
     if m & 8 != 0 {
-        put_varint(buf, at, r.d as u64);
+        varint::put_u64_at(buf, at, r.d as u64);
     }
 }
 
@@ -873,6 +869,29 @@ mod fast_path_tests {
         Encoder::new().records(s, 0, 0, ClockDomain::Tsc, &[&recs], &mut bytes);
         let (f, _) = decode_frame(&bytes).unwrap().unwrap();
         assert_eq!(f.body, Body::Records(recs));
+    }
+
+    #[test]
+    fn frames_longer_than_one_encoding_chunk_round_trip() {
+        // 10,000 records: two full 4,096-record chunks and a partial one,
+        // long values at the chunk borders; then the encoder reused for a
+        // short frame.
+        let recs: Vec<Record> = (0..10_000u64)
+            .map(|i| {
+                let big = i % 4096 >= 4094 || i % 4096 == 0;
+                let seq = if big { u64::MAX - i } else { i };
+                Record::from_event(i * 1000, Event::MessageSend { channel: 3, to: (i % 7) as u32, seq, records: 9 })
+            })
+            .collect();
+        let s = StreamId { host: 1, process: 2, worker: 3 };
+        let mut enc = Encoder::new();
+        for (i, part) in [&recs[..], &recs[..3]].into_iter().enumerate() {
+            let mut bytes = Vec::new();
+            assert_eq!(enc.records(s, i as u64, 0, ClockDomain::Tsc, &[part], &mut bytes), part.len());
+            let (f, used) = decode_frame(&bytes).unwrap().unwrap();
+            assert_eq!(used, bytes.len());
+            assert_eq!(f.body, Body::Records(part.to_vec()));
+        }
     }
 
     proptest::proptest! {

@@ -11,6 +11,19 @@ pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// [`put_u64`] into `buf` at `*at` (advanced past it), which must have room
+/// for 10 bytes there: no capacity check per byte.
+#[inline(always)]
+pub fn put_u64_at(buf: &mut [u8], at: &mut usize, mut v: u64) {
+    while v >= 0x80 {
+        buf[*at] = (v as u8) | 0x80;
+        *at += 1;
+        v >>= 7;
+    }
+    buf[*at] = v as u8;
+    *at += 1;
+}
+
 #[inline]
 pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64

@@ -909,7 +909,7 @@ pub fn analyze_detail(
                         *ops.entry((w, op)).or_default() += d;
                     }
                     EKind::Span(ix) => {
-                        let id = g.spans[ix as usize];
+                        let id = g.span_id(ix);
                         s.by_kind.span += d;
                         *spans.entry((w, id)).or_default() += d;
                     }
@@ -998,7 +998,7 @@ pub fn analyze_detail(
                     let v = v as usize;
                     let what = match g.kind[v] {
                         EKind::Op(op) => CriticalKind::Operator(op),
-                        EKind::Span(ix) => CriticalKind::Span(g.spans[ix as usize]),
+                        EKind::Span(ix) => CriticalKind::Span(g.span_id(ix)),
                         EKind::WaitingForInput => CriticalKind::WaitingForInput,
                         _ => CriticalKind::Unknown,
                     };
@@ -1028,7 +1028,7 @@ pub fn analyze_detail(
         let w = g.w[v];
         match g.kind[v] {
             EKind::Op(op) => sums.add((w, 0, Some(op as u64)), sc),
-            EKind::Span(ix) => sums.add((w, 1, Some(g.spans[ix as usize])), sc),
+            EKind::Span(ix) => sums.add((w, 1, Some(g.span_id(ix))), sc),
             EKind::WaitingForInput => sums.add((w, 2, None), sc),
             _ => sums.add((w, 3, None), sc),
         }

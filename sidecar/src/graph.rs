@@ -21,7 +21,8 @@ pub enum EKind {
     Start,
     Op(u32),
     /// A user span: its index in [`Graph::spans`] (span ids are 64-bit;
-    /// an index keeps this type, and every vertex's kind, at 8 bytes).
+    /// an index keeps this type, and every vertex's kind, at 8 bytes). Made
+    /// by [`GraphBuilder::span`] only; read back with [`Graph::span_id`].
     Span(u32),
     /// Worker time no instrumentation explains (spin with a cause pending,
     /// spin after a message arrived, work outside operators).
@@ -302,7 +303,13 @@ fn seek(ts: &[Ns], from: usize, t: Ns) -> usize {
 }
 
 impl Graph {
-    /// The vertex of worker `w` at time `t`, if there is one.
+    /// The span id behind `EKind::Span(ix)`.
+    pub fn span_id(&self, ix: u32) -> u64 {
+        self.spans[ix as usize]
+    }
+
+    /// The vertex of worker `w` at time `t`, if there is one (the
+    /// reference the layout's own lookups are tested against).
     pub fn vertex(&self, w: usize, t: Ns) -> Option<u32> {
         let (a, b) = *self.chains.get(w)?;
         let ts = &self.t[a as usize..b as usize];

@@ -17,6 +17,7 @@
 /// A line to standard error that never panics (`eprintln!` does when stderr
 /// is closed or full): a failed diagnostic must not end a run whose results
 /// go elsewhere, nor change its exit status.
+#[doc(hidden)]
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{

@@ -560,7 +560,7 @@ fn watch(
     let summary = sidecar::watch::Summary::new(&command, exit, wall.as_secs_f64() * 1e3, &st.totals, pl.as_ref(), cost);
     let text = summary.text();
     if common.json.as_deref() == Some("-") {
-        eprint!("{text}");
+        let _ = write!(std::io::stderr(), "{text}");
     } else {
         print!("{text}");
     }
