@@ -3,12 +3,11 @@
 use crate::DecodeError;
 
 #[inline]
-pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    put_u64_at(&mut buf, &mut n, v);
+    out.extend_from_slice(&buf[..n]);
 }
 
 /// [`put_u64`] into `buf` at `*at` (advanced past it), which must have room
