@@ -532,32 +532,31 @@ pub fn participation_with(g: &Graph, mut worker_score: impl FnMut(usize, f64)) -
     }
     let nk = key.len();
     let key_of = |v: u32| key.binary_search(&v).expect("comm endpoints are keys");
-    // Comm edges by destination and by source key, each in comm order.
-    let mut in_e: Vec<(u32, u32)> = Vec::with_capacity(nc);
-    let mut out_e: Vec<(u32, u32)> = Vec::with_capacity(nc);
-    let mut ck: Vec<(u32, u32)> = Vec::with_capacity(nc);
-    for (i, c) in g.comms.iter().enumerate() {
-        let (s, d) = (key_of(c.src) as u32, key_of(c.dst) as u32);
-        ck.push((s, d));
-        in_e.push((d, i as u32));
-        out_e.push((s, i as u32));
-    }
-    in_e.sort_unstable();
-    out_e.sort_unstable();
-    // Per key, the start of its run in each list (CSR).
-    let offsets = |list: &[(u32, u32)]| {
+    let ck: Vec<(u32, u32)> = g.comms.iter().map(|c| (key_of(c.src) as u32, key_of(c.dst) as u32)).collect();
+    // Comm edges by destination and by source key, each in comm order: per
+    // key the start of its run (a count per key, summed), then the comms
+    // placed in order (CSR; no sort).
+    let csr = |end: fn(&(u32, u32)) -> u32| {
         let mut o = vec![0u32; nk + 1];
-        for &(k, _) in list {
-            o[k as usize + 1] += 1;
+        for e in &ck {
+            o[end(e) as usize + 1] += 1;
         }
         for k in 0..nk {
             o[k + 1] += o[k];
         }
-        o
+        let mut at = o.clone();
+        let mut list = vec![0u32; ck.len()];
+        for (i, e) in ck.iter().enumerate() {
+            let k = end(e) as usize;
+            list[at[k] as usize] = i as u32;
+            at[k] += 1;
+        }
+        (o, list)
     };
-    let (in_o, out_o) = (offsets(&in_e), offsets(&out_e));
-    let ins = |k: usize| in_e[in_o[k] as usize..in_o[k + 1] as usize].iter().map(|e| e.1 as usize);
-    let outs = |k: usize| out_e[out_o[k] as usize..out_o[k + 1] as usize].iter().map(|e| e.1 as usize);
+    let (in_o, in_e) = csr(|e| e.1);
+    let (out_o, out_e) = csr(|e| e.0);
+    let ins = |k: usize| in_e[in_o[k] as usize..in_o[k + 1] as usize].iter().map(|&c| c as usize);
+    let outs = |k: usize| out_e[out_o[k] as usize..out_o[k + 1] as usize].iter().map(|&c| c as usize);
     let mut indeg: Vec<u32> = (0..nk).map(|k| (kflags[k] & LIVE) as u32 + in_o[k + 1] - in_o[k]).collect();
     let mut order: Vec<u32> = (0..nk as u32).filter(|&k| indeg[k as usize] == 0).collect();
     let ninf = f64::NEG_INFINITY;
