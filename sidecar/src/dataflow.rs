@@ -82,6 +82,66 @@ fn owner(host: u64, window: u64) -> u64 {
 struct Failure {
     failed: AtomicBool,
     first: Mutex<Option<String>>,
+    /// The first panic of any thread while the run was on (recorded by the
+    /// hook of `record_panics`): the worker's own message, or that of
+    /// timely's network thread when a connection to another process broke.
+    first_panic: Mutex<Option<String>>,
+}
+
+impl Failure {
+    /// The run's error, naming the first panic: a broken connection to
+    /// another process of a cluster (timely's network threads panic with
+    /// "timely communication error", the workers then with "MergeQueue
+    /// poisoned"), or the worker's own.
+    fn error(&self) -> Option<String> {
+        let first = self.first.lock().ok().and_then(|mut f| f.take());
+        let panic = self.first_panic.lock().ok().and_then(|mut f| f.take());
+        match (first, panic) {
+            (_, Some(p)) if p.contains("timely communication error") => {
+                Some(format!("lost the connection to another process of the cluster ({p}); this process stopped"))
+            }
+            (Some(f), Some(p)) => Some(format!("{f}: {p}")),
+            (Some(f), None) => Some(f),
+            (None, Some(p)) => Some(format!("a thread of the analysis panicked: {p}")),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Runs whose `Failure` takes the next panic's message.
+static ACTIVE: Mutex<Vec<Arc<Failure>>> = Mutex::new(Vec::new());
+
+/// Installs (once per process) a panic hook that gives the panic's thread
+/// and message to every active run that has none yet, then calls the hook
+/// that was there before (which prints it as usual).
+fn record_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+            let msg = msg.as_deref().unwrap_or("(no message)");
+            let what = format!("thread '{thread}': {msg}");
+            let mut known = false;
+            if let Ok(active) = ACTIVE.lock() {
+                for f in active.iter() {
+                    if let Ok(mut first) = f.first_panic.lock() {
+                        known |= first.is_some();
+                        first.get_or_insert_with(|| what.clone());
+                    }
+                }
+            }
+            // Timely's threads that fail *because* another did (a poisoned
+            // queue, a joined thread that panicked) add nothing to the
+            // first message: not printed again.
+            let echo = ["MergeQueue poisoned", "Send thread panic", "Recv thread panic"];
+            if !(known && echo.iter().any(|e| msg.starts_with(e))) {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Records in `Failure` a panic of the worker thread holding it (when the
@@ -93,7 +153,7 @@ impl Drop for Armed<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             if let Ok(mut first) = self.0.first.lock() {
-                first.get_or_insert_with(|| format!("analysis worker {} panicked (its message is above)", self.1));
+                first.get_or_insert_with(|| format!("analysis worker {} panicked", self.1));
             }
             self.0.failed.store(true, Ordering::SeqCst);
         }
@@ -105,6 +165,19 @@ fn now_unix_ns() -> i128 {
 }
 
 pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
+    let failure = Arc::new(Failure::default());
+    record_panics();
+    if let Ok(mut active) = ACTIVE.lock() {
+        active.push(failure.clone());
+    }
+    let result = run_with(settings, inputs, sink, &failure);
+    if let Ok(mut active) = ACTIVE.lock() {
+        active.retain(|f| !Arc::ptr_eq(f, &failure));
+    }
+    result
+}
+
+fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failure>) -> Result<RunStats, String> {
     let config = timely::Config::from_args(settings.timely_args.clone().into_iter())?;
     let mut sink = sink;
     let perfetto = sink.perfetto.take();
@@ -127,7 +200,6 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
     let progress_bar = settings.progress_bar;
     let sync = settings.sync.clone();
     let stats2 = stats.clone();
-    let failure = Arc::new(Failure::default());
     let failure2 = failure.clone();
     let started = Instant::now();
     let guards = timely::execute(config, move |worker| {
@@ -490,11 +562,14 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
             }
         }
     })?;
-    let results = guards.join();
-    if let Some(e) = failure.first.lock().ok().and_then(|mut f| f.take()) {
+    // Joining also joins timely's network threads, and panics if one of
+    // them did (a connection to another process broke): that is the run's
+    // error, not a reason to unwind out of it.
+    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
+    if let Some(e) = failure.error() {
         return Err(e);
     }
-    for r in results {
+    for r in results.map_err(|_| "the analysis threads failed".to_string())? {
         r?;
     }
     let _ = started;
