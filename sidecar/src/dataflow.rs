@@ -164,6 +164,12 @@ fn now_unix_ns() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
 }
 
+/// Runs the analysis to its end (files) or until `stop` (live). A panic in a
+/// worker, or a broken connection to another process of a cluster, ends the
+/// run on every worker with an error naming the first panic. For that the
+/// first call installs a process-wide panic hook that records panics while a
+/// run is on and then calls the hook it replaced (it only leaves out timely's
+/// follow-on panics of a failure already recorded).
 pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
     let failure = Arc::new(Failure::default());
     record_panics();
