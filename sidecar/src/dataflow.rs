@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,8 @@ struct Failure {
     /// hook of `record_panics`): the worker's own message, or that of
     /// timely's network thread when a connection to another process broke.
     first_panic: Mutex<Option<String>>,
+    /// Workers parked after a broken connection (never joined).
+    parked: AtomicUsize,
 }
 
 impl Failure {
@@ -93,9 +95,12 @@ impl Failure {
     /// another process of a cluster (timely's network threads panic with
     /// "timely communication error", the workers then with "MergeQueue
     /// poisoned"), or the worker's own.
-    fn error(&self) -> Option<String> {
-        let first = self.first.lock().ok().and_then(|mut f| f.take());
-        let panic = self.first_panic.lock().ok().and_then(|mut f| f.take());
+    /// `threads_failed`: a thread of the run ended in a panic (without it a
+    /// recorded panic is not this run's: it was caught elsewhere).
+    fn error(&self, threads_failed: bool) -> Option<String> {
+        let first = self.first.lock().ok().and_then(|f| f.clone());
+        let panic = self.first_panic.lock().ok().and_then(|p| p.clone());
+        let panic = panic.filter(|_| threads_failed || first.is_some() || self.failed.load(Ordering::SeqCst));
         match (first, panic) {
             (_, Some(p)) if p.contains("timely communication error") => {
                 Some(format!("lost the connection to another process of the cluster ({p}); this process stopped"))
@@ -105,6 +110,13 @@ impl Failure {
             (None, Some(p)) => Some(format!("a thread of the analysis panicked: {p}")),
             (None, None) => None,
         }
+    }
+}
+
+impl Failure {
+    /// Whether the first panic was timely's network thread's.
+    fn network(&self) -> bool {
+        self.first_panic.lock().is_ok_and(|p| p.as_deref().is_some_and(|p| p.contains("timely communication error")))
     }
 }
 
@@ -122,10 +134,17 @@ fn record_panics() {
             let p = info.payload();
             let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
             let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+            // Only timely's threads (workers "timely:work-N", network
+            // "timely:send-N" / "timely:recv-N") are a run's.
+            if !thread.starts_with("timely:") {
+                previous(info);
+                return;
+            }
             let msg = msg.as_deref().unwrap_or("(no message)");
             let what = format!("thread '{thread}': {msg}");
             let mut known = false;
-            if let Ok(active) = ACTIVE.lock() {
+            {
+                let active = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
                 for f in active.iter() {
                     if let Ok(mut first) = f.first_panic.lock() {
                         known |= first.is_some();
@@ -136,7 +155,7 @@ fn record_panics() {
             // Timely's threads that fail *because* another did (a poisoned
             // queue, a joined thread that panicked) add nothing to the
             // first message: not printed again.
-            let echo = ["MergeQueue poisoned", "Send thread panic", "Recv thread panic"];
+            let echo = ["MergeQueue poisoned", "Send thread panic", "Recv thread panic", "timely communication error"];
             if !(known && echo.iter().any(|e| msg.starts_with(e))) {
                 previous(info);
             }
@@ -173,12 +192,13 @@ fn now_unix_ns() -> i128 {
 pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
     let failure = Arc::new(Failure::default());
     record_panics();
-    if let Ok(mut active) = ACTIVE.lock() {
-        active.push(failure.clone());
-    }
+    ACTIVE.lock().unwrap_or_else(|e| e.into_inner()).push(failure.clone());
     let result = run_with(settings, inputs, sink, &failure);
-    if let Ok(mut active) = ACTIVE.lock() {
-        active.retain(|f| !Arc::ptr_eq(f, &failure));
+    // After a broken connection the run's threads are left behind (parked
+    // workers, network threads that fail one by one as the other processes
+    // go): the run stays registered, so their panics count as follow-ons.
+    if !failure.network() {
+        ACTIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|f| !Arc::ptr_eq(f, &failure));
     }
     result
 }
@@ -560,19 +580,63 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
         });
         // Stepped here rather than by `timely::execute`, which parks without
         // a limit: wake now and then to see whether a peer failed.
-        while worker.step_or_park(Some(Duration::from_millis(100))) {
+        loop {
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                worker.step_or_park(Some(Duration::from_millis(100)))
+            }));
+            match step {
+                Ok(true) => {}
+                Ok(false) => break,
+                // A connection to another process broke (its network thread
+                // panicked, and this worker on the queue it poisoned).
+                // Unwinding would drop the dataflow, whose channel ends flush
+                // into the poisoned queues and panic again inside the unwind:
+                // an abort. This worker stays parked instead; `run` returns
+                // without joining it.
+                Err(_) if failure2.network() => {
+                    failure2.failed.store(true, Ordering::SeqCst);
+                    failure2.parked.fetch_add(1, Ordering::SeqCst);
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                Err(p) => std::panic::resume_unwind(p),
+            }
             if failure2.failed.load(Ordering::SeqCst) {
+                if failure2.network() {
+                    failure2.parked.fetch_add(1, Ordering::SeqCst);
+                    loop {
+                        std::thread::park();
+                    }
+                }
                 // This dataflow can never complete: unwind to drop it
                 // (quietly: resume_unwind runs no panic hook).
                 std::panic::resume_unwind(Box::new("stopped: another worker panicked"));
             }
         }
     })?;
+    // Wait for the workers; after a broken connection to another process
+    // they park (see above) and are left behind, never joined.
+    while !guards.guards().iter().all(|h| h.is_finished()) {
+        if failure.failed.load(Ordering::SeqCst) && failure.network() {
+            let local = guards.guards().len();
+            let t = Instant::now();
+            while failure.parked.load(Ordering::SeqCst) + guards.guards().iter().filter(|h| h.is_finished()).count()
+                < local
+                && t.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::mem::forget(guards);
+            return Err(failure.error(true).unwrap_or_else(|| "lost a connection to another process".into()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Joining also joins timely's network threads, and panics if one of
-    // them did (a connection to another process broke): that is the run's
-    // error, not a reason to unwind out of it.
+    // them did: that is the run's error, not a reason to unwind out of it.
     let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
-    if let Some(e) = failure.error() {
+    let joined_ok = results.as_ref().is_ok_and(|r| r.iter().all(|r| r.is_ok()));
+    if let Some(e) = failure.error(!joined_ok) {
         return Err(e);
     }
     for r in results.map_err(|_| "the analysis threads failed".to_string())? {

@@ -57,8 +57,7 @@ fn analyze(file: &Path, json: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Reports, with the run's own figures (wall time, host-side rates) that
-/// differ between any two runs taken out.
+/// The JSON lines of a report file.
 fn reports(p: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(p).unwrap_or_default();
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
@@ -86,44 +85,101 @@ fn two_processes_report_what_one_process_does() {
     assert!(single.len() >= 5, "{} windows", single.len());
     assert_eq!(reports(&j0), single);
     assert!(reports(&j1).is_empty());
+    for p in [&file, &one, &j0, &j1, &hosts] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Children killed when the test ends, whichever way.
+struct Kill(Vec<Child>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+}
+
+/// Established TCP connections on loopback with `port` at either end
+/// (/proc/net/tcp: local and remote address columns, state 01).
+fn established(port: u16) -> usize {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let hex = format!(":{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[3] == "01" && (f[1].ends_with(&hex) || f[2].ends_with(&hex))
+        })
+        .count()
 }
 
 #[test]
 fn a_process_that_dies_ends_the_others_with_an_error() {
-    let file = tmp("long.rlog");
-    std::fs::write(&file, common::synth_bytes(3_000_000, 4)).unwrap();
-    let hosts = hostfile("crash-hosts.txt", 2);
-    let h = hosts.to_str().unwrap();
-    let (j0, j1) = (tmp("c0.jsonl"), tmp("c1.jsonl"));
-    let err1 = tmp("c1.err");
-    let p1 = Command::new(env!("CARGO_BIN_EXE_sidecar"))
-        .arg("analyze")
-        .arg(&file)
-        .args(["--window", "5ms", "-q", "--json"])
-        .arg(&j1)
-        .args(["-w", "1", "--processes", "2", "--process", "1", "--hostfile", h])
-        .env("RUST_BACKTRACE", "0")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err1).unwrap())
-        .spawn()
-        .unwrap();
-    let mut p0 = analyze(&file, &j0, &["-w", "1", "--processes", "2", "--process", "0", "--hostfile", h]);
-    // Killed (as by the OOM killer or a lost machine) once the cluster is
-    // analyzing: its first report is out.
-    let t = Instant::now();
-    while std::fs::read_to_string(&j0).unwrap_or_default().lines().count() == 0 {
-        assert!(p0.try_wait().unwrap().is_none(), "process 0 ended before its first report");
-        assert!(t.elapsed() < Duration::from_secs(60), "no report from process 0 within 60 s");
-        std::thread::sleep(Duration::from_millis(2));
+    // Three live processes (`run` never ends on its own), connected in a
+    // cluster; process 0 is killed, as by the OOM killer or a lost machine.
+    let n = 3;
+    let hosts = hostfile("crash-hosts.txt", n);
+    let ports: Vec<u16> = std::fs::read_to_string(&hosts)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    let errs: Vec<PathBuf> = (0..n).map(|i| tmp(&format!("crash{i}.err"))).collect();
+    let mut kids = Kill(Vec::new());
+    for i in (0..n).rev() {
+        let sock = tmp(&format!("crash{i}.sock"));
+        let _ = std::fs::remove_file(&sock);
+        let child = Command::new(env!("CARGO_BIN_EXE_sidecar"))
+            .arg("run")
+            .arg(format!("--listen=unix:{}", sock.display()))
+            .args(["--window", "100ms", "-w", "1", "--processes", &n.to_string(), "--process", &i.to_string()])
+            .arg("--hostfile")
+            .arg(&hosts)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errs[i]).unwrap())
+            .spawn()
+            .unwrap();
+        kids.0.push(child);
     }
-    p0.kill().unwrap();
-    p0.wait().unwrap();
-    let s1 = wait(p1, "process 1 after process 0 was killed");
-    let err = std::fs::read_to_string(&err1).unwrap();
-    assert_eq!(s1.code(), Some(2), "{s1}; stderr:\n{err}");
-    let last = err.lines().last().unwrap_or_default();
-    assert!(last.starts_with("sidecar: lost the connection to another process of the cluster"), "{err}");
-    // The broken connection's panic is printed, not the ones that follow from it.
-    assert!(err.contains("timely communication error"), "{err}");
-    assert!(!err.contains("MergeQueue poisoned") && !err.contains("Send thread panic"), "{err}");
+    kids.0.reverse();
+    // Every pair connected: process i accepts from each j > i on its port.
+    let t = Instant::now();
+    while (0..n).map(|i| established(ports[i])).sum::<usize>() < n * (n - 1) {
+        for (i, k) in kids.0.iter_mut().enumerate() {
+            if let Some(s) = k.try_wait().unwrap() {
+                panic!(
+                    "process {i} ended ({s}) before the cluster connected: {}",
+                    std::fs::read_to_string(&errs[i]).unwrap()
+                );
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "the cluster did not connect within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    kids.0[0].kill().unwrap();
+    kids.0[0].wait().unwrap();
+    for i in 1..n {
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = kids.0[i].try_wait().unwrap() {
+                break s;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "process {i} still runs 60 s after process 0 was killed");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = std::fs::read_to_string(&errs[i]).unwrap();
+        // Not 101 (a panic out of the run) nor 134 (a panic inside an unwind).
+        assert_eq!(status.code(), Some(2), "process {i}: {status}; stderr:\n{err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.starts_with("sidecar: lost the connection to another process of the cluster"), "{err}");
+        // The broken connection's panic is printed, not those it causes.
+        assert_eq!(err.matches("timely communication error").count(), 2, "the panic and the error line: {err}");
+        assert!(!err.contains("MergeQueue poisoned") && !err.contains("Send thread panic"), "{err}");
+    }
 }

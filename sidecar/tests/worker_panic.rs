@@ -51,7 +51,10 @@ fn a_panicking_worker_ends_the_run_with_an_error() {
         let _ = tx.send(dataflow::run(settings, Inputs::Files(vec![file]), sink).map(|st| st.windows));
     });
     match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Err(e)) => assert!(e.contains("analysis worker 0 panicked"), "{e}"),
+        Ok(Err(e)) => {
+            assert!(e.contains("analysis worker 0 panicked"), "{e}");
+            assert!(e.contains("the report sink failed"), "the error names the panic: {e}");
+        }
         Ok(Ok(windows)) => panic!("the run succeeded ({windows} windows) though a worker panicked"),
         Err(_) => panic!("the run did not end within 60 s after a worker panicked"),
     }
