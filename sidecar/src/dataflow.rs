@@ -118,6 +118,16 @@ impl Failure {
     fn network(&self) -> bool {
         self.first_panic.lock().is_ok_and(|p| p.as_deref().is_some_and(|p| p.contains("timely communication error")))
     }
+
+    /// Parks the calling worker for good after a broken connection (see
+    /// the worker loop in `run_with`).
+    fn park_for_good(&self) -> ! {
+        self.failed.store(true, Ordering::SeqCst);
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Runs whose `Failure` takes the next panic's message.
@@ -593,21 +603,12 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                 // into the poisoned queues and panic again inside the unwind:
                 // an abort. This worker stays parked instead; `run` returns
                 // without joining it.
-                Err(_) if failure2.network() => {
-                    failure2.failed.store(true, Ordering::SeqCst);
-                    failure2.parked.fetch_add(1, Ordering::SeqCst);
-                    loop {
-                        std::thread::park();
-                    }
-                }
+                Err(_) if failure2.network() => failure2.park_for_good(),
                 Err(p) => std::panic::resume_unwind(p),
             }
             if failure2.failed.load(Ordering::SeqCst) {
                 if failure2.network() {
-                    failure2.parked.fetch_add(1, Ordering::SeqCst);
-                    loop {
-                        std::thread::park();
-                    }
+                    failure2.park_for_good();
                 }
                 // This dataflow can never complete: unwind to drop it
                 // (quietly: resume_unwind runs no panic hook).
