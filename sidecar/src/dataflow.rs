@@ -75,6 +75,10 @@ fn owner(host: u64, window: u64) -> u64 {
     window.wrapping_add(host.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 40)
 }
 
+/// How timely's network threads' panics begin (a connection to another
+/// process broke).
+const NETWORK_PANIC: &str = "timely communication error";
+
 /// Set when a worker thread panics. Its peers would otherwise wait forever
 /// for its progress (the sources keep polling: a hung process burning CPU);
 /// they see this, stop, and the run returns the panic as its error.
@@ -102,7 +106,7 @@ impl Failure {
         let panic = self.first_panic.lock().ok().and_then(|p| p.clone());
         let panic = panic.filter(|_| threads_failed || first.is_some() || self.failed.load(Ordering::SeqCst));
         match (first, panic) {
-            (_, Some(p)) if p.contains("timely communication error") => {
+            (_, Some(p)) if p.contains(NETWORK_PANIC) => {
                 Some(format!("lost the connection to another process of the cluster ({p}); this process stopped"))
             }
             (Some(f), Some(p)) => Some(format!("{f}: {p}")),
@@ -111,12 +115,10 @@ impl Failure {
             (None, None) => None,
         }
     }
-}
 
-impl Failure {
     /// Whether the first panic was timely's network thread's.
     fn network(&self) -> bool {
-        self.first_panic.lock().is_ok_and(|p| p.as_deref().is_some_and(|p| p.contains("timely communication error")))
+        self.first_panic.lock().is_ok_and(|p| p.as_deref().is_some_and(|p| p.contains(NETWORK_PANIC)))
     }
 
     /// Parks the calling worker for good after a broken connection (see
@@ -165,7 +167,7 @@ fn record_panics() {
             // Timely's threads that fail *because* another did (a poisoned
             // queue, a joined thread that panicked) add nothing to the
             // first message: not printed again.
-            let echo = ["MergeQueue poisoned", "Send thread panic", "Recv thread panic", "timely communication error"];
+            let echo = ["MergeQueue poisoned", "Send thread panic", "Recv thread panic", NETWORK_PANIC];
             if !(known && echo.iter().any(|e| msg.starts_with(e))) {
                 previous(info);
             }

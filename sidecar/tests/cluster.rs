@@ -29,21 +29,6 @@ fn hostfile(name: &str, n: usize) -> PathBuf {
     p
 }
 
-fn wait(mut child: Child, what: &str) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("{what} did not exit within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn analyze(file: &Path, json: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_sidecar"))
         .arg("analyze")
@@ -68,7 +53,7 @@ fn two_processes_report_what_one_process_does() {
     let file = tmp("four.rlog");
     std::fs::write(&file, common::synth_bytes(300_000, 4)).unwrap();
     let one = tmp("one.jsonl");
-    let s = wait(analyze(&file, &one, &["-w", "2"]), "the single process");
+    let s = common::wait_exit(analyze(&file, &one, &["-w", "2"]), "the single process");
     assert!(s.success(), "{s}");
 
     let hosts = hostfile("hosts.txt", 2);
@@ -76,7 +61,7 @@ fn two_processes_report_what_one_process_does() {
     let (j0, j1) = (tmp("p0.jsonl"), tmp("p1.jsonl"));
     let p1 = analyze(&file, &j1, &["-w", "1", "--processes", "2", "--process", "1", "--hostfile", h]);
     let p0 = analyze(&file, &j0, &["-w", "1", "--processes", "2", "--process", "0", "--hostfile", h]);
-    let (s0, s1) = (wait(p0, "process 0"), wait(p1, "process 1"));
+    let (s0, s1) = (common::wait_exit(p0, "process 0"), common::wait_exit(p1, "process 1"));
     assert!(s0.success() && s1.success(), "{s0} {s1}");
 
     // Worker 0 (in process 0) prints every window, in order; process 1

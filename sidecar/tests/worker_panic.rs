@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sidecar::dataflow::{self, Inputs, Settings, Sink};
 
@@ -70,7 +70,7 @@ fn a_full_stderr_does_not_stop_the_analysis() {
     let json = tmp("full.jsonl");
     let _ = std::fs::remove_file(&json);
     // The error line for the missing file cannot be written (ENOSPC).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sidecar"))
+    let child = Command::new(env!("CARGO_BIN_EXE_sidecar"))
         .args(["analyze", missing.to_str().unwrap(), good.to_str().unwrap(), "--window", "20ms", "-q", "-w", "2"])
         .arg("--json")
         .arg(&json)
@@ -78,18 +78,7 @@ fn a_full_stderr_does_not_stop_the_analysis() {
         .stderr(std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("the sidecar did not exit within 60 s with standard error full");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = common::wait_exit(child, "the sidecar with standard error full");
     // A missing input is an error: status 1, as with a working stderr (the
     // closing line to stderr fails, and must not turn it into a panic's 101).
     assert_eq!(status.code(), Some(1), "{status}");

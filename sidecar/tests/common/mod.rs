@@ -98,3 +98,20 @@ pub fn synth_bytes(records: u64, workers: u32) -> Vec<u8> {
     .unwrap();
     bytes
 }
+
+/// Waits for `child` to exit; after 60 s kills it and fails the test,
+/// naming `what`.
+pub fn wait_exit(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("{what} did not exit within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
