@@ -21,6 +21,9 @@ pub struct SynthConfig {
     pub pid: u32,
     /// Start of the trace on the host's CLOCK_MONOTONIC, ns.
     pub t0_ns: u64,
+    /// How Records frames are compressed: zstd as the probe writes files,
+    /// or none as it writes into a Unix socket (what a live sidecar reads).
+    pub compression: ringlog::Compression,
 }
 
 impl Default for SynthConfig {
@@ -34,6 +37,7 @@ impl Default for SynthConfig {
             host: 0x5eed,
             pid: 4242,
             t0_ns: 1_000_000_000,
+            compression: ringlog::Compression::Zstd,
         }
     }
 }
@@ -59,6 +63,7 @@ pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Resu
     let p = cfg.workers.max(1);
     let dom = ClockDomain::Tsc;
     let mut enc = Encoder::new();
+    enc.set_compression(cfg.compression);
     let mut out = Vec::with_capacity(1 << 20);
     let pw = StreamId { host: cfg.host, process: cfg.pid, worker: PROCESS_WIDE };
     let hello = Hello {
