@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use crate::frame::{decode_frame, parse_header, Frame, FrameHeader, HEADER_LEN, MAX_PAYLOAD};
+use crate::frame::{decode_frame, parse_header, Frame, FrameHeader, StreamId, HEADER_LEN, MAX_PAYLOAD};
 use crate::DecodeError;
 
 /// A decode error with the byte offset of the frame it concerns.
@@ -11,11 +11,27 @@ use crate::DecodeError;
 pub struct StreamError {
     pub offset: u64,
     pub error: DecodeError,
+    /// The stream whose frame it was, when the fault lies in a payload
+    /// behind a sound header (checked by its own checksum): the frame's
+    /// extent is known, so a [`FrameBuffer`] has moved past it and the
+    /// byte stream's other streams can go on. `None`: the framing itself
+    /// is lost (bad header, truncation) and nothing after it can be read.
+    pub stream: Option<StreamId>,
+}
+
+impl StreamError {
+    /// An error after which the byte stream cannot be read further.
+    pub fn fatal(offset: u64, error: DecodeError) -> StreamError {
+        StreamError { offset, error, stream: None }
+    }
 }
 
 impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "at byte {}: {}", self.offset, self.error)
+        match self.stream {
+            Some(s) => write!(f, "at byte {} ({}): {}", self.offset, s, self.error),
+            None => write!(f, "at byte {}: {}", self.offset, self.error),
+        }
     }
 }
 
@@ -54,13 +70,20 @@ impl FrameBuffer {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// The next whole frame, `Ok(None)` when more bytes are needed. After an
-    /// error the buffer stays failed: the stream cannot be trusted further.
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    ///
+    /// A frame whose header is sound but whose payload is not (checksum,
+    /// decompression, records) is an error naming its stream
+    /// ([`StreamError::stream`]); the buffer moves past that frame and the
+    /// next call goes on with the next one (the caller decides whether the
+    /// rest of that stream is still worth anything). After any other error
+    /// the buffer stays failed: the framing cannot be trusted further.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, StreamError> {
         if self.failed {
-            return Err(StreamError { offset: self.offset, error: DecodeError::AfterError });
+            return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
-        match decode_frame(&self.buf[self.start..]) {
+        let have = &self.buf[self.start..];
+        match decode_frame(have) {
             Ok(Some((frame, used))) => {
                 self.start += used;
                 self.offset += used as u64;
@@ -68,8 +91,22 @@ impl FrameBuffer {
             }
             Ok(None) => Ok(None),
             Err(error) => {
-                self.failed = true;
-                Err(StreamError { offset: self.offset, error })
+                let offset = self.offset;
+                // decode_frame checks the header before the payload, and
+                // fails on the payload only once all of it is here.
+                let sound = parse_header(&have[..HEADER_LEN.min(have.len())]).ok().map(|(h, _)| h);
+                match sound {
+                    Some(h) if have.len() >= HEADER_LEN + h.payload_len as usize => {
+                        let total = HEADER_LEN + h.payload_len as usize;
+                        self.start += total;
+                        self.offset += total as u64;
+                        Err(StreamError { offset, error, stream: Some(h.stream) })
+                    }
+                    _ => {
+                        self.failed = true;
+                        Err(StreamError::fatal(offset, error))
+                    }
+                }
             }
         }
     }
@@ -80,7 +117,7 @@ impl FrameBuffer {
     /// when more bytes are needed; errors as [`FrameBuffer::next_frame`].
     pub fn next_raw(&mut self) -> Result<Option<(FrameHeader, &[u8])>, StreamError> {
         if self.failed {
-            return Err(StreamError { offset: self.offset, error: DecodeError::AfterError });
+            return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
         let have = &self.buf[self.start..];
         if have.len() < HEADER_LEN {
@@ -106,7 +143,7 @@ impl FrameBuffer {
             Ok(None) => Ok(None),
             Err(error) => {
                 self.failed = true;
-                Err(StreamError { offset: self.offset, error })
+                Err(StreamError::fatal(self.offset, error))
             }
         }
     }
@@ -132,7 +169,7 @@ impl FrameBuffer {
         if self.pending() == 0 || self.failed {
             Ok(())
         } else {
-            Err(StreamError { offset: self.offset, error: DecodeError::Truncated { have: self.pending() as u64 } })
+            Err(StreamError::fatal(self.offset, DecodeError::Truncated { have: self.pending() as u64 }))
         }
     }
 }
@@ -164,7 +201,7 @@ impl<R: Read> Decoder<R> {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {
                         let offset = self.frames.offset();
-                        return Some(Err(StreamError { offset, error: DecodeError::Io(e.to_string()) }));
+                        return Some(Err(StreamError::fatal(offset, DecodeError::Io(e.to_string()))));
                     }
                 }
             };

@@ -41,6 +41,64 @@ fn first_error(bytes: &[u8]) -> Option<StreamError> {
     Decoder::new(bytes).find_map(|f| f.err())
 }
 
+/// The byte offsets of the frames of `bytes`.
+fn frame_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 0;
+    let mut v = Vec::new();
+    while at < bytes.len() {
+        v.push(at);
+        let (h, _) = frame::parse_header(&bytes[at..at + HEADER_LEN]).unwrap();
+        at += HEADER_LEN + h.payload_len as usize;
+    }
+    v
+}
+
+#[test]
+fn a_bad_payload_behind_a_sound_header_names_its_stream_and_reading_goes_on() {
+    let mut bytes = sample_stream();
+    let offs = frame_offsets(&bytes);
+    bytes[offs[3] + HEADER_LEN + 5] ^= 0x40; // the Records frame's payload
+    let mut fb = FrameBuffer::new();
+    fb.feed(&bytes);
+    let mut got = Vec::new();
+    loop {
+        match fb.next_frame() {
+            Ok(Some(f)) => got.push(Ok(f.header.kind)),
+            Ok(None) => break,
+            Err(e) => got.push(Err(e)),
+        }
+    }
+    assert_eq!(got.len(), 5, "{got:?}");
+    match &got[3] {
+        Err(e) => {
+            assert_eq!(e.offset, offs[3] as u64);
+            assert_eq!(e.stream, Some(StreamId { host: 7, process: 42, worker: 1 }));
+            assert!(matches!(e.error, DecodeError::PayloadChecksum { kind: FrameKind::Records, seq: 1 }), "{e}");
+            assert!(e.to_string().contains("host 0000000000000007 pid 42 worker 1"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(got[4], Ok(FrameKind::End)), "the frame after it still decodes");
+    assert!(fb.finish().is_ok());
+    // The `Read` iterator still stops at the first error.
+    assert_eq!(Decoder::new(&bytes[..]).count(), 4);
+}
+
+#[test]
+fn a_bad_header_loses_the_framing() {
+    let mut bytes = sample_stream();
+    let offs = frame_offsets(&bytes);
+    bytes[offs[3] + 20] ^= 0x01; // the worker field: the header checksum fails
+    let mut fb = FrameBuffer::new();
+    fb.feed(&bytes);
+    for _ in 0..3 {
+        assert!(fb.next_frame().unwrap().is_some());
+    }
+    let e = fb.next_frame().unwrap_err();
+    assert_eq!((e.offset, e.stream), (offs[3] as u64, None));
+    assert!(matches!(fb.next_frame().unwrap_err().error, DecodeError::AfterError));
+}
+
 #[test]
 fn a_good_stream_decodes_whole() {
     let bytes = sample_stream();

@@ -1170,8 +1170,9 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
                     break;
                 }
                 Err(e) => {
-                    ing.decode_error(&e);
-                    break;
+                    if !ing.stream_error(&e) {
+                        break;
+                    }
                 }
             }
         }

@@ -428,6 +428,37 @@ impl Ingest {
         self.failed = true;
     }
 
+    /// A decode error: if it concerns one worker stream's frame only (its
+    /// header sound, see [`StreamError::stream`]), that stream is dropped —
+    /// its open windows end incomplete with the fault, and its later frames
+    /// are ignored — and true is returned: the byte stream's other streams
+    /// go on. Otherwise (the framing is lost, or a process-wide frame that
+    /// every stream of the process depends on) everything ends as with
+    /// [`Ingest::decode_error`], and false is returned.
+    ///
+    /// A dropped stream is not ended: the windows after it lack that worker
+    /// and are reported incomplete rather than analyzed as if it had
+    /// finished.
+    pub fn stream_error(&mut self, e: &StreamError) -> bool {
+        let Some(id) = e.stream.filter(|s| !s.is_process_wide()) else {
+            self.decode_error(e);
+            return false;
+        };
+        let what = format!("stream {id} dropped: decode error at byte {}: {}", e.offset, e.error);
+        self.fault(what.clone());
+        let before = self.out.len();
+        self.stream(Sid::from(id));
+        let st = self.streams.get_mut(&Sid::from(id)).expect("just made");
+        if !st.done {
+            st.done = true;
+            st.builder.finish();
+            st.windower.add(&mut st.builder.out);
+            st.windower.finish(false, Some(&what), &mut st.builder.out, &mut self.out);
+        }
+        self.finish_batch(before);
+        true
+    }
+
     /// End of input (file end, connection closed). Streams without their
     /// End frame were cut off: their last windows are incomplete.
     pub fn eof(&mut self) {

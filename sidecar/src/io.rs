@@ -116,7 +116,7 @@ impl Reader {
             }
             let (h, _) = match parse_header(&have[..HEADER_LEN]) {
                 Ok(x) => x,
-                Err(error) => return self.fail(ringlog::StreamError { offset: self.raw_offset, error }, true),
+                Err(error) => return self.fail(ringlog::StreamError::fatal(self.raw_offset, error), true),
             };
             let total = HEADER_LEN + h.payload_len as usize;
             if have.len() < total {
@@ -126,7 +126,15 @@ impl Reader {
                 match ringlog::decode_frame(&have[..total]) {
                     Ok(Some((f, used))) => self.ingest.frame(f, used as u64),
                     Ok(None) => break,
-                    Err(error) => return self.fail(ringlog::StreamError { offset: self.raw_offset, error }, false),
+                    Err(error) => {
+                        // The header is sound (parsed above): only this
+                        // frame's stream is lost; this worker's others go on.
+                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(h.stream) };
+                        if !self.ingest.stream_error(&e) {
+                            self.done = true;
+                            return;
+                        }
+                    }
                 }
             }
             self.raw_start += total;
@@ -170,7 +178,7 @@ impl Reader {
                         let left = self.raw.len() - self.raw_start;
                         if left > 0 {
                             let error = ringlog::DecodeError::Truncated { have: left as u64 };
-                            self.fail(ringlog::StreamError { offset: self.raw_offset, error }, true);
+                            self.fail(ringlog::StreamError::fatal(self.raw_offset, error), true);
                         } else {
                             self.ingest.eof();
                             self.done = true;
@@ -222,9 +230,10 @@ impl Reader {
                 }
                 Ok(None) => return,
                 Err(e) => {
-                    self.ingest.decode_error(&e);
-                    self.done = true;
-                    return;
+                    if !self.ingest.stream_error(&e) {
+                        self.done = true;
+                        return;
+                    }
                 }
             }
         }
@@ -257,6 +266,15 @@ pub enum Listen {
     Tcp(String),
 }
 
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+            Listen::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
 impl std::str::FromStr for Listen {
     type Err = String;
     fn from_str(s: &str) -> Result<Listen, String> {
@@ -286,6 +304,18 @@ impl std::str::FromStr for Listen {
 pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if m.file_type().is_socket() {
+            // A socket something still listens on belongs to a running
+            // process (another sidecar): taking it over would silently cut
+            // that one off from its probes. Only a stale one is replaced.
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    ErrorKind::AddrInUse,
+                    format!(
+                        "{}: another process is listening on this socket (a sidecar still running?)",
+                        path.display()
+                    ),
+                ));
+            }
             std::fs::remove_file(path)?; // a stale socket from an earlier run
         } else {
             return Err(std::io::Error::new(

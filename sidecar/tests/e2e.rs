@@ -155,14 +155,6 @@ fn probe_file_analyzed_by_the_binary() {
     assert!(text.contains("operator 1 \"Exchange\""), "{}", &text[..text.len().min(2000)]);
 }
 
-fn wait_for(p: &Path) {
-    let t = Instant::now();
-    while !p.exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "sidecar did not create {}", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn interrupt(child: &mut std::process::Child) -> std::process::Output {
     Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     let t = Instant::now();
@@ -185,6 +177,11 @@ fn probe_over_unix_socket_live() {
     let json = tmp("live.jsonl");
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&sock);
+    // A stale socket (its listener gone, as after a crash) is replaced.
+    // (Mode 0644, so that its replacement, always 0600, is told apart.)
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut child = Command::new(BIN)
         .args([
             "run",
@@ -199,9 +196,23 @@ fn probe_over_unix_socket_live() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&sock);
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600);
+    let t = Instant::now();
+    // The socket it makes is owner-only.
+    while std::fs::metadata(&sock).map_or(true, |m| m.permissions().mode() & 0o777 != 0o600) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "sidecar did not replace the stale {} with an owner-only socket",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A second sidecar on the same path refuses instead of taking the live
+    // socket over (the first would lose its probes without a word).
+    let second =
+        Command::new(BIN).args(["run", "--listen", &format!("unix:{}", sock.display()), "-q"]).output().unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(err.contains("another process is listening on this socket"), "{err}");
     let records = traced_run(probe::Sink::unix(&sock), 3, 500);
     std::thread::sleep(Duration::from_millis(500));
     let out = interrupt(&mut child);
@@ -340,7 +351,10 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("{}: decode error at byte", bad.display())), "{err}");
+    // The flipped bytes fall in a payload: that frame's stream is dropped,
+    // the file's other stream goes on.
+    assert!(err.contains(&format!("{}: stream host", bad.display())), "{err}");
+    assert!(err.contains("worker 1 dropped: decode error at byte"), "{err}");
     assert!(err.contains(&format!("{}: decode error at byte", cut.display())), "{err}");
     assert!(err.contains("input ends inside a frame"), "{err}");
     let reps = lines(&json);
@@ -348,6 +362,92 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     // Three copies of the same host/pid land on the same timeline: the
     // windows with the corrupt copy are marked, the analysis completed.
     assert!(reps.iter().any(|r| r["incomplete_reasons"].to_string().contains("decode error")));
+}
+
+/// Flips a byte in the payload of worker `worker`'s Records frame `seq`
+/// (its header, with its own checksum, stays sound); returns the frame's
+/// byte offset.
+fn corrupt_payload(bytes: &mut [u8], worker: u32, seq: u64) -> usize {
+    let mut at = 0;
+    while at < bytes.len() {
+        let (h, _) = ringlog::frame::parse_header(&bytes[at..at + ringlog::HEADER_LEN]).unwrap();
+        let total = ringlog::HEADER_LEN + h.payload_len as usize;
+        if h.kind == ringlog::FrameKind::Records && h.stream.worker == worker && h.seq == seq {
+            bytes[at + ringlog::HEADER_LEN + h.payload_len as usize / 2] ^= 0x55;
+            return at;
+        }
+        at += total;
+    }
+    panic!("no Records frame #{seq} of worker {worker}");
+}
+
+#[test]
+fn a_corrupt_frame_drops_only_its_stream() {
+    let bytes = common::synth_bytes(400_000, 4);
+    let mut bad = bytes.clone();
+    let at = corrupt_payload(&mut bad, 2, 12);
+    let (fg, fb) = (tmp("onebad_good.rlog"), tmp("onebad_bad.rlog"));
+    std::fs::write(&fg, &bytes).unwrap();
+    std::fs::write(&fb, &bad).unwrap();
+    let run = |file: &Path, workers: &str| -> (std::process::Output, Vec<Value>) {
+        let json = tmp(&format!("onebad_{}_{workers}.jsonl", file.file_stem().unwrap().to_string_lossy()));
+        let _ = std::fs::remove_file(&json);
+        let out = Command::new(BIN)
+            .args(["analyze", file.to_str().unwrap(), "--window", "50ms", "-q", "-w", workers])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        (out, lines(&json))
+    };
+    let (ok, clean) = run(&fg, "1");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let records = |r: &Value, w: u64| -> Option<u64> {
+        r["streams"].as_array().unwrap().iter().find(|s| s["worker"] == w).map(|s| s["records"].as_u64().unwrap())
+    };
+    let mut outputs = Vec::new();
+    for workers in ["1", "2"] {
+        let (out, reps) = run(&fb, workers);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "worker 2 dropped: decode error at byte {at}: payload checksum mismatch in Records frame #12"
+            )),
+            "{err}"
+        );
+        // The other three streams go on to the end, record for record as
+        // in the clean trace.
+        assert_eq!(reps.len(), clean.len());
+        for (r, c) in reps.iter().zip(&clean) {
+            for w in [0, 1, 3] {
+                assert_eq!(records(r, w), records(c, w), "worker {w} in {r}");
+            }
+        }
+        // From the window the fault is in, every window is incomplete: the
+        // first names the fault, the later ones lack worker 2.
+        let first = reps.iter().position(|r| r["incomplete_reasons"].to_string().contains("dropped")).unwrap();
+        assert!(first > 0 && first + 2 < reps.len(), "{first} of {}", reps.len());
+        assert!(reps[..first].iter().all(|r| r["complete"] == true));
+        for r in &reps[first..reps.len() - 1] {
+            assert_eq!(r["complete"], false, "{r}");
+        }
+        assert!(reps[first + 1..].iter().all(|r| records(r, 2).is_none()));
+        outputs.push(reps);
+    }
+    assert_eq!(outputs[0], outputs[1], "-w 1 and -w 2 agree");
+    // A frame header that fails its checksum loses the framing: the whole
+    // file ends there, named, without a stream to blame.
+    let mut lost = bytes.clone();
+    lost[at + 30] ^= 0x55;
+    let fl = tmp("onebad_header.rlog");
+    std::fs::write(&fl, &lost).unwrap();
+    let (out, reps) = run(&fl, "1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}: decode error at byte {at}: ", fl.display())), "{err}");
+    assert!(!err.contains("dropped"), "{err}");
+    assert!(reps.len() < clean.len());
 }
 
 #[test]

@@ -30,7 +30,7 @@ pub fn read_trace(bytes: &[u8]) -> Trace {
     for f in Decoder::new(bytes) {
         let f = match f {
             Ok(f) => f,
-            Err(StreamError { offset, error }) => {
+            Err(StreamError { offset, error, .. }) => {
                 t.error = Some(format!("at {offset}: {error}"));
                 break;
             }
