@@ -10,8 +10,9 @@
 //! (`chrt --idle 0`: it runs only on cores the engine leaves idle),
 //! and reports, per workload, the median over rounds of each mode's wall
 //! time and CPU time (the traced process, all its threads, writer included)
-//! relative to (a) in the same round, the sidecar's CPU time, records per
-//! second, bytes per record on the wire, and the share of schedule pairs
+//! relative to (a) in the same round, the sidecar's CPU time, engine events
+//! (records written plus the two events of each elided schedule pair) and
+//! records per second, bytes on the wire per event and per record, and the share of schedule pairs
 //! elided (from one extra, untimed run into a file that is decoded).
 //!
 //! Each median ratio comes with a distribution-free 95 % interval for the
@@ -303,9 +304,16 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     let b = &runs[&Mode::Sidecar];
     let rate = stats::median(&b.iter().map(|r| r.written as f64 / r.wall).collect::<Vec<_>>());
     let bpe = stats::median(&b.iter().map(|r| r.bytes as f64 / r.written.max(1) as f64).collect::<Vec<_>>());
+    // The engine's events: the records written plus the two schedule
+    // events of every elided pair (what the probe saw, not what it sent).
+    let events = |r: &Run| (r.written + 2 * r.elided) as f64;
+    let ev_rate = stats::median(&b.iter().map(|r| events(r) / r.wall).collect::<Vec<_>>());
+    let bpev = stats::median(&b.iter().map(|r| r.bytes as f64 / events(r).max(1.0)).collect::<Vec<_>>());
     println!(
-        "records/s under (b): {:.2} M; bytes per record on the wire: {:.2}; schedule pairs elided: {:.1}%",
+        "under (b): {:.2} M engine events/s ({:.2} M records/s); bytes on the wire per engine event {:.2}, per record {:.2}; schedule pairs elided: {:.1}%",
+        ev_rate / 1e6,
         rate / 1e6,
+        bpev,
         bpe,
         elided_share * 100.0
     );
