@@ -788,7 +788,7 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
         FrameKind::ClockSync => {
             // Checked before anything is allocated: the payload is exactly the
             // reference host and `count` fixed-size exchanges.
-            if raw.len() < 8 || (raw.len() - 8) % CLOCK_EXCHANGE_LEN != 0 {
+            if raw.len() < 8 || !(raw.len() - 8).is_multiple_of(CLOCK_EXCHANGE_LEN) {
                 return Err(DecodeError::BadHeader { why: "clock sync payload is not 8 + 32 bytes per exchange" });
             }
             if h.count as usize != (raw.len() - 8) / CLOCK_EXCHANGE_LEN {

@@ -97,7 +97,7 @@ fn workload(w: &mut probe::WorkerProbe, events: u64) -> Made {
         for op in 0..8usize {
             w.schedule_start(op);
             m.pairs += 1;
-            if (op as u64 + step) % 8 == 0 {
+            if (op as u64 + step).is_multiple_of(8) {
                 w.message_recv(op, (seq % 4) as usize, seq, 1024);
                 w.message_send(op + 1, 0, seq, 512);
                 w.message_send(op + 1, 1, seq, 512);
