@@ -623,10 +623,14 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 }
                             };
                             stats_analyze.lock().unwrap().totals.add(&rep);
+                            // Live: how late the window's line is. A window cut
+                            // short (Ctrl-C) is analyzed before its end: not
+                            // late, 0 (its negative distance to the end would
+                            // read as a latency and measures nothing).
                             let delay_ms = rep
                                 .start_unix_ns
                                 .filter(|_| live)
-                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)) as f64 / 1e6);
+                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)).max(0) as f64 / 1e6);
                             let mut json = serde_json::to_value(&rep).unwrap_or_default();
                             if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
                                 o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));

@@ -53,7 +53,9 @@ enum Cmd {
     /// Listen for probe connections and analyze them live.
     ///
     /// Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl
-    /// then start the program with its probe sink set to that socket.
+    ///
+    /// Then start the program with its probe sink set to that socket
+    /// (PROBE_SINK=unix:/tmp/sidecar.sock, for a program that reads it).
     /// Ctrl-C analyzes what has arrived, prints the last windows and exits.
     Run {
         /// unix:PATH (created owner-only) or tcp:[ADDR:]PORT (a bare port
@@ -80,8 +82,9 @@ enum Cmd {
     /// Forward the probe streams of this host to a sidecar on another host,
     /// with clock exchanges so that its times can be converted.
     ///
-    /// Example (on host B; the sidecar runs on host A with
+    /// Example, on host B (the sidecar runs on host A with
     /// `--listen tcp:0.0.0.0:7070 --clock-listen udp:0.0.0.0:7071`):
+    ///
     /// sidecar relay --listen unix:/tmp/sidecar.sock --to tcp:hostA:7070 --clock udp:hostA:7071
     Relay {
         /// Where this host's probes connect: unix:PATH or tcp:[ADDR:]PORT.
@@ -107,6 +110,8 @@ enum Cmd {
     ///
     /// Example: sidecar analyze trace.rlog --window 1s --json windows.jsonl
     Analyze {
+        /// Recorded probe files (a file sink's output, e.g.
+        /// PROBE_SINK=file:trace.rlog); analyzed together.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -146,6 +151,7 @@ enum Cmd {
         /// The Perfetto trace to write.
         #[arg(long, value_name = "OUT", required = true)]
         perfetto: PathBuf,
+        /// Recorded probe files, as for `analyze`.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Window length.

@@ -1,7 +1,8 @@
 //! Outputs that fail or go away: a JSON or Perfetto file that cannot be
 //! written ends the run with status 2 and one line naming the file and the
 //! OS error; a closed pipe (`| head`) ends it quietly. Also `dump` into a
-//! closed pipe.
+//! closed pipe, the live `emitted_after_end_ms` of a window cut by Ctrl-C,
+//! and the `run` help text.
 
 mod common;
 
@@ -189,6 +190,22 @@ fn dump_statuses() {
     }
 }
 
+#[test]
+fn help_texts() {
+    let out = Command::new(BIN).args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    // The example is a line of its own, not run into the next sentence.
+    assert!(
+        help.lines().any(|l| l.trim() == "Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl"),
+        "{help}"
+    );
+    assert!(!help.contains("out.jsonl then"), "{help}");
+    let out = Command::new(BIN).args(["dump", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let file = help.lines().find(|l| l.trim_start().starts_with("<FILE>")).unwrap_or_default();
+    assert!(file.len() > "  <FILE>".len() + 10, "FILE has a help text: {help}");
+}
+
 /// One probe worker executing an operator every ~200 µs until `stop`, with
 /// a message in each execution (an execution without events is elided: a
 /// stream of those alone has no windows).
@@ -254,4 +271,50 @@ fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
     assert_no_panic(&err);
     assert!(err.contains("cannot write the JSON output: /dev/full: No space left on device"), "{err}");
     assert_eq!(err.matches("No space left").count(), 1, "{err}");
+}
+
+#[test]
+fn a_window_cut_by_ctrl_c_is_not_reported_as_emitted_before_its_end() {
+    let sock = tmp("cut.sock");
+    let json = tmp("cut.jsonl");
+    let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(&json);
+    let width_ns: u64 = 10_000_000_000;
+    let mut child = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display())])
+        .args(["--window", "10s", "--json", json.to_str().unwrap(), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = live_probe(&sock, stop.clone());
+    std::thread::sleep(Duration::from_millis(700));
+    // Ctrl-C while the probe still writes: its 10 s window is cut short.
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let err = stderr_of(&mut child);
+    let status = common::wait_exit(child, "the sidecar after Ctrl-C");
+    let err = err.join().unwrap();
+    let exited = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    stop.store(true, Ordering::Relaxed);
+    p.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let reps: Vec<serde_json::Value> =
+        std::fs::read_to_string(&json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!reps.is_empty(), "{err}");
+    let mut cut = 0;
+    for r in &reps {
+        let d = r["emitted_after_end_ms"].as_f64().unwrap_or_else(|| panic!("live: a number: {r}"));
+        assert!(d >= 0.0, "emitted_after_end_ms {d} < 0: {r}");
+        // A window that ends after the sidecar exited was emitted before
+        // its end: 0.
+        if let Some(s) = r["start_unix_ns"].as_u64() {
+            if s + width_ns > exited {
+                assert_eq!(d, 0.0, "{r}");
+                cut += 1;
+            }
+        }
+    }
+    eprintln!("{} windows, {cut} cut short by Ctrl-C", reps.len());
+    assert!(cut <= 1, "{cut} windows cut");
 }
