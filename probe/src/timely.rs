@@ -18,8 +18,10 @@
 //! ```
 //!
 //! [`attach`] registers closures on the worker's log registry (the
-//! `"timely"` log and the `"timely/progress/T"` logs of the common timestamp
-//! types) and turns timely's events into the records of one probe stream
+//! `"timely"` log and the `"timely/progress/T"` logs of a fixed list of
+//! common timestamp types, [`Adapter::register_common_progress`]; scopes with
+//! other timestamp types need [`Adapter::register_progress`], see [`attach`])
+//! and turns timely's events into the records of one probe stream
 //! (`probe.worker(worker.index())`). Call it before building any dataflow:
 //! timely hands its loggers to operators when they are built. With a
 //! disabled probe (`PROBE_SINK` unset or `off`) it registers nothing, so
@@ -92,8 +94,10 @@
 //! plus timely's own stamp, which is exact to the nanosecond. The pair error
 //! is measured as it goes ([`AdapterStats::max_pair_error_ticks`]): 10–40 ns
 //! on an idle x86 host, up to a few µs when the thread is preempted between
-//! the reads of all three tries. `tests/timely_clock.rs` checks mapped
-//! schedule times against independent clock reads taken inside the operator.
+//! the reads of all three tries. `tests/timely_attach.rs`
+//! (`mapped_times_bracket_independent_clock_reads`, and `…_monotonic` on the
+//! CLOCK_MONOTONIC fallback) checks mapped schedule times against
+//! independent clock reads taken inside the operator.
 //! The mapping is an interpolation on CLOCK_MONOTONIC, so the probe's
 //! start-up ticks-per-second estimate is not used.
 
@@ -142,9 +146,35 @@ impl TimelyMark {
 }
 
 /// Registers the probe on `worker`'s loggers: the `"timely"` log and the
-/// progress logs of the common timestamp types (see [`Adapter::register`]).
-/// Call it first thing in the worker closure, before building dataflows.
-/// Does nothing when the probe is disabled or the worker has no log registry.
+/// progress logs of a fixed list of timestamp types: `()`, `usize`, `u64`,
+/// `u32`, `i64`, `i32`, `isize`, and seven `Product`s of two of `usize`,
+/// `u64`, `u32` (listed at [`Adapter::register_common_progress`]). Call it
+/// first thing in the worker closure, before building dataflows. Does
+/// nothing when the probe is disabled or the worker has no log registry.
+///
+/// Timely logs a scope's progress messages to a log named after its
+/// timestamp type (`"timely/progress/{type_name}"`). For a scope whose type
+/// is not in the list above (`Duration`, `u128`, a tuple, a deeper
+/// `Product`, a type of your own) nobody listens: its progress messages are
+/// not traced, and the sidecar reports the waits they end as waiting for
+/// input (no visible cause) instead of naming the worker waited on.
+/// Register such types yourself, in place of `attach` (calling both would
+/// open a second stream for the worker):
+///
+/// ```no_run
+/// # use timely::order::Product;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let probe = std::sync::Arc::new(probe::Probe::builder().workers(1).start()?);
+/// timely::execute(timely::Config::thread(), move |worker| {
+///     if let Some(a) = probe::timely::Adapter::new(worker, &probe) {
+///         a.register(worker); // what `attach` does
+///         a.register_progress::<std::time::Duration>(worker);
+///         a.register_progress::<Product<u64, Product<u64, u32>>>(worker);
+///     }
+///     // ... build dataflows ...
+/// })?;
+/// # Ok(()) }
+/// ```
 pub fn attach(worker: &Worker, probe: &Probe) {
     if let Some(a) = Adapter::new(worker, probe) {
         a.register(worker);
@@ -225,9 +255,12 @@ impl Adapter {
         self.register_common_progress(worker);
     }
 
-    /// Registers on the progress logs of `()`, the integer types, and the
-    /// `Product`s of `usize`, `u64` and `u32` that iterative scopes use. A
-    /// log no scope uses costs one call per worker step.
+    /// Registers on the progress logs of `()`, `usize`, `u64`, `u32`, `i64`,
+    /// `i32`, `isize`, and `Product<A, B>` for (A, B) in (usize, usize),
+    /// (u64, u64), (u32, u32), (usize, u64), (usize, u32), (u64, u32),
+    /// (u64, usize), as iterative scopes use them. A log no scope uses costs
+    /// one call per worker step. Other timestamp types:
+    /// [`Adapter::register_progress`].
     pub fn register_common_progress(&self, worker: &Worker) {
         self.register_progress::<()>(worker);
         self.register_progress::<usize>(worker);

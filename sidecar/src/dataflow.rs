@@ -39,6 +39,33 @@ pub struct Sink {
     pub perfetto: Option<SharedPerfetto>,
 }
 
+/// A writer whose errors name its output ("out.jsonl: No space left on
+/// device (os error 28)"), keeping their kind (a closed pipe stays
+/// `BrokenPipe`).
+pub struct NamedOutput<W> {
+    name: String,
+    inner: W,
+}
+
+impl<W: Write> NamedOutput<W> {
+    pub fn new(name: impl Into<String>, inner: W) -> Self {
+        NamedOutput { name: name.into(), inner }
+    }
+
+    fn named(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("{}: {e}", self.name))
+    }
+}
+
+impl<W: Write> Write for NamedOutput<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.named(e))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().map_err(|e| self.named(e))
+    }
+}
+
 /// The Perfetto export, shared by the workers that own windows.
 pub type SharedPerfetto = Arc<Mutex<crate::export::PerfettoExport<Box<dyn Write + Send>>>>;
 
@@ -67,6 +94,42 @@ pub struct RunStats {
     pub errors: Vec<String>,
     /// Sums over the windows analyzed (for a closing summary).
     pub totals: crate::summary::RunTotals,
+    /// The reader of an output closed it (`--json - | head`): the run
+    /// stopped there, quietly (not an error).
+    pub output_closed: bool,
+}
+
+/// The first failed write to an output (JSON lines, the terminal lines when
+/// they are the only output, the Perfetto trace) stops the run: the sources
+/// stop reading, windows still in flight are dropped unanalyzed, and `run`
+/// returns the error. A closed pipe (its reader went away, as with `| head`)
+/// stops it the same way but is no error. Within this process only: with
+/// `--processes N` the other processes go on to the end of their inputs.
+#[derive(Default)]
+struct Outputs {
+    stopped: AtomicBool,
+    /// The first write error that is not a closed pipe.
+    error: Mutex<Option<String>>,
+}
+
+impl Outputs {
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// `what` failed with `e` (whose message names the file: `NamedOutput`).
+    fn fail(&self, what: &str, e: &std::io::Error) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            if let Ok(mut first) = self.error.lock() {
+                first.get_or_insert_with(|| format!("cannot write {what}: {e}"));
+            }
+        }
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|e| e.clone())
+    }
 }
 
 /// The worker that owns a window: consecutive windows of one host go to
@@ -220,8 +283,11 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
     let mut sink = sink;
     let perfetto = sink.perfetto.take();
     let perfetto_end = perfetto.clone();
+    let perfetto_on = perfetto.is_some();
     let sink = Arc::new(Mutex::new(sink));
     let stats = Arc::new(Mutex::new(RunStats::default()));
+    let outputs = Arc::new(Outputs::default());
+    let outputs_end = outputs.clone();
     let total_bytes: u64 = match &inputs {
         Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
         _ => 0,
@@ -254,6 +320,8 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
         let stats_analyze = stats.clone();
         let perfetto = perfetto.clone();
         let inputs2 = inputs.clone();
+        let outputs = outputs.clone();
+        let (outputs_analyze, outputs_print) = (outputs.clone(), outputs.clone());
         // How far the analysis got: the source stops reading while it is more
         // than a few windows ahead, so memory stays bounded by the windows in
         // flight however long the run (live: a wider margin for bursts).
@@ -304,6 +372,20 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                 let mut first_late = String::new();
                 move |output| {
                     let Some(c) = cap.as_mut() else { return };
+                    if outputs.stopped() {
+                        // An output failed or was closed: read no more.
+                        let mut st = stats.lock().unwrap();
+                        for r in &readers {
+                            st.records += r.ingest.records;
+                            st.bytes += r.ingest.bytes;
+                        }
+                        if progress_bar && index == 0 {
+                            let _ = write!(std::io::stderr(), "\r{:60}\r", "");
+                        }
+                        readers.clear();
+                        cap = None;
+                        return;
+                    }
                     let mut stopping = false;
                     if let Inputs::Live { queues, stop, .. } = &*inputs {
                         let q = &queues.workers[index % queues.workers.len()];
@@ -523,6 +605,10 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         for key in ready {
                             let mut frags = stash.remove(&key).unwrap();
+                            if outputs_analyze.stopped() {
+                                // nowhere to write it
+                                continue;
+                            }
                             let window = frags[0].window;
                             ended.apply(window, &mut frags);
                             let rep = match &perfetto {
@@ -531,16 +617,20 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                     let mut d = crate::analyze::WindowDetail::default();
                                     let rep = crate::sync::analyze_window(key.1, window, width, frags, Some(&mut d));
                                     if let Err(e) = p.lock().unwrap().window(&d) {
-                                        stats_analyze.lock().unwrap().errors.push(format!("perfetto output: {e}"));
+                                        outputs_analyze.fail("the Perfetto trace", &e);
                                     }
                                     rep
                                 }
                             };
                             stats_analyze.lock().unwrap().totals.add(&rep);
+                            // Live: how late the window's line is. A window cut
+                            // short (Ctrl-C) is analyzed before its end: not
+                            // late, 0 (its negative distance to the end would
+                            // read as a latency and measures nothing).
                             let delay_ms = rep
                                 .start_unix_ns
                                 .filter(|_| live)
-                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)) as f64 / 1e6);
+                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)).max(0) as f64 / 1e6);
                             let mut json = serde_json::to_value(&rep).unwrap_or_default();
                             if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
                                 o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
@@ -557,6 +647,8 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
             );
             let sink = sink.clone();
             let stats = stats_print;
+            let outputs = outputs_print;
+            let perfetto_out = perfetto_on;
             let mut pending: BTreeMap<(u64, u64), (String, String, bool)> = BTreeMap::new();
             reports.probe_with(&analyzed_out).sink(Exchange::new(|_| 0), "Print", move |(input, frontier)| {
                 let p = &mut pending;
@@ -570,23 +662,47 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     return;
                 }
                 let mut s = sink.lock().unwrap();
+                let s = &mut *s;
+                // The terminal lines are the run's output only without JSON
+                // or a trace; else (or on standard error) a failed write
+                // just ends them.
+                let terminal_only = s.json.is_none() && !perfetto_out;
                 let mut st = stats.lock().unwrap();
                 for k in ready {
                     let (json, line, complete) = p.remove(&k).unwrap();
-                    st.windows += 1;
-                    st.incomplete += (!complete) as u64;
+                    if outputs.stopped() {
+                        continue;
+                    }
                     if let Some(j) = s.json.as_mut() {
-                        let _ = writeln!(j, "{json}");
+                        if let Err(e) = writeln!(j, "{json}") {
+                            outputs.fail("the JSON output", &e);
+                            continue;
+                        }
                     }
                     if let Some(t) = s.terminal.as_mut() {
-                        let _ = writeln!(t, "{line}");
+                        if let Err(e) = writeln!(t, "{line}") {
+                            if terminal_only {
+                                outputs.fail("the window summaries", &e);
+                                continue;
+                            }
+                            s.terminal = None;
+                        }
                     }
+                    st.windows += 1;
+                    st.incomplete += (!complete) as u64;
                 }
                 if let Some(j) = s.json.as_mut() {
-                    let _ = j.flush();
+                    if let Err(e) = j.flush() {
+                        outputs.fail("the JSON output", &e);
+                    }
                 }
                 if let Some(t) = s.terminal.as_mut() {
-                    let _ = t.flush();
+                    if let Err(e) = t.flush() {
+                        if terminal_only {
+                            outputs.fail("the window summaries", &e);
+                        }
+                        s.terminal = None;
+                    }
                 }
             });
         });
@@ -646,11 +762,16 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
         r?;
     }
     let _ = started;
+    // Also after a stop: the trace then holds the windows written so far.
     if let Some(p) = perfetto_end {
         if let Err(e) = p.lock().unwrap().flush() {
-            stats.lock().unwrap().errors.push(format!("perfetto output: {e}"));
+            outputs_end.fail("the Perfetto trace", &e);
         }
     }
-    let st = stats.lock().unwrap().clone();
+    if let Some(e) = outputs_end.error() {
+        return Err(e);
+    }
+    let mut st = stats.lock().unwrap().clone();
+    st.output_closed = outputs_end.stopped();
     Ok(st)
 }

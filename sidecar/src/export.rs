@@ -42,10 +42,11 @@ pub struct PerfettoExport<W: Write> {
 }
 
 impl PerfettoExport<Box<dyn Write + Send>> {
-    /// A trace written to a new file at `path`.
+    /// A trace written to a new file at `path` (its write errors name it).
     pub fn create(path: &std::path::Path) -> io::Result<Self> {
         let f = std::fs::File::create(path)?;
-        Ok(PerfettoExport::new(Box::new(io::BufWriter::with_capacity(1 << 20, f))))
+        let out = io::BufWriter::with_capacity(1 << 20, f);
+        Ok(PerfettoExport::new(Box::new(crate::dataflow::NamedOutput::new(path.display().to_string(), out))))
     }
 }
 

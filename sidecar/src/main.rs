@@ -1,12 +1,12 @@
 //! `sidecar`: live wait-state and critical-path analysis of probe streams.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clap::{Parser, Subcommand};
-use sidecar::dataflow::{self, Inputs, Settings, Sink};
+use sidecar::dataflow::{self, Inputs, NamedOutput, Settings, Sink};
 use sidecar::io::{spawn_listener, Listen};
 
 /// Analyzes the streams a probe writes (live or recorded): per time window,
@@ -53,7 +53,9 @@ enum Cmd {
     /// Listen for probe connections and analyze them live.
     ///
     /// Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl
-    /// then start the program with its probe sink set to that socket.
+    ///
+    /// Then start the program with its probe sink set to that socket
+    /// (PROBE_SINK=unix:/tmp/sidecar.sock, for a program that reads it).
     /// Ctrl-C analyzes what has arrived, prints the last windows and exits.
     Run {
         /// unix:PATH (created owner-only) or tcp:[ADDR:]PORT (a bare port
@@ -80,8 +82,9 @@ enum Cmd {
     /// Forward the probe streams of this host to a sidecar on another host,
     /// with clock exchanges so that its times can be converted.
     ///
-    /// Example (on host B; the sidecar runs on host A with
+    /// Example, on host B (the sidecar runs on host A with
     /// `--listen tcp:0.0.0.0:7070 --clock-listen udp:0.0.0.0:7071`):
+    ///
     /// sidecar relay --listen unix:/tmp/sidecar.sock --to tcp:hostA:7070 --clock udp:hostA:7071
     Relay {
         /// Where this host's probes connect: unix:PATH or tcp:[ADDR:]PORT.
@@ -107,6 +110,8 @@ enum Cmd {
     ///
     /// Example: sidecar analyze trace.rlog --window 1s --json windows.jsonl
     Analyze {
+        /// Recorded probe files (a file sink's output, e.g.
+        /// PROBE_SINK=file:trace.rlog); analyzed together.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -146,6 +151,7 @@ enum Cmd {
         /// The Perfetto trace to write.
         #[arg(long, value_name = "OUT", required = true)]
         perfetto: PathBuf,
+        /// Recorded probe files, as for `analyze`.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Window length.
@@ -158,6 +164,7 @@ enum Cmd {
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).
     Dump {
+        /// A probe file (a file sink's output, e.g. PROBE_SINK=file:trace.rlog).
         file: PathBuf,
         /// Print at most this many records per frame (0 = all).
         #[arg(long, default_value_t = 0)]
@@ -211,7 +218,7 @@ fn sink(c: &Common) -> Result<Sink, String> {
     let mut json_stdout = false;
     if let Some(j) = &c.json {
         if j == "-" {
-            json = Some(Box::new(std::io::stdout()));
+            json = Some(Box::new(NamedOutput::new("standard output", std::io::stdout())));
             json_stdout = true;
         } else {
             let f = std::fs::OpenOptions::new()
@@ -219,7 +226,7 @@ fn sink(c: &Common) -> Result<Sink, String> {
                 .append(true)
                 .open(j)
                 .map_err(|e| format!("cannot open {j} for the JSON output: {e}"))?;
-            json = Some(Box::new(std::io::BufWriter::new(f)));
+            json = Some(Box::new(NamedOutput::new(j.as_str(), std::io::BufWriter::new(f))));
         }
     }
     let terminal: Option<Box<dyn std::io::Write + Send>> = if c.quiet {
@@ -227,7 +234,7 @@ fn sink(c: &Common) -> Result<Sink, String> {
     } else if json_stdout {
         Some(Box::new(std::io::stderr()))
     } else {
-        Some(Box::new(std::io::stdout()))
+        Some(Box::new(NamedOutput::new("standard output", std::io::stdout())))
     };
     let mut perfetto = None;
     if let Some(p) = &c.perfetto {
@@ -264,15 +271,7 @@ fn main() {
     tune_allocator();
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Dump { file, max_records } => match sidecar::dump::dump(&file, max_records, &mut std::io::stdout().lock())
-        {
-            Ok(0) => 0,
-            Ok(_) => 1,
-            Err(e) => {
-                sidecar::say!("sidecar: {e}");
-                2
-            }
-        },
+        Cmd::Dump { file, max_records } => dump(&file, max_records),
         Cmd::Analyze { files, common } => {
             let settings = Settings {
                 width: common.window,
@@ -408,6 +407,26 @@ fn main() {
     std::process::exit(code);
 }
 
+/// `sidecar dump`: 0, or 1 if the file cannot be read or has a decode
+/// error (as `analyze`), 2 if standard output cannot be written. A closed
+/// standard output (`sidecar dump FILE | head`) ends it quietly with 0.
+fn dump(file: &std::path::Path, max_records: usize) -> i32 {
+    if let Err(e) = std::fs::File::open(file) {
+        sidecar::say!("sidecar: {}: cannot open: {e}", file.display());
+        return 1;
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match sidecar::dump::dump(file, max_records, &mut out).and_then(|n| out.flush().map(|_| n)) {
+        Ok(0) => 0,
+        Ok(_) => 1,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            sidecar::say!("sidecar: cannot write to standard output: {e}");
+            2
+        }
+    }
+}
+
 fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<dataflow::RunStats>) {
     let sink = match sink(common) {
         Ok(s) => s,
@@ -421,14 +440,15 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
         Ok(st) => {
             let secs = t0.elapsed().as_secs_f64();
             sidecar::say!(
-                "sidecar: {} records, {} MB in {:.2} s ({:.2} M records/s); {} windows ({} incomplete); {} errors",
+                "sidecar: {} records, {} MB in {:.2} s ({:.2} M records/s); {} windows ({} incomplete); {} errors{}",
                 st.records,
                 st.bytes >> 20,
                 secs,
                 st.records as f64 / secs / 1e6,
                 st.windows,
                 st.incomplete,
-                st.errors.len()
+                st.errors.len(),
+                if st.output_closed { "; stopped there: the output was closed" } else { "" }
             );
             if let Some(p) = &common.perfetto {
                 sidecar::say!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
@@ -455,7 +475,7 @@ fn watch(
     common: Common,
     command: Vec<String>,
 ) -> i32 {
-    use std::io::{BufRead, Write as _};
+    use std::io::BufRead;
     use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::process::ExitStatusExt;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -562,7 +582,8 @@ fn watch(
     if common.json.as_deref() == Some("-") {
         let _ = write!(std::io::stderr(), "{text}");
     } else {
-        print!("{text}");
+        // (a closed standard output, `| head`, is no reason to panic)
+        let _ = write!(std::io::stdout(), "{text}");
     }
     if pl.is_none() {
         sidecar::say!("sidecar: no `probe:` line on the command's stderr: the writer thread's CPU is unknown");

@@ -1,0 +1,320 @@
+//! Outputs that fail or go away: a JSON or Perfetto file that cannot be
+//! written ends the run with status 2 and one line naming the file and the
+//! OS error; a closed pipe (`| head`) ends it quietly. Also `dump` into a
+//! closed pipe, the live `emitted_after_end_ms` of a window cut by Ctrl-C,
+//! and the `run` help text.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sidecar-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// A recorded trace with many windows at `--window 5ms` (over 100 KB of
+/// JSON lines: more than a pipe holds).
+fn trace(name: &str) -> PathBuf {
+    let p = tmp(name);
+    if !p.exists() {
+        std::fs::write(&p, common::synth_bytes(1_000_000, 2)).unwrap();
+    }
+    p
+}
+
+fn full() -> Option<std::fs::File> {
+    std::fs::OpenOptions::new().write(true).open("/dev/full").ok()
+}
+
+/// Reads the child's standard error on a thread (so that a child that does
+/// not exit is caught by `wait_exit`'s timeout, not a blocked read).
+fn stderr_of(child: &mut std::process::Child) -> std::thread::JoinHandle<String> {
+    let mut e = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        e.read_to_string(&mut s).unwrap();
+        s
+    })
+}
+
+fn assert_no_panic(err: &str) {
+    assert!(!err.contains("panicked"), "a panic: {err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "a panic: {err}");
+}
+
+#[test]
+fn a_json_file_that_cannot_be_written_is_an_error() {
+    if full().is_none() {
+        return;
+    }
+    let t = trace("json-full.rlog");
+    let out = Command::new(BIN)
+        .args(["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "/dev/full", "-w", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_no_panic(&err);
+    assert!(
+        err.contains("sidecar: cannot write the JSON output: /dev/full: No space left on device (os error 28)"),
+        "{err}"
+    );
+    assert_eq!(err.matches("No space left").count(), 1, "the error is printed once: {err}");
+}
+
+#[test]
+fn json_into_a_closed_pipe_ends_quietly() {
+    let t = trace("json-pipe.rlog");
+    let mut child = Command::new(BIN)
+        .args(["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `| head -1`: one line read, then the pipe closed.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    let err_reader = stderr_of(&mut child);
+    let status = common::wait_exit(child, "the sidecar writing into a closed pipe");
+    let err = err_reader.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_no_panic(&err);
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert!(err.contains("stopped there: the output was closed"), "{err}");
+}
+
+#[test]
+fn terminal_lines_into_a_closed_pipe_end_quietly() {
+    let t = trace("terminal-pipe.rlog");
+    let mut child = Command::new(BIN)
+        .args(["analyze", t.to_str().unwrap(), "--window", "5ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let err = stderr_of(&mut child);
+    let status = common::wait_exit(child, "the sidecar printing into a closed pipe");
+    let err = err.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_no_panic(&err);
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert!(err.contains("stopped there: the output was closed"), "{err}");
+}
+
+#[test]
+fn terminal_lines_as_the_only_output_on_a_full_disk_are_an_error() {
+    let Some(f) = full() else { return };
+    let t = trace("terminal-full.rlog");
+    let out = Command::new(BIN)
+        .args(["analyze", t.to_str().unwrap(), "--window", "5ms"])
+        .stdout(f)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_no_panic(&err);
+    assert!(err.contains("cannot write the window summaries: standard output: No space left on device"), "{err}");
+    assert_eq!(err.matches("No space left").count(), 1, "{err}");
+}
+
+#[test]
+fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
+    if full().is_none() {
+        return;
+    }
+    let t = trace("perfetto-full.rlog");
+    for args in [
+        vec!["export", "--window", "5ms", "--perfetto", "/dev/full", t.to_str().unwrap()],
+        vec!["analyze", "--window", "5ms", "-q", "--perfetto", "/dev/full", t.to_str().unwrap()],
+    ] {
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_no_panic(&err);
+        assert!(
+            err.contains("sidecar: cannot write the Perfetto trace: /dev/full: No space left on device (os error 28)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("No space left").count(), 1, "{args:?}: printed once: {err}");
+        assert!(!err.contains("written to"), "{args:?}: claims success: {err}");
+    }
+}
+
+#[test]
+fn dump_into_a_closed_pipe_ends_quietly() {
+    let t = trace("dump-pipe.rlog");
+    let mut child = Command::new(BIN)
+        .args(["dump", t.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("Hello"), "{first}");
+    let err = stderr_of(&mut child);
+    let status = common::wait_exit(child, "sidecar dump into a closed pipe");
+    let err = err.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn dump_statuses() {
+    // A file that cannot be opened is an input error (1), as for `analyze`.
+    let missing = tmp("missing.rlog");
+    let out = Command::new(BIN).args(["dump", missing.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("missing.rlog: cannot open"), "{err}");
+    // A standard output that cannot be written: 2, named.
+    if let Some(f) = full() {
+        let t = trace("dump-full.rlog");
+        let out = Command::new(BIN).args(["dump", t.to_str().unwrap()]).stdout(f).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("cannot write to standard output: No space left on device"), "{err}");
+    }
+}
+
+#[test]
+fn help_texts() {
+    let out = Command::new(BIN).args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    // The example is a line of its own, not run into the next sentence.
+    assert!(
+        help.lines().any(|l| l.trim() == "Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl"),
+        "{help}"
+    );
+    assert!(!help.contains("out.jsonl then"), "{help}");
+    let out = Command::new(BIN).args(["dump", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let file = help.lines().find(|l| l.trim_start().starts_with("<FILE>")).unwrap_or_default();
+    assert!(file.len() > "  <FILE>".len() + 10, "FILE has a help text: {help}");
+}
+
+/// One probe worker executing an operator every ~200 µs until `stop`, with
+/// a message in each execution (an execution without events is elided: a
+/// stream of those alone has no windows).
+fn live_probe(sock: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let probe = probe::Probe::builder()
+        .sink(probe::Sink::unix(sock))
+        .workers(1)
+        .program("outputs")
+        .start()
+        .expect("probe start");
+    std::thread::spawn(move || {
+        let mut w = probe.worker(0);
+        w.operator(1, "Work", &[0, 1]);
+        let mut seq = 0;
+        while !stop.load(Ordering::Relaxed) {
+            w.schedule_start(1);
+            w.message_send(7, 0, seq, 1);
+            w.message_recv(7, 0, seq, 1);
+            seq += 1;
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(100) {}
+            w.schedule_stop(1);
+            w.step();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        drop(w);
+        let _ = probe.shutdown();
+    })
+}
+
+fn wait_for(p: &Path) {
+    let t = Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "sidecar did not create {}", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
+    if full().is_none() {
+        return;
+    }
+    let sock = tmp("full.sock");
+    let _ = std::fs::remove_file(&sock);
+    let child = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display())])
+        .args(["--window", "100ms", "--json", "/dev/full", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = live_probe(&sock, stop.clone());
+    let mut child = child;
+    let err = stderr_of(&mut child);
+    // No Ctrl-C: the first failed write ends the run.
+    let status = common::wait_exit(child, "a live sidecar whose JSON output failed");
+    stop.store(true, Ordering::Relaxed);
+    p.join().unwrap();
+    let err = err.join().unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert_no_panic(&err);
+    assert!(err.contains("cannot write the JSON output: /dev/full: No space left on device"), "{err}");
+    assert_eq!(err.matches("No space left").count(), 1, "{err}");
+}
+
+#[test]
+fn a_window_cut_by_ctrl_c_is_not_reported_as_emitted_before_its_end() {
+    let sock = tmp("cut.sock");
+    let json = tmp("cut.jsonl");
+    let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(&json);
+    let width_ns: u64 = 10_000_000_000;
+    let mut child = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display())])
+        .args(["--window", "10s", "--json", json.to_str().unwrap(), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    let stop = Arc::new(AtomicBool::new(false));
+    let p = live_probe(&sock, stop.clone());
+    std::thread::sleep(Duration::from_millis(700));
+    // Ctrl-C while the probe still writes: its 10 s window is cut short.
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let err = stderr_of(&mut child);
+    let status = common::wait_exit(child, "the sidecar after Ctrl-C");
+    let err = err.join().unwrap();
+    let exited = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    stop.store(true, Ordering::Relaxed);
+    p.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let reps: Vec<serde_json::Value> =
+        std::fs::read_to_string(&json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!reps.is_empty(), "{err}");
+    let mut cut = 0;
+    for r in &reps {
+        let d = r["emitted_after_end_ms"].as_f64().unwrap_or_else(|| panic!("live: a number: {r}"));
+        assert!(d >= 0.0, "emitted_after_end_ms {d} < 0: {r}");
+        // A window that ends after the sidecar exited was emitted before
+        // its end: 0.
+        if let Some(s) = r["start_unix_ns"].as_u64() {
+            if s + width_ns > exited {
+                assert_eq!(d, 0.0, "{r}");
+                cut += 1;
+            }
+        }
+    }
+    eprintln!("{} windows, {cut} cut short by Ctrl-C", reps.len());
+    assert!(cut <= 1, "{cut} windows cut");
+}
