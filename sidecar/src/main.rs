@@ -375,7 +375,7 @@ fn main() {
                 match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone(), sync.clone()) {
                     Ok(l) => l,
                     Err(e) => {
-                        sidecar::say!("sidecar: cannot listen on {listen:?}: {e}");
+                        sidecar::say!("sidecar: cannot listen on {listen}: {e}");
                         std::process::exit(2);
                     }
                 };
