@@ -381,14 +381,22 @@ pub fn analyze_detail(
     let (ws, we) = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
     let mut rep =
         WindowReport { host: format!("{host:016x}"), window: index, start_ns: ws, end_ns: we, ..Default::default() };
-    // Streams known to have ended by now, per process (markers included),
-    // then the markers are dropped: they carry no data.
-    let mut ended_of: FxHashMap<u32, u32> = FxHashMap::default();
+    // Streams known to have ended before this window, per process: their
+    // worker indices (a marker names its own stream), sorted. Then the
+    // markers are dropped: they carry no data.
+    let mut ended_of: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
     for f in &frags {
         if let Some(s) = f.stream {
             let e = ended_of.entry(s.process).or_default();
-            *e = (*e).max(f.peers_ended);
+            e.extend_from_slice(&f.peers_ended);
+            if f.marker && f.window <= index {
+                e.push(s.worker);
+            }
         }
+    }
+    for e in ended_of.values_mut() {
+        e.sort_unstable();
+        e.dedup();
     }
     frags.retain(|f| !f.marker);
     // One fragment per stream (merge duplicates defensively).
@@ -462,30 +470,62 @@ pub fn analyze_detail(
             faults: f.faults.clone(),
         });
     }
-    // Streams the process said it runs but that sent nothing for this
-    // window. Tolerated in the windows where the process's streams start or
-    // end cleanly (threads start and stop at slightly different times);
-    // elsewhere the window is incomplete.
+    // Streams the process said it runs (workers=N in its Hello) that are
+    // not present in this window. A stream is present in a window when it
+    // sent a fragment for it: from its first record to its End the stream's
+    // windower hands over one for every window its timeline overlaps (an
+    // idle stretch included), so a stream that starts later than the others
+    // inside the window, or ends before the window's end, is present in it.
+    // Absent with good reason only: the stream ended (End frame, or cut off,
+    // which faults its own last window) before this window. Any other
+    // absence makes the window incomplete, naming the workers: a stream
+    // that never appeared (in every window of the process), one whose data
+    // did not arrive in time (live), and one whose first record is in
+    // a later window (a thread starting after the window: while the window
+    // is analyzed that cannot be told from a missing stream, and the window
+    // lacks that worker either way). Timely numbers workers globally, each
+    // process a contiguous block of its worker count: the block's base is
+    // found from the lowest worker present.
     let mut expected_of: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut base_of: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut missing_of: FxHashMap<u32, usize> = FxHashMap::default();
     for (p, members) in &procs {
         let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
         expected_of.insert(*p, expected);
-        // Streams that ended before this window are not missing from it.
-        let alive = expected.saturating_sub(ended_of.get(p).copied().unwrap_or(0));
-        let edge = members.iter().any(|&i| frags[i].covered.0 > ws || frags[i].ended);
-        if alive as usize > members.len() && !edge {
-            reasons.push(format!("process {p}: {} of {alive} worker streams present", members.len()));
+        let e = expected.max(1);
+        let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
+        let base = lo / e * e;
+        base_of.insert(*p, base);
+        if expected == 0 {
+            continue; // no Hello seen: nothing to hold the streams against
+        }
+        let mut here: Vec<u32> = members.iter().map(|&i| sids[i].worker).collect();
+        here.sort_unstable();
+        here.dedup();
+        let ended = ended_of.get(p).map_or(&[][..], |v| v.as_slice());
+        let gone = ended.iter().filter(|w| here.binary_search(w).is_err()).count();
+        let alive = (expected as usize).saturating_sub(gone);
+        let missing = alive.saturating_sub(here.len());
+        missing_of.insert(*p, missing);
+        if missing > 0 {
+            let absent: Vec<String> = (base..base.saturating_add(expected))
+                .filter(|w| here.binary_search(w).is_err() && ended.binary_search(w).is_err())
+                .map(|w| w.to_string())
+                .collect();
+            let who = match absent.len() {
+                0 => String::new(),
+                1 => format!("worker {}: ", absent[0]),
+                _ => format!("workers {}: ", absent.join(", ")),
+            };
+            reasons.push(format!(
+                "process {p}: {} of {alive} worker streams present ({who}no stream in this window: missing, or not started yet)",
+                here.len()
+            ));
         }
     }
     // A worker of this process without a stream here: its messages are not
-    // "another timeline". Timely numbers workers globally, each process a contiguous block of
-    // its worker count.
-    let mut base_of: FxHashMap<u32, u32> = FxHashMap::default();
-    for (p, members) in &procs {
-        let e = expected_of[p].max(1);
-        let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
-        base_of.insert(*p, lo / e * e);
-    }
+    // "another timeline" (counted in flight or from before, in a window
+    // marked incomplete above unless its stream ended).
     let own_worker = |i: usize, w: u32| {
         let p = sids[i].process;
         let (e, b) = (expected_of[&p], base_of[&p]);
@@ -887,8 +927,26 @@ pub fn analyze_detail(
     let span_names: Vec<FxHashMap<u64, &str>> =
         frags.iter().map(|f| f.spans.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect();
     let cp = graph::critical_path(&g);
-    let mut s = CpSummary { length_ns: cp.length, span_ns: we - ws, edges: cp.edges.len(), ..Default::default() };
-    s.equals_span = cp.length == we - ws;
+    // The span the path must equal (Sager Algorithm 1 and Theorem 3.13: the
+    // latest vertex time of the window graph minus the earliest): the part
+    // of the window the streams' timelines cover, from the earliest to the
+    // latest time on any of them. The whole window where every stream runs
+    // through it; less in a window where the streams start or end (the
+    // first and last), where a path from the latest activity back to the
+    // earliest start is as long as that, not the window. (The path's own
+    // length telescopes to where it began minus where it stopped, so the
+    // check fails exactly when the walk could not start at the latest time,
+    // stopped at a wait without terminator, or ended at a timeline that
+    // begins later than the earliest.)
+    let covered_span = g
+        .chains
+        .iter()
+        .filter(|&&(a, b)| b > a)
+        .map(|&(a, b)| (g.t[a as usize], g.t[b as usize - 1]))
+        .reduce(|x, y| (x.0.min(y.0), x.1.max(y.1)))
+        .map_or(0, |(lo, hi)| hi - lo);
+    let mut s = CpSummary { length_ns: cp.length, span_ns: covered_span, edges: cp.edges.len(), ..Default::default() };
+    s.equals_span = cp.length == covered_span;
     s.started_before_end = cp.started_early;
     s.stuck = cp
         .stuck
@@ -1073,10 +1131,9 @@ pub fn analyze_detail(
     // A worker of a process that has not started yet (fewer streams here
     // than the process runs, none of the absent ones ended): the workers
     // present may wait on it with nothing in flight.
-    let not_started = procs.iter().any(|(p, members)| {
-        let alive = expected_of[p].saturating_sub(ended_of.get(p).copied().unwrap_or(0));
-        (members.len() as u32) < alive && members.iter().all(|&i| !frags[i].ended)
-    });
+    let not_started = procs
+        .iter()
+        .any(|(p, members)| missing_of.get(p).is_some_and(|&m| m > 0) && members.iter().all(|&i| !frags[i].ended));
     let last_start = if not_started { Some(we) } else { began.iter().flatten().max().copied() };
     if let Some(last_start) = last_start {
         let tmin = g.t.iter().copied().min().unwrap_or(ws);

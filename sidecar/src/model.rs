@@ -264,9 +264,10 @@ pub struct Fragment {
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.
     pub realtime_offset: Option<i64>,
-    /// Streams of the same process known to have ended before this window
-    /// (set by the window's owner): not "missing" from it.
-    pub peers_ended: u32,
+    /// Worker indices of the streams of the same process known to have
+    /// ended before this window (set by the window's owner): not "missing"
+    /// from it.
+    pub peers_ended: Vec<u32>,
     /// Other hosts whose streams this sidecar analyzes (on their own
     /// timelines: not synchronized with this one).
     pub other_hosts: Vec<u64>,
@@ -359,21 +360,25 @@ pub fn give_reads(v: Vec<Ns>) {
     give_to(&READ_POOL, v)
 }
 
-/// Ended streams as window owners track them: (host, process) → the first
-/// window each ended stream is absent from.
+/// Ended streams as window owners track them: (host, process) → (the first
+/// window each ended stream is absent from, its worker index).
 #[derive(Default, Debug)]
-pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<u64>>);
+pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<(u64, u32)>>);
 
 impl EndedStreams {
     pub fn note(&mut self, s: Sid, absent_from: u64) {
-        self.0.entry((s.host, s.process)).or_default().push(absent_from);
+        self.0.entry((s.host, s.process)).or_default().push((absent_from, s.worker));
     }
-    /// Sets `peers_ended` on the window's fragments.
+    /// Sets `peers_ended` on the window's fragments (sorted, each worker
+    /// once).
     pub fn apply(&self, window: u64, frags: &mut [Fragment]) {
         for f in frags {
             if let Some(s) = f.stream {
-                let n = self.0.get(&(s.host, s.process)).map_or(0, |v| v.iter().filter(|&&a| a <= window).count());
-                f.peers_ended = f.peers_ended.max(n as u32);
+                if let Some(v) = self.0.get(&(s.host, s.process)) {
+                    f.peers_ended.extend(v.iter().filter(|&&(a, _)| a <= window).map(|&(_, w)| w));
+                    f.peers_ended.sort_unstable();
+                    f.peers_ended.dedup();
+                }
             }
         }
     }
@@ -382,6 +387,22 @@ impl EndedStreams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ended_streams_are_named_per_process_from_their_first_absent_window() {
+        let sid = |process, worker| Sid { host: 1, process, worker };
+        let mut e = EndedStreams::default();
+        e.note(sid(7, 2), 3);
+        e.note(sid(7, 0), 5);
+        e.note(sid(7, 2), 3); // noted twice (a marker per route): one stream
+        e.note(sid(8, 1), 1);
+        let frag = |s| Fragment { stream: Some(s), ..Default::default() };
+        let mut frags = vec![frag(sid(7, 1)), frag(sid(8, 0))];
+        e.apply(2, &mut frags);
+        assert_eq!((frags[0].peers_ended.clone(), frags[1].peers_ended.clone()), (vec![], vec![1]));
+        e.apply(5, &mut frags);
+        assert_eq!(frags[0].peers_ended, vec![0, 2]);
+    }
 
     #[test]
     fn appended_tables_keep_their_reads_slots() {

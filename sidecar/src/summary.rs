@@ -64,6 +64,9 @@ pub struct ByKind {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CpSummary {
     pub length_ns: Ns,
+    /// The part of the window the streams' timelines cover, from the
+    /// earliest to the latest time on any of them (the window's length
+    /// unless streams start or end inside it): what the path must span.
     pub span_ns: Ns,
     /// length == span (Theorem 3.13 holds for this window).
     pub equals_span: bool,

@@ -145,8 +145,17 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
 /// reported apart, see `Properties::stream_starts`).
 fn assert_properties(name: &str, ws: &[Value]) {
     assert!(ws.len() >= 3, "{name}: too few windows ({})", ws.len());
-    for w in ws {
-        assert_eq!(w["complete"], true, "{name}: {w}");
+    // Windows before the last worker's stream began (a thread starting after
+    // them) lack that worker: incomplete for that reason only.
+    let all = ws.iter().map(|w| w["streams"].as_array().unwrap().len()).max().unwrap();
+    let all_started = ws.iter().position(|w| w["streams"].as_array().unwrap().len() == all).unwrap();
+    for (i, w) in ws.iter().enumerate() {
+        if i < all_started && w["complete"] == false {
+            let why = w["incomplete_reasons"].as_array().unwrap();
+            assert!(why.iter().all(|x| x.as_str().unwrap().contains("no stream in this window")), "{name}: {w}");
+        } else {
+            assert_eq!(w["complete"], true, "{name}: {w}");
+        }
         let p = &w["properties"];
         for k in ["min_in_degree", "communication_existence", "wait_termination"] {
             assert_eq!(p[k]["ok"], true, "{name} window {}: {k}: {}", w["window"], p[k]);

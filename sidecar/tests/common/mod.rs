@@ -115,3 +115,18 @@ pub fn wait_exit(mut child: std::process::Child, what: &str) -> std::process::Ex
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// `bytes` (whole frames) without the frames of worker `worker`: as if its
+/// stream never reached the sidecar.
+pub fn without_worker(bytes: &[u8], worker: u32) -> Vec<u8> {
+    let (mut out, mut off) = (Vec::new(), 0);
+    while off < bytes.len() {
+        let (h, _) = ringlog::frame::parse_header(&bytes[off..]).expect("a frame header");
+        let end = off + ringlog::frame::HEADER_LEN + h.payload_len as usize;
+        if h.stream.worker != worker {
+            out.extend_from_slice(&bytes[off..end]);
+        }
+        off = end;
+    }
+    out
+}

@@ -1,0 +1,157 @@
+//! The windows where streams start and end (a process's first and last), and
+//! streams that are missing from them: every stream the process announced
+//! must be present in a window unless it ended before it, and the critical
+//! path is checked against the part of the window the streams cover.
+
+mod common;
+use common::*;
+use sidecar::analyze::analyze_bytes;
+use sidecar::summary::{ByKind, WindowReport};
+
+/// A synthetic trace of `workers` streams starting at 1.05 s, so that its
+/// first and last windows (100 ms) are covered only in part.
+fn synth_unaligned(records: u64, workers: u32) -> Vec<u8> {
+    let cfg = sidecar::synth::SynthConfig { records, workers, t0_ns: 1_050_000_000, ..Default::default() };
+    let mut bytes = Vec::new();
+    sidecar::synth::generate(&cfg, &mut |b| {
+        bytes.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    bytes
+}
+
+fn analyze(bytes: &[u8], width: u64) -> Vec<WindowReport> {
+    let (reps, errs) = analyze_bytes(&[("trace", bytes)], width);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert!(!reps.is_empty());
+    reps
+}
+
+/// From the earliest to the latest time the window's streams cover.
+fn covered(r: &WindowReport) -> u64 {
+    let lo = r.streams.iter().map(|s| s.covered_ns[0]).min().unwrap();
+    let hi = r.streams.iter().map(|s| s.covered_ns[1]).max().unwrap();
+    hi - lo
+}
+
+#[test]
+fn a_complete_trace_is_complete_and_spanned_in_its_first_and_last_windows() {
+    let reps = analyze(&synth_unaligned(300_000, 4), 100_000_000);
+    assert!(reps.len() >= 3, "{}", reps.len());
+    let (first, last) = (&reps[0], reps.last().unwrap());
+    // The trace starts half way into its first window and ends inside its last.
+    assert_eq!(first.streams.iter().map(|s| s.covered_ns[0]).min(), Some(1_050_000_000));
+    assert!(last.streams.iter().all(|s| s.covered_ns[1] < last.end_ns));
+    for r in &reps {
+        assert!(r.complete, "window {}: {:?}", r.window, r.incomplete_reasons);
+        assert_eq!(r.streams.len(), 4);
+        let cp = &r.critical_path;
+        assert_eq!(cp.span_ns, covered(r), "window {}", r.window);
+        assert_eq!((cp.length_ns, cp.equals_span), (cp.span_ns, true), "window {}: {cp:?}", r.window);
+    }
+    assert_eq!(first.critical_path.span_ns, 50_000_000);
+    assert!(last.critical_path.span_ns < 100_000_000);
+    // The windows in between are spanned whole.
+    for r in &reps[1..reps.len() - 1] {
+        assert_eq!(r.critical_path.span_ns, 100_000_000);
+    }
+}
+
+#[test]
+fn a_stream_that_never_appears_makes_every_window_incomplete() {
+    let bytes = without_worker(&synth_unaligned(300_000, 4), 1);
+    let reps = analyze(&bytes, 100_000_000);
+    assert!(reps.len() >= 3, "{}", reps.len());
+    for r in &reps {
+        assert_eq!(r.streams.iter().map(|s| s.worker).collect::<Vec<_>>(), vec![0, 2, 3]);
+        assert!(!r.complete, "window {} says complete", r.window);
+        assert!(
+            r.incomplete_reasons.iter().any(|x| x.contains("3 of 4 worker streams present") && x.contains("worker 1:")),
+            "window {}: {:?}",
+            r.window,
+            r.incomplete_reasons
+        );
+        // The halves sent to worker 1 are counted in flight (its process
+        // runs it): only in a window that says it lacks worker 1.
+        assert_eq!(r.messages.data_unmatched, 0);
+    }
+    assert!(reps[0].messages.data_in_flight > 0 && reps.last().unwrap().messages.data_in_flight > 0);
+}
+
+/// Two workers, window 1000 ns: w1 starts later than w0 in window 0 and ends
+/// earlier in window 1; w1 waits in window 0 for w0's message.
+fn staggered() -> Vec<Vec<(u64, ringlog::Event)>> {
+    let w0 = vec![
+        (100, start(1)),
+        (590, send(5, 1, 0)),
+        (600, stop(1)),
+        (600, start(2)),
+        (1500, stop(2)),
+        (1500, start(3)),
+        (1700, stop(3)),
+    ];
+    let w1 =
+        vec![(150, start(1)), (200, stop(1)), (210, step()), (600, start(2)), (601, recv(5, 0, 0)), (1650, stop(2))];
+    vec![w0, w1]
+}
+
+#[test]
+fn streams_that_start_late_or_end_early_in_a_window_are_present_in_it() {
+    let reps = analyze(&encode(&staggered()), 1000);
+    assert_eq!(reps.len(), 2);
+    for r in &reps {
+        assert!(r.complete, "window {}: {:?}", r.window, r.incomplete_reasons);
+    }
+    // Window 0 is covered from w0's start at 100 to its end: the path from
+    // the end back over w0's operators to 100 is 900 ns long. w1's wait for
+    // w0's message [210, 590] is off the path.
+    let cp = &reps[0].critical_path;
+    assert_eq!((cp.length_ns, cp.span_ns, cp.equals_span, cp.started_before_end), (900, 900, true, false));
+    assert_eq!(cp.by_kind, ByKind { operator: 900, ..Default::default() });
+    assert_eq!(reps[0].waiting[1].waiting_ns, 380);
+    // Window 1 is covered until w0's end at 1700 (w1 ended at 1650): the
+    // path starts there, before the window's end, and spans what is covered.
+    let cp = &reps[1].critical_path;
+    assert_eq!((cp.length_ns, cp.span_ns, cp.equals_span, cp.started_before_end), (700, 700, true, true));
+    let bw: Vec<(u32, u64)> = cp.by_worker.iter().map(|w| (w.worker, w.ns)).collect();
+    assert_eq!(bw, vec![(0, 700)]);
+}
+
+#[test]
+fn a_missing_stream_is_named_in_the_first_and_last_windows() {
+    // Three workers announced; worker 2's stream never arrives.
+    let mut ws = staggered();
+    ws.push(vec![(120, start(1)), (1600, stop(1))]);
+    let bytes = without_worker(&encode(&ws), 2);
+    let reps = analyze(&bytes, 1000);
+    assert_eq!(reps.len(), 2);
+    for r in &reps {
+        assert!(!r.complete);
+        assert_eq!(
+            r.incomplete_reasons,
+            vec!["process 77: 2 of 3 worker streams present (worker 2: no stream in this window: missing, or not started yet)"]
+        );
+    }
+}
+
+#[test]
+fn a_stream_that_ended_is_not_missing_and_one_not_started_yet_is() {
+    // w1 ends (End frame) in window 0, w0 runs on into window 1; w2 starts
+    // only in window 1.
+    let w0 = vec![(0, start(1)), (1500, stop(1))];
+    let w1 = vec![(0, start(1)), (400, stop(1))];
+    let w2 = vec![(1200, start(1)), (1400, stop(1))];
+    let reps = analyze(&encode(&[w0, w1, w2]), 1000);
+    assert_eq!(reps.len(), 2);
+    // Window 0 lacks w2: it cannot be told from a missing stream when the
+    // window is analyzed, and the window has no data of it either way.
+    assert!(!reps[0].complete);
+    assert_eq!(
+        reps[0].incomplete_reasons,
+        vec!["process 77: 2 of 3 worker streams present (worker 2: no stream in this window: missing, or not started yet)"]
+    );
+    // Window 1: w1 ended before it; w0 and w2 are present.
+    assert!(reps[1].complete, "{:?}", reps[1].incomplete_reasons);
+    assert_eq!(reps[1].streams.iter().map(|s| s.worker).collect::<Vec<_>>(), vec![0, 2]);
+}
