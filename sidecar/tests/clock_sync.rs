@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -183,14 +183,6 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-fn wait_for(p: &Path) {
-    let t = Instant::now();
-    while !p.exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "{} not created", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn interrupt(child: &mut Child) -> String {
     Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     let t = Instant::now();
@@ -270,7 +262,7 @@ fn live_probes_through_a_relay_are_synchronized() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&sock);
+    common::wait_for(&sock);
     let mut relay = Command::new(BIN)
         .args(["relay", "--listen", &format!("unix:{}", relay_sock.display())])
         .args(["--to", &format!("unix:{}", sock.display()), "--clock", &format!("udp:127.0.0.1:{port}")])
@@ -278,7 +270,7 @@ fn live_probes_through_a_relay_are_synchronized() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&relay_sock);
+    common::wait_for(&relay_sock);
     // Probes stamp CLOCK_MONOTONIC here: with the TSC, each probe process
     // maps ticks to ns from its own start-up calibration (sidecar clock.rs),
     // and two processes then disagree by up to ~100 µs in their first

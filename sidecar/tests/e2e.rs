@@ -224,10 +224,18 @@ fn probe_over_unix_socket_live() {
     }
     // A second sidecar on the same path refuses instead of taking the live
     // socket over (the first would lose its probes without a word).
-    let second =
-        Command::new(BIN).args(["run", "--listen", &format!("unix:{}", sock.display()), "-q"]).output().unwrap();
-    let err = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(2), "{err}");
+    let mut second = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display()), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = second.stderr.take().unwrap();
+    // (Read after the exit, which wait_exit bounds: a second sidecar that
+    // did listen would hold its stderr open.)
+    let status = common::wait_exit(second, "a second sidecar on a live socket");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("another process is listening on this socket"), "{err}");
     let records = traced_run(probe::Sink::unix(&sock), 3, 500);
     std::thread::sleep(Duration::from_millis(500));
@@ -384,17 +392,12 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
 /// (its header, with its own checksum, stays sound); returns the frame's
 /// byte offset.
 fn corrupt_payload(bytes: &mut [u8], worker: u32, seq: u64) -> usize {
-    let mut at = 0;
-    while at < bytes.len() {
-        let (h, _) = ringlog::frame::parse_header(&bytes[at..at + ringlog::HEADER_LEN]).unwrap();
-        let total = ringlog::HEADER_LEN + h.payload_len as usize;
-        if h.kind == ringlog::FrameKind::Records && h.stream.worker == worker && h.seq == seq {
-            bytes[at + ringlog::HEADER_LEN + h.payload_len as usize / 2] ^= 0x55;
-            return at;
-        }
-        at += total;
-    }
-    panic!("no Records frame #{seq} of worker {worker}");
+    let (at, h) = common::frames(bytes)
+        .into_iter()
+        .find(|(_, h)| h.kind == ringlog::FrameKind::Records && h.stream.worker == worker && h.seq == seq)
+        .unwrap_or_else(|| panic!("no Records frame #{seq} of worker {worker}"));
+    bytes[at + ringlog::HEADER_LEN + h.payload_len as usize / 2] ^= 0x55;
+    at
 }
 
 #[test]

@@ -21,14 +21,19 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-/// A recorded trace with many windows at `--window 5ms` (over 100 KB of
-/// JSON lines: more than a pipe holds).
-fn trace(name: &str) -> PathBuf {
-    let p = tmp(name);
-    if !p.exists() {
-        std::fs::write(&p, common::synth_bytes(1_000_000, 2)).unwrap();
-    }
-    p
+/// A recorded trace, written once per test run and shared by the tests:
+/// with `--window 5ms` its JSON lines are ~900 KB, with `--window 1ms` its
+/// terminal lines ~160 KB, both more than a pipe holds (64 KB), so a pipe
+/// closed after the first line always fails a later write.
+fn trace() -> PathBuf {
+    static TRACE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    TRACE
+        .get_or_init(|| {
+            let p = tmp("trace.rlog");
+            std::fs::write(&p, common::synth_bytes(1_000_000, 2)).unwrap();
+            p
+        })
+        .clone()
 }
 
 fn full() -> Option<std::fs::File> {
@@ -56,7 +61,7 @@ fn a_json_file_that_cannot_be_written_is_an_error() {
     if full().is_none() {
         return;
     }
-    let t = trace("json-full.rlog");
+    let t = trace();
     let out = Command::new(BIN)
         .args(["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "/dev/full", "-w", "2"])
         .output()
@@ -73,7 +78,7 @@ fn a_json_file_that_cannot_be_written_is_an_error() {
 
 #[test]
 fn json_into_a_closed_pipe_ends_quietly() {
-    let t = trace("json-pipe.rlog");
+    let t = trace();
     let mut child = Command::new(BIN)
         .args(["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "-"])
         .stdout(Stdio::piped())
@@ -95,9 +100,9 @@ fn json_into_a_closed_pipe_ends_quietly() {
 
 #[test]
 fn terminal_lines_into_a_closed_pipe_end_quietly() {
-    let t = trace("terminal-pipe.rlog");
+    let t = trace();
     let mut child = Command::new(BIN)
-        .args(["analyze", t.to_str().unwrap(), "--window", "5ms"])
+        .args(["analyze", t.to_str().unwrap(), "--window", "1ms"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -116,7 +121,7 @@ fn terminal_lines_into_a_closed_pipe_end_quietly() {
 #[test]
 fn terminal_lines_as_the_only_output_on_a_full_disk_are_an_error() {
     let Some(f) = full() else { return };
-    let t = trace("terminal-full.rlog");
+    let t = trace();
     let out = Command::new(BIN)
         .args(["analyze", t.to_str().unwrap(), "--window", "5ms"])
         .stdout(f)
@@ -135,7 +140,7 @@ fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
     if full().is_none() {
         return;
     }
-    let t = trace("perfetto-full.rlog");
+    let t = trace();
     for args in [
         vec!["export", "--window", "5ms", "--perfetto", "/dev/full", t.to_str().unwrap()],
         vec!["analyze", "--window", "5ms", "-q", "--perfetto", "/dev/full", t.to_str().unwrap()],
@@ -155,7 +160,7 @@ fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
 
 #[test]
 fn dump_into_a_closed_pipe_ends_quietly() {
-    let t = trace("dump-pipe.rlog");
+    let t = trace();
     let mut child = Command::new(BIN)
         .args(["dump", t.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -182,7 +187,7 @@ fn dump_statuses() {
     assert!(err.contains("missing.rlog: cannot open"), "{err}");
     // A standard output that cannot be written: 2, named.
     if let Some(f) = full() {
-        let t = trace("dump-full.rlog");
+        let t = trace();
         let out = Command::new(BIN).args(["dump", t.to_str().unwrap()]).stdout(f).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
@@ -236,14 +241,6 @@ fn live_probe(sock: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
     })
 }
 
-fn wait_for(p: &Path) {
-    let t = Instant::now();
-    while !p.exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "sidecar did not create {}", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
     if full().is_none() {
@@ -257,7 +254,7 @@ fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&sock);
+    common::wait_for(&sock);
     let stop = Arc::new(AtomicBool::new(false));
     let p = live_probe(&sock, stop.clone());
     let mut child = child;
@@ -286,7 +283,7 @@ fn a_window_cut_by_ctrl_c_is_not_reported_as_emitted_before_its_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&sock);
+    common::wait_for(&sock);
     let stop = Arc::new(AtomicBool::new(false));
     let p = live_probe(&sock, stop.clone());
     std::thread::sleep(Duration::from_millis(700));

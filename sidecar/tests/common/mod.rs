@@ -116,17 +116,34 @@ pub fn wait_exit(mut child: std::process::Child, what: &str) -> std::process::Ex
     }
 }
 
+/// The frames of `bytes` (whole, sound headers): (byte offset, header).
+pub fn frames(bytes: &[u8]) -> Vec<(usize, ringlog::FrameHeader)> {
+    let (mut v, mut off) = (Vec::new(), 0);
+    while off < bytes.len() {
+        let (h, _) = ringlog::frame::parse_header(&bytes[off..]).expect("a frame header");
+        v.push((off, h));
+        off += ringlog::frame::HEADER_LEN + h.payload_len as usize;
+    }
+    v
+}
+
 /// `bytes` (whole frames) without the frames of worker `worker`: as if its
 /// stream never reached the sidecar.
 pub fn without_worker(bytes: &[u8], worker: u32) -> Vec<u8> {
-    let (mut out, mut off) = (Vec::new(), 0);
-    while off < bytes.len() {
-        let (h, _) = ringlog::frame::parse_header(&bytes[off..]).expect("a frame header");
-        let end = off + ringlog::frame::HEADER_LEN + h.payload_len as usize;
+    let mut out = Vec::new();
+    for (off, h) in frames(bytes) {
         if h.stream.worker != worker {
-            out.extend_from_slice(&bytes[off..end]);
+            out.extend_from_slice(&bytes[off..off + ringlog::frame::HEADER_LEN + h.payload_len as usize]);
         }
-        off = end;
     }
     out
+}
+
+/// Waits (at most 20 s) until `p` exists.
+pub fn wait_for(p: &std::path::Path) {
+    let t = std::time::Instant::now();
+    while !p.exists() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{} was not created", p.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
