@@ -114,7 +114,9 @@ impl FrameBuffer {
     /// The next whole frame as its bytes, header checked and payload
     /// checksum verified but not decompressed or decoded: for forwarding a
     /// stream frame by frame without re-encoding it (the relay). `Ok(None)`
-    /// when more bytes are needed; errors as [`FrameBuffer::next_frame`].
+    /// when more bytes are needed. Unlike [`FrameBuffer::next_frame`], every
+    /// error here fails the buffer, a payload checksum mismatch too: a
+    /// forwarder has no stream to drop, only the connection.
     pub fn next_raw(&mut self) -> Result<Option<(FrameHeader, &[u8])>, StreamError> {
         if self.failed {
             return Err(StreamError::fatal(self.offset, DecodeError::AfterError));

@@ -445,16 +445,19 @@ impl Ingest {
             return false;
         };
         let what = format!("stream {id} dropped: decode error at byte {}: {}", e.offset, e.error);
-        self.fault(what.clone());
-        let before = self.out.len();
         self.stream(Sid::from(id));
         let st = self.streams.get_mut(&Sid::from(id)).expect("just made");
-        if !st.done {
-            st.done = true;
-            st.builder.finish();
-            st.windower.add(&mut st.builder.out);
-            st.windower.finish(false, Some(&what), &mut st.builder.out, &mut self.out);
+        if st.done {
+            // Dropped (or ended) before: reported then. A probe that keeps
+            // sending corrupt frames must not flood the errors.
+            return true;
         }
+        st.done = true;
+        st.builder.finish();
+        st.windower.add(&mut st.builder.out);
+        let before = self.out.len();
+        st.windower.finish(false, Some(&what), &mut st.builder.out, &mut self.out);
+        self.fault(what);
         self.finish_batch(before);
         true
     }

@@ -128,12 +128,15 @@ impl Reader {
                     Ok(None) => break,
                     Err(error) => {
                         // The header is sound (parsed above): only this
-                        // frame's stream is lost; this worker's others go on.
+                        // frame's stream is lost; this worker's others go
+                        // on. A process-wide frame is decoded by every
+                        // sharing worker, and its loss ends the file for all
+                        // of them: reported once, by the primary.
                         let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(h.stream) };
-                        if !self.ingest.stream_error(&e) {
-                            self.done = true;
-                            return;
+                        if h.stream.is_process_wide() {
+                            return self.fail(e, true);
                         }
+                        self.ingest.stream_error(&e);
                     }
                 }
             }

@@ -405,6 +405,7 @@ fn a_corrupt_frame_drops_only_its_stream() {
     let bytes = common::synth_bytes(400_000, 4);
     let mut bad = bytes.clone();
     let at = corrupt_payload(&mut bad, 2, 12);
+    corrupt_payload(&mut bad, 2, 14); // reported with the first: once
     let (fg, fb) = (tmp("onebad_good.rlog"), tmp("onebad_bad.rlog"));
     std::fs::write(&fg, &bytes).unwrap();
     std::fs::write(&fb, &bad).unwrap();
@@ -435,6 +436,7 @@ fn a_corrupt_frame_drops_only_its_stream() {
             )),
             "{err}"
         );
+        assert_eq!(err.matches("dropped").count(), 1, "{err}");
         // The other three streams go on to the end, record for record as
         // in the clean trace.
         assert_eq!(reps.len(), clean.len());
@@ -455,6 +457,24 @@ fn a_corrupt_frame_drops_only_its_stream() {
         outputs.push(reps);
     }
     assert_eq!(outputs[0], outputs[1], "-w 1 and -w 2 agree");
+    // A process-wide frame (its clock samples) that does not decode ends
+    // the file for every stream of it; with -w 2 both analysis workers
+    // decode it, one reports it.
+    let mut pw = bytes.clone();
+    let (cat, ch) = common::frames(&pw)
+        .into_iter()
+        .find(|(_, h)| h.stream.is_process_wide() && h.kind == ringlog::FrameKind::Clock)
+        .unwrap();
+    pw[cat + ringlog::HEADER_LEN + ch.payload_len as usize / 2] ^= 0x55;
+    let fp = tmp("onebad_process.rlog");
+    std::fs::write(&fp, &pw).unwrap();
+    for workers in ["1", "2"] {
+        let (out, _) = run(&fp, workers);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.matches(&format!("decode error at byte {cat}")).count(), 1, "-w {workers}: {err}");
+        assert!(!err.contains("dropped"), "{err}");
+    }
     // A frame header that fails its checksum loses the framing: the whole
     // file ends there, named, without a stream to blame.
     let mut lost = bytes.clone();
