@@ -573,6 +573,10 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
             });
             // The owner of each window gathers its fragments.
             let live = matches!(*inputs2, Inputs::Live { .. });
+            let stop_flag = match &*inputs2 {
+                Inputs::Live { stop, .. } => Some(stop.clone()),
+                _ => None,
+            };
             let reports = fragments.unary_frontier(
                 Exchange::new(|(h, _, f): &(u64, u64, Fragment)| if f.marker { f.route } else { owner(*h, f.window) }),
                 "Analyze",
@@ -626,11 +630,14 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             // Live: how late the window's line is. A window cut
                             // short (Ctrl-C) is analyzed before its end: not
                             // late, 0 (its negative distance to the end would
-                            // read as a latency and measures nothing).
-                            let delay_ms = rep
-                                .start_unix_ns
-                                .filter(|_| live)
-                                .map(|s| (now_unix_ns() - (s as i128 + width as i128)).max(0) as f64 / 1e6);
+                            // read as a latency and measures nothing). Before
+                            // a stop, a negative value is kept: a window
+                            // analyzed before its end would be a clock fault.
+                            let stopping = stop_flag.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
+                            let delay_ms = rep.start_unix_ns.filter(|_| live).map(|s| {
+                                let d = now_unix_ns() - (s as i128 + width as i128);
+                                (if stopping { d.max(0) } else { d }) as f64 / 1e6
+                            });
                             let mut json = serde_json::to_value(&rep).unwrap_or_default();
                             if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
                                 o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
