@@ -104,7 +104,9 @@ pub struct RunStats {
 /// stop reading, windows still in flight are dropped unanalyzed, and `run`
 /// returns the error. A closed pipe (its reader went away, as with `| head`)
 /// stops it the same way but is no error. Within this process only: with
-/// `--processes N` the other processes go on to the end of their inputs.
+/// `--processes N` the other processes go on to the end of their inputs, and
+/// a process other than 0 still analyzes the windows it owns for process
+/// 0's reports, which then mark the streams it no longer reads as missing.
 #[derive(Default)]
 struct Outputs {
     stopped: AtomicBool,
@@ -306,6 +308,13 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
     let stats2 = stats.clone();
     let failure2 = failure.clone();
     let started = Instant::now();
+    // The reports are printed by worker 0, in process 0. Another process of
+    // a cluster whose own output (its Perfetto trace) failed must go on
+    // analyzing the windows it owns for process 0's reports (dropping them
+    // would leave gaps there that nothing marks); it only stops reading and
+    // writing.
+    let prints_reports =
+        !matches!(config.communication, timely::CommunicationConfig::Cluster { process, .. } if process != 0);
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let _armed = Armed(&failure2, index);
@@ -609,7 +618,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         for key in ready {
                             let mut frags = stash.remove(&key).unwrap();
-                            if outputs_analyze.stopped() {
+                            if outputs_analyze.stopped() && prints_reports {
                                 // nowhere to write it
                                 continue;
                             }
@@ -620,8 +629,10 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 Some(p) => {
                                     let mut d = crate::analyze::WindowDetail::default();
                                     let rep = crate::sync::analyze_window(key.1, window, width, frags, Some(&mut d));
-                                    if let Err(e) = p.lock().unwrap().window(&d) {
-                                        outputs_analyze.fail("the Perfetto trace", &e);
+                                    if !outputs_analyze.stopped() {
+                                        if let Err(e) = p.lock().unwrap().window(&d) {
+                                            outputs_analyze.fail("the Perfetto trace", &e);
+                                        }
                                     }
                                     rep
                                 }

@@ -75,6 +75,42 @@ fn two_processes_report_what_one_process_does() {
     }
 }
 
+#[test]
+fn a_process_whose_output_fails_leaves_no_silent_gap_in_the_reports() {
+    if std::fs::OpenOptions::new().write(true).open("/dev/full").is_err() {
+        return;
+    }
+    let file = tmp("four-full.rlog");
+    std::fs::write(&file, common::synth_bytes(300_000, 4)).unwrap();
+    let one = tmp("one-full.jsonl");
+    let s = common::wait_exit(analyze(&file, &one, &["-w", "2"]), "the single process");
+    assert!(s.success(), "{s}");
+    let hosts = hostfile("hosts-full.txt", 2);
+    let h = hosts.to_str().unwrap();
+    let (j0, j1) = (tmp("p0-full.jsonl"), tmp("p1-full.jsonl"));
+    // Process 1 cannot write its Perfetto trace: it stops reading its share
+    // and exits 2, but still analyzes the windows it owns for process 0.
+    let p1 = analyze(
+        &file,
+        &j1,
+        &["-w", "1", "--processes", "2", "--process", "1", "--hostfile", h, "--perfetto", "/dev/full"],
+    );
+    let p0 = analyze(&file, &j0, &["-w", "1", "--processes", "2", "--process", "0", "--hostfile", h]);
+    let (s0, s1) = (common::wait_exit(p0, "process 0"), common::wait_exit(p1, "process 1"));
+    assert_eq!(s1.code(), Some(2), "{s1}");
+    assert_ne!(s0.code(), Some(2), "{s0}");
+    let (single, got) = (reports(&one), reports(&j0));
+    assert_eq!(got.len(), single.len(), "every window is reported");
+    // A window is either what one process reports, or marked incomplete:
+    // never complete with streams left out.
+    for (g, s) in got.iter().zip(&single) {
+        assert!(g == s || g["complete"] == false, "{g}");
+    }
+    for p in [&file, &one, &j0, &j1, &hosts] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 /// Children killed when the test ends, whichever way.
 struct Kill(Vec<Child>);
 
