@@ -51,6 +51,18 @@ fn stderr_of(child: &mut std::process::Child) -> std::thread::JoinHandle<String>
     })
 }
 
+/// Runs the sidecar with `args`, reads the first line of its standard
+/// output and closes the pipe (`| head -1`); returns that line, its exit
+/// status and its standard error.
+fn first_line_then_close(args: &[&str], what: &str) -> (String, std::process::ExitStatus, String) {
+    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let err = stderr_of(&mut child);
+    let status = common::wait_exit(child, what);
+    (first, status, err.join().unwrap())
+}
+
 fn assert_no_panic(err: &str) {
     assert!(!err.contains("panicked"), "a panic: {err}");
     assert!(!err.contains("RUST_BACKTRACE"), "a panic: {err}");
@@ -79,19 +91,12 @@ fn a_json_file_that_cannot_be_written_is_an_error() {
 #[test]
 fn json_into_a_closed_pipe_ends_quietly() {
     let t = trace();
-    let mut child = Command::new(BIN)
-        .args(["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "-"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // `| head -1`: one line read, then the pipe closed.
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let (first, status, err) = first_line_then_close(
+        &["analyze", t.to_str().unwrap(), "--window", "5ms", "-q", "--json", "-"],
+        "the sidecar writing into a closed pipe",
+    );
     assert!(first.starts_with('{'), "{first}");
-    let err_reader = stderr_of(&mut child);
-    let status = common::wait_exit(child, "the sidecar writing into a closed pipe");
-    let err = err_reader.join().unwrap();
     assert_eq!(status.code(), Some(0), "{err}");
     assert_no_panic(&err);
     assert!(!err.contains("Broken pipe"), "{err}");
@@ -101,17 +106,10 @@ fn json_into_a_closed_pipe_ends_quietly() {
 #[test]
 fn terminal_lines_into_a_closed_pipe_end_quietly() {
     let t = trace();
-    let mut child = Command::new(BIN)
-        .args(["analyze", t.to_str().unwrap(), "--window", "1ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let err = stderr_of(&mut child);
-    let status = common::wait_exit(child, "the sidecar printing into a closed pipe");
-    let err = err.join().unwrap();
+    let (_, status, err) = first_line_then_close(
+        &["analyze", t.to_str().unwrap(), "--window", "1ms"],
+        "the sidecar printing into a closed pipe",
+    );
     assert_eq!(status.code(), Some(0), "{err}");
     assert_no_panic(&err);
     assert!(!err.contains("Broken pipe"), "{err}");
@@ -161,18 +159,8 @@ fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
 #[test]
 fn dump_into_a_closed_pipe_ends_quietly() {
     let t = trace();
-    let mut child = Command::new(BIN)
-        .args(["dump", t.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let (first, status, err) = first_line_then_close(&["dump", t.to_str().unwrap()], "sidecar dump into a closed pipe");
     assert!(first.starts_with("Hello"), "{first}");
-    let err = stderr_of(&mut child);
-    let status = common::wait_exit(child, "sidecar dump into a closed pipe");
-    let err = err.join().unwrap();
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }

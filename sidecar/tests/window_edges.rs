@@ -11,14 +11,7 @@ use sidecar::summary::{ByKind, WindowReport};
 /// A synthetic trace of `workers` streams starting at 1.05 s, so that its
 /// first and last windows (100 ms) are covered only in part.
 fn synth_unaligned(records: u64, workers: u32) -> Vec<u8> {
-    let cfg = sidecar::synth::SynthConfig { records, workers, t0_ns: 1_050_000_000, ..Default::default() };
-    let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
-        bytes.extend_from_slice(b);
-        Ok(())
-    })
-    .unwrap();
-    bytes
+    common::synth_bytes_at(records, workers, 1_050_000_000)
 }
 
 fn analyze(bytes: &[u8], width: u64) -> Vec<WindowReport> {

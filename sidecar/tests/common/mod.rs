@@ -89,7 +89,12 @@ pub fn step() -> Event {
 
 /// A synthetic trace (`synth`) of `records` records from `workers` streams.
 pub fn synth_bytes(records: u64, workers: u32) -> Vec<u8> {
-    let cfg = sidecar::synth::SynthConfig { records, workers, ..Default::default() };
+    synth_bytes_at(records, workers, sidecar::synth::SynthConfig::default().t0_ns)
+}
+
+/// [`synth_bytes`] starting at `t0_ns` on the host's monotonic clock.
+pub fn synth_bytes_at(records: u64, workers: u32, t0_ns: u64) -> Vec<u8> {
+    let cfg = sidecar::synth::SynthConfig { records, workers, t0_ns, ..Default::default() };
     let mut bytes = Vec::new();
     sidecar::synth::generate(&cfg, &mut |b| {
         bytes.extend_from_slice(b);
