@@ -94,7 +94,7 @@ impl FrameBuffer {
                 let offset = self.offset;
                 // decode_frame checks the header before the payload, and
                 // fails on the payload only once all of it is here.
-                let sound = parse_header(&have[..HEADER_LEN.min(have.len())]).ok().map(|(h, _)| h);
+                let sound = have.get(..HEADER_LEN).and_then(|b| parse_header(b).ok()).map(|(h, _)| h);
                 match sound {
                     Some(h) if have.len() >= HEADER_LEN + h.payload_len as usize => {
                         let total = HEADER_LEN + h.payload_len as usize;
