@@ -313,10 +313,7 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(std::io::Error::new(
                     ErrorKind::AddrInUse,
-                    format!(
-                        "{}: another process is listening on this socket (a sidecar still running?)",
-                        path.display()
-                    ),
+                    "another process is listening on this socket (a sidecar still running?)",
                 ));
             }
             std::fs::remove_file(path)?; // a stale socket from an earlier run
