@@ -69,6 +69,18 @@ struct Stream {
     elided_seen: u64,
 }
 
+impl Stream {
+    /// Ends the stream before its End frame (input over, a stop, a fault):
+    /// its open windows go to `out` marked incomplete with `why`. (Late
+    /// items are not counted: no fragment follows to carry the fault.)
+    fn cut(&mut self, why: Option<&str>, out: &mut Vec<Fragment>) {
+        self.done = true;
+        self.builder.finish();
+        self.windower.add(&mut self.builder.out);
+        self.windower.finish(false, why, &mut self.builder.out, out);
+    }
+}
+
 /// One byte stream's ingest state.
 pub struct Ingest {
     pub name: String,
@@ -452,11 +464,8 @@ impl Ingest {
             // sending corrupt frames must not flood the errors.
             return true;
         }
-        st.done = true;
-        st.builder.finish();
-        st.windower.add(&mut st.builder.out);
         let before = self.out.len();
-        st.windower.finish(false, Some(&what), &mut st.builder.out, &mut self.out);
+        st.cut(Some(&what), &mut self.out);
         self.fault(what);
         self.finish_batch(before);
         true
@@ -489,11 +498,7 @@ impl Ingest {
             if st.done {
                 continue;
             }
-            st.done = true;
-            st.builder.finish();
-            let late = st.windower.add(&mut st.builder.out);
-            let _ = late;
-            st.windower.finish(false, why, &mut st.builder.out, &mut self.out);
+            st.cut(why, &mut self.out);
             ended.push(*sid);
         }
         for sid in ended {

@@ -68,6 +68,15 @@ fn assert_no_panic(err: &str) {
     assert!(!err.contains("RUST_BACKTRACE"), "a panic: {err}");
 }
 
+/// A run stopped by a failed write: status 2, no panic, and the error
+/// `says` printed once (`ctx` names the case in failure messages).
+fn assert_write_error(status: std::process::ExitStatus, err: &str, says: &str, ctx: &str) {
+    assert_eq!(status.code(), Some(2), "{ctx}: {err}");
+    assert_no_panic(err);
+    assert!(err.contains(says), "{ctx}: {err}");
+    assert_eq!(err.matches("No space left").count(), 1, "{ctx}: the error is printed once: {err}");
+}
+
 #[test]
 fn a_json_file_that_cannot_be_written_is_an_error() {
     if full().is_none() {
@@ -79,13 +88,8 @@ fn a_json_file_that_cannot_be_written_is_an_error() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_no_panic(&err);
-    assert!(
-        err.contains("sidecar: cannot write the JSON output: /dev/full: No space left on device (os error 28)"),
-        "{err}"
-    );
-    assert_eq!(err.matches("No space left").count(), 1, "the error is printed once: {err}");
+    let says = "sidecar: cannot write the JSON output: /dev/full: No space left on device (os error 28)";
+    assert_write_error(out.status, &err, says, "--json /dev/full");
 }
 
 #[test]
@@ -127,10 +131,8 @@ fn terminal_lines_as_the_only_output_on_a_full_disk_are_an_error() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_no_panic(&err);
-    assert!(err.contains("cannot write the window summaries: standard output: No space left on device"), "{err}");
-    assert_eq!(err.matches("No space left").count(), 1, "{err}");
+    let says = "cannot write the window summaries: standard output: No space left on device";
+    assert_write_error(out.status, &err, says, "stdout on /dev/full");
 }
 
 #[test]
@@ -145,13 +147,8 @@ fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_no_panic(&err);
-        assert!(
-            err.contains("sidecar: cannot write the Perfetto trace: /dev/full: No space left on device (os error 28)"),
-            "{args:?}: {err}"
-        );
-        assert_eq!(err.matches("No space left").count(), 1, "{args:?}: printed once: {err}");
+        let says = "sidecar: cannot write the Perfetto trace: /dev/full: No space left on device (os error 28)";
+        assert_write_error(out.status, &err, says, &format!("{args:?}"));
         assert!(!err.contains("written to"), "{args:?}: claims success: {err}");
     }
 }
@@ -252,10 +249,8 @@ fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
     stop.store(true, Ordering::Relaxed);
     p.join().unwrap();
     let err = err.join().unwrap();
-    assert_eq!(status.code(), Some(2), "{err}");
-    assert_no_panic(&err);
-    assert!(err.contains("cannot write the JSON output: /dev/full: No space left on device"), "{err}");
-    assert_eq!(err.matches("No space left").count(), 1, "{err}");
+    let says = "cannot write the JSON output: /dev/full: No space left on device";
+    assert_write_error(status, &err, says, "live run, --json /dev/full");
 }
 
 #[test]
