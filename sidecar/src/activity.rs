@@ -205,6 +205,15 @@ impl Builder {
             Some(l) if ts < l => l,
             _ => ts,
         };
+        self.push_ordered(t, ev);
+    }
+
+    /// [`Builder::push`] for a caller that has already clamped `t` to be
+    /// no earlier than every time it fed before (ingest does, for its own
+    /// bookkeeping), so the clamp is not paid twice per record.
+    #[inline(always)]
+    pub fn push_ordered(&mut self, t: Ns, ev: Event) {
+        debug_assert!(self.last_ts.is_none_or(|l| t >= l), "push_ordered: time went backwards");
         if self.last_ts.is_none() {
             self.open_gap(t);
         }

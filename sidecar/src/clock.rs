@@ -25,6 +25,9 @@ pub struct Clock {
     /// `base_ns + (ticks - base_ticks) · slope` (what the search below finds
     /// for them), so most records skip the search.
     seg: Option<Segment>,
+    /// `slope` of the last sample, what [`Clock::span_ns`] uses: kept, as
+    /// Step records ask for it once per engine step.
+    latest_slope: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +47,9 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None }
+        let mut c = Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None, latest_slope: 0.0 };
+        c.latest_slope = c.slope(0);
+        c
     }
 
     pub fn domain(&self) -> ClockDomain {
@@ -54,6 +59,7 @@ impl Clock {
     pub fn set_ticks_per_sec(&mut self, t: u64) {
         self.ticks_per_sec = t;
         self.seg = None;
+        self.latest_slope = self.slope(self.samples.len().saturating_sub(1));
     }
 
     /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
@@ -71,6 +77,7 @@ impl Clock {
             self.hint = 0;
         }
         self.samples.push(s);
+        self.latest_slope = self.slope(self.samples.len() - 1);
     }
 
     pub fn has_sample(&self) -> bool {
@@ -101,10 +108,7 @@ impl Clock {
     pub fn span_ns(&self, ticks: u64) -> Ns {
         match self.domain {
             ClockDomain::MonotonicNs => ticks,
-            ClockDomain::Tsc => {
-                let i = self.samples.len().saturating_sub(1);
-                (ticks as f64 * self.slope(i)) as Ns
-            }
+            ClockDomain::Tsc => (ticks as f64 * self.latest_slope) as Ns,
         }
     }
 
@@ -197,6 +201,39 @@ mod tests {
         assert_eq!(c.to_ns(0).unwrap(), 9_000);
         assert_eq!(c.span_ns(10), 30);
         assert_eq!(c.realtime_offset(), Some(1_000));
+    }
+
+    proptest::proptest! {
+        /// Converting in a row (through the cached segment) gives what a
+        /// fresh search gives, between, before and far past the samples,
+        /// near the top of u64 too; and `span_ns` uses the last slope.
+        #[test]
+        fn the_cached_segment_converts_like_a_fresh_search(
+            base in proptest::prop_oneof![0u64..1 << 40, (7u64 << 60)..(8u64 << 60), ((1u64 << 63) - (1 << 40))..(1u64 << 63)],
+            steps in proptest::collection::vec((1u64..1 << 32, 0u64..1 << 34), 1..4),
+            mut at in proptest::collection::vec(proptest::prop_oneof![0u64..1 << 36, proptest::num::u64::ANY], 1..40),
+        ) {
+            let mut samples = vec![cs(1_000, base)];
+            for &(dt, dns) in &steps {
+                let l = *samples.last().unwrap();
+                samples.push(cs(l.ticks + dt, l.monotonic_ns + dns));
+            }
+            let clock = || {
+                let mut c = Clock::new(ClockDomain::Tsc, 3_000_000_000);
+                for &s in &samples {
+                    c.add(s);
+                }
+                c
+            };
+            let mut c = clock();
+            at.sort_unstable();
+            for &ticks in &at {
+                proptest::prop_assert_eq!(c.to_ns(ticks), clock().to_ns(ticks), "ticks {}", ticks);
+            }
+            let (a, b) = (samples[samples.len() - 2], samples[samples.len() - 1]);
+            let slope = (b.monotonic_ns - a.monotonic_ns) as f64 / (b.ticks - a.ticks) as f64;
+            proptest::prop_assert_eq!(c.span_ns(1 << 20), ((1u64 << 20) as f64 * slope) as Ns);
+        }
     }
 
     #[test]

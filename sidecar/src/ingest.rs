@@ -264,20 +264,22 @@ impl Ingest {
                         }
                     };
                     let t = last_ts.map_or(t, |l| t.max(l));
-                    if first_ns.is_none() {
-                        first_ns = Some(t);
-                        // (Messages go to their window before the items
-                        // that start the stream are placed.)
-                        st.windower.start_at(t);
-                        if h.lost > 0 {
-                            let from = last_ts.unwrap_or(t);
-                            faults.push((from, t, format!("{} records lost", h.lost)));
-                        }
-                    }
+                    let prev_ts = last_ts;
                     last_ts = Some(t);
                     // `t` never decreases here: the window changes only when
                     // `t` passes the current one's end (no division per record).
+                    // (`cur_hi` starts at 0: the first record comes here too.)
                     if t >= cur_hi {
+                        if first_ns.is_none() {
+                            first_ns = Some(t);
+                            // (Messages go to their window before the items
+                            // that start the stream are placed.)
+                            st.windower.start_at(t);
+                            if h.lost > 0 {
+                                let from = prev_ts.unwrap_or(t);
+                                faults.push((from, t, format!("{} records lost", h.lost)));
+                            }
+                        }
                         let k = t / width;
                         cur_hi = (k + 1).saturating_mul(width);
                         if k != cur_k {
@@ -311,7 +313,7 @@ impl Ingest {
                                 ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
                                 _ => {}
                             }
-                            st.builder.push(t, ev);
+                            st.builder.push_ordered(t, ev);
                         }
                         None => unknown += 1,
                     }
