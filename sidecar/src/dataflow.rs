@@ -155,6 +155,10 @@ struct Failure {
     /// hook of `record_panics`): the worker's own message, or that of
     /// timely's network thread when a connection to another process broke.
     first_panic: Mutex<Option<String>>,
+    /// The thread of `first_panic`: only that worker is named as the one
+    /// that panicked (a peer can panic *because* of it, on a lock it
+    /// poisoned, and unwind first).
+    first_thread: Mutex<Option<std::thread::ThreadId>>,
     /// Workers parked after a broken connection (never joined).
     parked: AtomicUsize,
 }
@@ -225,7 +229,12 @@ fn record_panics() {
                 for f in active.iter() {
                     if let Ok(mut first) = f.first_panic.lock() {
                         known |= first.is_some();
-                        first.get_or_insert_with(|| what.clone());
+                        if first.is_none() {
+                            *first = Some(what.clone());
+                            if let Ok(mut t) = f.first_thread.lock() {
+                                *t = Some(std::thread::current().id());
+                            }
+                        }
                     }
                 }
             }
@@ -248,8 +257,11 @@ struct Armed<'a>(&'a Failure, usize);
 impl Drop for Armed<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            if let Ok(mut first) = self.0.first.lock() {
-                first.get_or_insert_with(|| format!("analysis worker {} panicked", self.1));
+            let first_thread = self.0.first_thread.lock().ok().and_then(|t| *t);
+            if first_thread.is_none_or(|t| t == std::thread::current().id()) {
+                if let Ok(mut first) = self.0.first.lock() {
+                    first.get_or_insert_with(|| format!("analysis worker {} panicked", self.1));
+                }
             }
             self.0.failed.store(true, Ordering::SeqCst);
         }
