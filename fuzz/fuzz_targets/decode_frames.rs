@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ringlog::{Body, Compression, Decoder, Encoder, FrameBuffer};
+use ringlog::{Body, Compression, Decoder, Encoder, Frame, FrameBuffer, Payload};
 
 fuzz_target!(|data: &[u8]| {
     let whole: Vec<_> = Decoder::new(data).collect();
@@ -31,6 +31,39 @@ fuzz_target!(|data: &[u8]| {
     let ok_whole: Vec<_> = whole.iter().filter_map(|f| f.as_ref().ok()).collect();
     let ok_pieces: Vec<_> = pieces.iter().filter_map(|f| f.as_ref().ok()).collect();
     assert_eq!(ok_whole, ok_pieces);
+    // The visiting path (the sidecar's), records taken one at a time, reads
+    // the same frames up to the first fault; a decoder left with records
+    // untaken never passes as sound.
+    let mut fb = FrameBuffer::new();
+    fb.feed(data);
+    let mut visited = Vec::new();
+    let partial = data.get(1).is_some_and(|b| b & 1 == 1);
+    loop {
+        let got = fb.next_frame_with(|header, payload, _| match payload {
+            Payload::Records(mut recs) => {
+                let left = recs.size_hint().1.unwrap_or(0);
+                if partial && left > 1 {
+                    let took = recs.next().is_some();
+                    assert!(!(took && recs.finish().is_ok()), "records left untaken passed as sound");
+                    return None;
+                }
+                let mut out = Vec::new();
+                for r in recs.by_ref() {
+                    out.push(r);
+                }
+                recs.finish().ok().map(|()| Frame { header, body: Body::Records(out) })
+            }
+            Payload::Other(body) => Some(Frame { header, body }),
+        });
+        match got {
+            Ok(Some(Some(f))) => visited.push(f),
+            Ok(Some(None)) if partial => continue,
+            _ => break,
+        }
+    }
+    if !partial {
+        assert_eq!(visited.iter().collect::<Vec<_>>(), ok_whole);
+    }
     // Records that decode survive a re-encode unchanged.
     for f in &ok_whole {
         if let Body::Records(recs) = &f.body {

@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use crate::frame::{decode_frame, parse_header, Frame, FrameHeader, StreamId, HEADER_LEN, MAX_PAYLOAD};
+use crate::frame::{decode_frame_with, parse_header, Frame, FrameHeader, Payload, StreamId, HEADER_LEN, MAX_PAYLOAD};
 use crate::DecodeError;
 
 /// A decode error with the byte offset of the frame it concerns.
@@ -79,20 +79,48 @@ impl FrameBuffer {
     /// rest of that stream is still worth anything). After any other error
     /// the buffer stays failed: the framing cannot be trusted further.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, StreamError> {
+        let offset = self.offset;
+        let got = self.next_frame_with(|header, payload, _| {
+            payload.into_body().map(|body| Frame { header, body }).map_err(|error| StreamError {
+                offset,
+                error,
+                stream: Some(header.stream),
+            })
+        })?;
+        // (After a fault in the records the frame has been passed over: the
+        // next call reads on.)
+        got.transpose()
+    }
+
+    /// [`FrameBuffer::next_frame`] for a reader that consumes a Records
+    /// frame's records at once, through [`decode_frame_with`]: `visit` gets
+    /// the header, the payload and the frame's length in bytes. Faults
+    /// found before `visit` runs are handled as in `next_frame`; a fault in
+    /// the records is `visit`'s to collect ([`RecordDecoder::finish`]),
+    /// and the buffer has moved past the frame either way.
+    ///
+    /// [`RecordDecoder::finish`]: crate::RecordDecoder::finish
+    pub fn next_frame_with<R>(
+        &mut self,
+        visit: impl FnOnce(FrameHeader, Payload<'_>, u64) -> R,
+    ) -> Result<Option<R>, StreamError> {
         if self.failed {
             return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
         let have = &self.buf[self.start..];
-        match decode_frame(have) {
-            Ok(Some((frame, used))) => {
+        let offset = self.offset;
+        let got = decode_frame_with(have, |header, payload| {
+            visit(header, payload, HEADER_LEN as u64 + header.payload_len as u64)
+        });
+        match got {
+            Ok(Some((r, used))) => {
                 self.start += used;
                 self.offset += used as u64;
-                Ok(Some(frame))
+                Ok(Some(r))
             }
             Ok(None) => Ok(None),
             Err(error) => {
-                let offset = self.offset;
-                // decode_frame checks the header before the payload, and
+                // decode_frame_with checks the header before the payload, and
                 // fails on the payload only once all of it is here.
                 let sound = have.get(..HEADER_LEN).and_then(|b| parse_header(b).ok()).map(|(h, _)| h);
                 match sound {

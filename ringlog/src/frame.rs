@@ -565,6 +565,47 @@ pub fn parse_header(b: &[u8]) -> Result<(FrameHeader, u32), DecodeError> {
 /// Tries to decode one frame from the start of `buf`. `Ok(None)` means more
 /// bytes are needed; `Ok(Some((frame, used)))` consumed `used` bytes.
 pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, DecodeError> {
+    let got = decode_frame_with(buf, |header, payload| payload.into_body().map(|body| Frame { header, body }))?;
+    got.map(|(frame, used)| frame.map(|f| (f, used))).transpose()
+}
+
+/// A frame's payload as [`decode_frame_with`] hands it over: a Records
+/// frame's records still to be decoded, any other frame's body decoded.
+pub enum Payload<'a> {
+    Records(RecordDecoder<'a>),
+    Other(Body),
+}
+
+impl Payload<'_> {
+    /// The whole body, the records (if these are records) all decoded.
+    pub fn into_body(self) -> Result<Body, DecodeError> {
+        match self {
+            Payload::Records(mut recs) => {
+                // The count is checked against the payload length, not yet
+                // against what decodes: start small, grow with real records.
+                let mut out = Vec::with_capacity(recs.left.min(PREALLOC as u32) as usize);
+                out.extend(&mut recs);
+                recs.finish()?;
+                Ok(Body::Records(out))
+            }
+            Payload::Other(body) => Ok(body),
+        }
+    }
+}
+
+/// [`decode_frame`] for a reader that consumes a Records frame's records at
+/// once: `visit` gets the header and the payload, the records decoded as it
+/// takes them (no vector of records in between). Everything up to the
+/// records (header, checksum, decompression, the record count against the
+/// payload) is checked before `visit` runs; faults in the records
+/// themselves are `visit`'s to collect, from [`RecordDecoder::finish`].
+/// `visit` must not decode frames itself (the decompression buffer is
+/// lent to it). `Ok(None)`: more bytes are needed; `Ok(Some((r, used)))`
+/// consumed `used` bytes.
+pub fn decode_frame_with<R>(
+    buf: &[u8],
+    visit: impl FnOnce(FrameHeader, Payload<'_>) -> R,
+) -> Result<Option<(R, usize)>, DecodeError> {
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }
@@ -603,24 +644,132 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, DecodeError> {
             if n != want {
                 return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
             }
-            let res = finish_frame(header, &buf[..n], total);
+            let res = visit_payload(header, &buf[..n], visit).map(|r| Some((r, total)));
             if buf.len() > (8 << 20) {
                 *buf = Vec::new(); // do not hold a rare huge frame's buffer
             }
             res
         });
     }
-    finish_frame(header, payload, total)
+    visit_payload(header, payload, visit).map(|r| Some((r, total)))
 }
 
-fn finish_frame(header: FrameHeader, raw: &[u8], total: usize) -> Result<Option<(Frame, usize)>, DecodeError> {
-    let body = decode_body(&header, raw).map_err(|e| match e {
+fn visit_payload<R>(
+    header: FrameHeader,
+    raw: &[u8],
+    visit: impl FnOnce(FrameHeader, Payload<'_>) -> R,
+) -> Result<R, DecodeError> {
+    let payload = if header.kind == FrameKind::Records {
+        Payload::Records(RecordDecoder::new(&header, raw)?)
+    } else {
+        Payload::Other(decode_body(&header, raw).map_err(|e| in_frame(&header, e))?)
+    };
+    Ok(visit(header, payload))
+}
+
+/// A payload fault, with the frame it is in.
+fn in_frame(header: &FrameHeader, e: DecodeError) -> DecodeError {
+    match e {
         DecodeError::PayloadTruncated { .. } | DecodeError::BadPayload { .. } => {
             DecodeError::InFrame { kind: header.kind, seq: header.seq, inner: Box::new(e) }
         }
         e => e,
-    })?;
-    Ok(Some((Frame { header, body }, total)))
+    }
+}
+
+/// The records of a Records frame's payload, decoded as they are taken.
+/// Yields the records in order and stops at the first fault;
+/// [`RecordDecoder::finish`] then says whether the payload was sound:
+/// exactly the header's count of records and nothing after them.
+pub struct RecordDecoder<'a> {
+    r: Reader<'a>,
+    left: u32,
+    prev: u64,
+    kind: FrameKind,
+    seq: u64,
+    error: Option<DecodeError>,
+}
+
+impl<'a> RecordDecoder<'a> {
+    fn new(h: &FrameHeader, raw: &'a [u8]) -> Result<RecordDecoder<'a>, DecodeError> {
+        // Every record takes at least three bytes: kind, time delta, and one
+        // field (every kind has at least one). This bounds `count`.
+        if h.count as usize > raw.len() / 3 {
+            return Err(DecodeError::BadHeader { why: "record count larger than the payload can hold" });
+        }
+        let mut d = RecordDecoder {
+            r: Reader::new(raw),
+            left: h.count,
+            prev: h.first_ts,
+            kind: h.kind,
+            seq: h.seq,
+            error: None,
+        };
+        // The first record is stamped with the header's time (a zero delta):
+        // checked here, so the per-record path does not ask.
+        if h.count > 0 {
+            if let Ok(first) = record_checked(&mut d.r.clone(), h.first_ts) {
+                if first.ts != h.first_ts {
+                    d.fail(DecodeError::BadPayload { what: "first record", why: "timestamp differs from the header" });
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    #[cold]
+    fn fail(&mut self, e: DecodeError) {
+        self.left = 0;
+        self.error = Some(e);
+    }
+
+    /// Whether the payload was sound; call once the records are taken.
+    /// Records not taken are not checked: an error says so.
+    pub fn finish(self) -> Result<(), DecodeError> {
+        let e = match self.error {
+            Some(e) => e,
+            None if self.left > 0 => DecodeError::BadPayload { what: "records", why: "not all taken before finish" },
+            None if !self.r.is_empty() => {
+                DecodeError::BadPayload { what: "payload", why: "bytes left over after the last entry" }
+            }
+            None => return Ok(()),
+        };
+        Err(DecodeError::InFrame { kind: self.kind, seq: self.seq, inner: Box::new(e) })
+    }
+}
+
+impl Iterator for RecordDecoder<'_> {
+    type Item = Record;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Record> {
+        if self.left == 0 {
+            return None;
+        }
+        let at = self.r.pos();
+        let rec = match record_fast(&mut self.r, self.prev) {
+            Some(rec) => rec,
+            // The last few records of a payload (fewer than FAST_WINDOW
+            // bytes left) and anything unusual.
+            None => {
+                self.r.set_pos(at);
+                match record_checked(&mut self.r, self.prev) {
+                    Ok(rec) => rec,
+                    Err(e) => {
+                        self.fail(e);
+                        return None;
+                    }
+                }
+            }
+        };
+        self.left -= 1;
+        self.prev = rec.ts;
+        Some(rec)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left as usize))
+    }
 }
 
 /// Fields used per record kind byte (bit 0: a, 1: b, 2: c, 3: d); `NO_KIND`
@@ -686,44 +835,12 @@ fn record_checked(r: &mut Reader, prev: u64) -> Result<Record, DecodeError> {
     Ok(Record::new(kind, ts, a, b, c, d))
 }
 
-fn decode_records(r: &mut Reader, count: usize, first_ts: u64) -> Result<Vec<Record>, DecodeError> {
-    // The count is checked against the payload length, not yet against
-    // what decodes: start small and let the vector grow with real records.
-    let mut out = Vec::with_capacity(count.min(PREALLOC));
-    let mut prev = first_ts;
-    for _ in 0..count {
-        let at = r.pos();
-        let rec = match record_fast(r, prev) {
-            Some(rec) => rec,
-            // The last few records of a payload (fewer than FAST_WINDOW
-            // bytes left) and anything unusual.
-            None => {
-                r.set_pos(at);
-                record_checked(r, prev)?
-            }
-        };
-        out.push(rec);
-        prev = rec.ts;
-    }
-    Ok(out)
-}
-
 fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
     let mut r = Reader::new(raw);
     let body = match h.kind {
-        FrameKind::Records => {
-            // Every record takes at least two bytes, which bounds `count`.
-            // Every record takes at least three bytes: kind, time delta, and
-            // one field (every kind has at least one).
-            if h.count as usize > raw.len() / 3 {
-                return Err(DecodeError::BadHeader { why: "record count larger than the payload can hold" });
-            }
-            let out = decode_records(&mut r, h.count as usize, h.first_ts)?;
-            if out.first().is_some_and(|f| f.ts != h.first_ts) {
-                return Err(DecodeError::BadPayload { what: "first record", why: "timestamp differs from the header" });
-            }
-            Body::Records(out)
-        }
+        // (Readers go through `decode_frame_with`, which hands the records
+        // over still to be decoded.)
+        FrameKind::Records => return Payload::Records(RecordDecoder::new(h, raw)?).into_body(),
         FrameKind::Hello => Body::Hello(Hello {
             host_name: r.string(MAX_NAME, "host name")?,
             program: r.string(MAX_NAME, "program")?,

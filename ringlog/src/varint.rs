@@ -98,6 +98,7 @@ impl From<ReadError> for DecodeError {
 }
 
 /// Reads from a payload; every read names what it was reading when it fails.
+#[derive(Clone)]
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,

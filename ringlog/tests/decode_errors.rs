@@ -169,6 +169,98 @@ fn crc(b: &[u8]) -> u32 {
     !c
 }
 
+/// `sample_stream` with its Records frame uncompressed.
+fn sample_stream_plain() -> Vec<u8> {
+    let stream = StreamId { host: 7, process: 42, worker: 1 };
+    let recs: Vec<Record> = (0..100u64)
+        .map(|i| Record::from_event(1000 + i * 37, Event::MessageSend { channel: 1, to: 0, seq: i, records: 5 }))
+        .collect();
+    let mut enc = Encoder::new();
+    enc.set_compression(Compression::None);
+    let mut out = Vec::new();
+    enc.records(stream, 1, 0, ClockDomain::Tsc, &[&recs], &mut out);
+    enc.end(stream, 2, 0, ClockDomain::Tsc, &EndStats { produced: 100, lost: 0, elided: 0 }, &mut out);
+    out
+}
+
+/// Takes every frame of `bytes` through `next_frame_with`, the records one
+/// at a time: (records taken per frame, what `finish` said), and the errors
+/// found before the records.
+fn visit_all(bytes: &[u8]) -> (Vec<(usize, Result<(), String>)>, Vec<String>) {
+    let mut fb = FrameBuffer::new();
+    fb.feed(bytes);
+    let (mut seen, mut errors) = (Vec::new(), Vec::new());
+    loop {
+        match fb.next_frame_with(|_, payload, _| match payload {
+            Payload::Records(mut recs) => {
+                let n = recs.by_ref().count();
+                (n, recs.finish().map_err(|e| e.to_string()))
+            }
+            Payload::Other(_) => (0, Ok(())),
+        }) {
+            Ok(Some(x)) => seen.push(x),
+            Ok(None) => break,
+            Err(e) => {
+                errors.push(e.to_string());
+                if e.stream.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    (seen, errors)
+}
+
+#[test]
+fn records_taken_one_at_a_time_are_the_frames_records_and_a_fault_among_them_is_named() {
+    let good = sample_stream_plain();
+    // Sound: all 100 records, then the End frame.
+    assert_eq!(visit_all(&good), (vec![(100, Ok(())), (0, Ok(()))], vec![]));
+    let Body::Records(eager) = Decoder::new(&good[..]).next().unwrap().unwrap().body else { panic!() };
+    let mut fb = FrameBuffer::new();
+    fb.feed(&good);
+    let lazy = fb.next_frame_with(|_, p, _| match p {
+        Payload::Records(recs) => recs.collect::<Vec<_>>(),
+        Payload::Other(_) => vec![],
+    });
+    assert_eq!(lazy.unwrap().unwrap(), eager);
+    // The last record runs past the payload (checksums fixed up): the 99
+    // before it are taken, `finish` names the fault and its frame, and the
+    // End frame after it still reads.
+    let mut bad = good.clone();
+    let (h, _) = frame::parse_header(&bad[..HEADER_LEN]).unwrap();
+    let end = HEADER_LEN + h.payload_len as usize;
+    bad[end - 1] |= 0x80;
+    let c = crc(&bad[HEADER_LEN..end]);
+    bad[64..68].copy_from_slice(&c.to_le_bytes());
+    let c = crc(&bad[..68]);
+    bad[68..72].copy_from_slice(&c.to_le_bytes());
+    let (seen, errors) = visit_all(&bad);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0, 99);
+    let e = seen[0].1.as_ref().unwrap_err();
+    assert!(e.contains("in Records frame #1: payload ends while reading"), "{e}");
+    assert_eq!(seen[1], (0, Ok(())));
+    // The eager reader reports the same fault, naming the stream.
+    let mut fb = FrameBuffer::new();
+    fb.feed(&bad);
+    let e = fb.next_frame().unwrap_err();
+    assert_eq!(e.stream.map(|s| s.worker), Some(1));
+    assert!(e.to_string().contains(seen[0].1.as_ref().unwrap_err()), "{e}");
+    // Records left untaken are not passed as sound.
+    let mut fb = FrameBuffer::new();
+    fb.feed(&good);
+    let r = fb.next_frame_with(|_, p, _| match p {
+        Payload::Records(mut recs) => {
+            recs.next();
+            recs.finish().map_err(|e| e.to_string())
+        }
+        Payload::Other(_) => Ok(()),
+    });
+    assert!(r.unwrap().unwrap().unwrap_err().contains("not all taken"));
+}
+
 proptest! {
     #[test]
     fn any_corruption_is_an_error_or_a_valid_frame(pos in 0usize..4000, x in 1u8..=255) {

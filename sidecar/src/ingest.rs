@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use ringlog::{Body, ClockDomain, Frame, Meta, StreamError, PROCESS_WIDE};
+use ringlog::{Body, ClockDomain, DecodeError, Frame, FrameHeader, Meta, Payload, Record, StreamError, PROCESS_WIDE};
 use rustc_hash::FxHashMap;
 
 use crate::activity::Builder;
@@ -155,38 +155,58 @@ impl Ingest {
 
     /// Handles one decoded frame of `bytes` bytes.
     pub fn frame(&mut self, f: Frame, bytes: u64) {
-        if self.failed {
-            return;
+        match f.body {
+            Body::Records(recs) => self.records_frame(f.header, recs.into_iter(), bytes),
+            body => self.other_frame(f.header, body, bytes),
         }
-        self.bytes += bytes;
-        let h = f.header;
+    }
+
+    /// Handles one frame from [`ringlog::decode_frame_with`] (a Records
+    /// frame's records decoded as they are ingested). A fault in its
+    /// records is returned, for the caller to drop the stream
+    /// ([`Ingest::stream_error`]); the records before it have been taken.
+    pub fn payload(&mut self, h: FrameHeader, payload: Payload<'_>, bytes: u64) -> Result<(), DecodeError> {
+        match payload {
+            Payload::Records(mut recs) => {
+                self.records_frame(h, &mut recs, bytes);
+                // (What a dropped frame did not take is checked all the same.)
+                recs.by_ref().for_each(drop);
+                recs.finish()
+            }
+            Payload::Other(body) => {
+                self.other_frame(h, body, bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// A process-wide frame (hello, clock samples, end).
+    fn process_frame(&mut self, h: &FrameHeader, body: Option<Body>) {
         let sid = Sid::from(h.stream);
-        if let Body::ClockSync(cs) = &f.body {
-            // A relay's frames, with a process id of their own (FORMAT.md).
-            self.sync.clock_sync(sid.host, cs);
-            return;
-        }
-        if h.stream.worker == PROCESS_WIDE {
-            let p = self.proc(sid.host, sid.process, h.domain);
-            let gap = h.seq != p.next_seq;
-            let expected = p.next_seq;
-            p.next_seq = h.seq + 1;
-            match f.body {
-                Body::Hello(hello) => {
-                    p.program = hello.program.clone();
-                    p.workers = hello.workers;
-                    p.clock.set_ticks_per_sec(hello.ticks_per_sec);
-                }
-                Body::Clock(samples) => samples.into_iter().for_each(|s| p.clock.add(s)),
-                Body::End(_) => p.ended = true,
-                _ => {}
+        let p = self.proc(sid.host, sid.process, h.domain);
+        let gap = h.seq != p.next_seq;
+        let expected = p.next_seq;
+        p.next_seq = h.seq + 1;
+        match body {
+            Some(Body::Hello(hello)) => {
+                p.program = hello.program.clone();
+                p.workers = hello.workers;
+                p.clock.set_ticks_per_sec(hello.ticks_per_sec);
             }
-            if gap && h.seq > 0 {
-                self.fault(format!("{}: process frames missing (frame #{} after #{})", h.stream, h.seq, expected));
-            }
-            return;
+            Some(Body::Clock(samples)) => samples.into_iter().for_each(|s| p.clock.add(s)),
+            Some(Body::End(_)) => p.ended = true,
+            _ => {}
         }
-        // Per-worker frame.
+        if gap && h.seq > 0 {
+            self.fault(format!("{}: process frames missing (frame #{} after #{})", h.stream, h.seq, expected));
+        }
+    }
+
+    /// The bookkeeping of every worker frame: its stream (made if new),
+    /// and the faults its sequence number shows. `None`: the stream is
+    /// done, the frame is ignored.
+    fn worker_frame(&mut self, h: &FrameHeader) -> Option<Vec<(Ns, Ns, String)>> {
+        let sid = Sid::from(h.stream);
         let (program, workers) = {
             let p = self.proc(sid.host, sid.process, h.domain);
             (p.program.clone(), p.workers)
@@ -195,7 +215,7 @@ impl Ingest {
         st.windower.workers_expected = workers;
         st.windower.program = program;
         if st.done {
-            return;
+            return None;
         }
         let mut faults: Vec<(Ns, Ns, String)> = Vec::new();
         if h.seq != st.next_seq {
@@ -203,9 +223,168 @@ impl Ingest {
             faults.push((from, from, format!("frames missing (got #{} expected #{})", h.seq, st.next_seq)));
         }
         st.next_seq = h.seq + 1;
-        match f.body {
-            // (The decoder refuses worker-specific ClockSync frames.)
-            Body::Hello(_) | Body::ClockSync(_) => {}
+        Some(faults)
+    }
+
+    /// A Records frame, its records taken from `recs` as they are ingested.
+    fn records_frame(&mut self, h: FrameHeader, recs: impl Iterator<Item = Record>, bytes: u64) {
+        if self.failed {
+            return;
+        }
+        self.bytes += bytes;
+        if h.stream.worker == PROCESS_WIDE {
+            return self.process_frame(&h, None);
+        }
+        let Some(mut faults) = self.worker_frame(&h) else { return };
+        let sid = Sid::from(h.stream);
+        let key = (sid.host, sid.process);
+        let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
+        let Some(p) = self.procs.get_mut(&key) else { return };
+        if !p.clock.has_sample() {
+            let n = h.count;
+            self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
+            let st = self.streams.get_mut(&sid).unwrap();
+            let t = st.last_ts.unwrap_or(0);
+            st.windower.fault(t, t, "records before any clock sample");
+            return;
+        }
+        let st = self.streams.get_mut(&sid).unwrap();
+        let mut first_ns = None;
+        let mut taken = 0u64;
+        let mut c = Counters::default();
+        let mut cur_k = u64::MAX;
+        let mut cur_t = 0;
+        let mut bytes_left = bytes;
+        let width = self.width;
+        let mut unknown = 0u64;
+        let mut cur_hi: Ns = 0;
+        // (In a local while the loop runs: kept in a register.)
+        let mut last_ts = st.last_ts;
+        let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
+        for r in recs {
+            let r = &r;
+            taken += 1;
+            let t = if r.ts >= s_lo && r.ts < s_hi {
+                Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
+            } else {
+                let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
+                t
+            };
+            // A synchronized host: onto the reference timeline (sync.rs).
+            let (t, width_iv) = match &conv {
+                None => (t, 0),
+                Some(cv) => {
+                    let Some(x) = cv.point(t) else { continue };
+                    x
+                }
+            };
+            let t = last_ts.map_or(t, |l| t.max(l));
+            let prev_ts = last_ts;
+            last_ts = Some(t);
+            // `t` never decreases here: the window changes only when
+            // `t` passes the current one's end (no division per record).
+            // (`cur_hi` starts at 0: the first record comes here too.)
+            if t >= cur_hi {
+                if first_ns.is_none() {
+                    first_ns = Some(t);
+                    // (Messages go to their window before the items
+                    // that start the stream are placed.)
+                    st.windower.start_at(t);
+                    if h.lost > 0 {
+                        let from = prev_ts.unwrap_or(t);
+                        faults.push((from, t, format!("{} records lost", h.lost)));
+                    }
+                }
+                let k = t / width;
+                cur_hi = (k + 1).saturating_mul(width);
+                if k != cur_k {
+                    if cur_k != u64::MAX {
+                        c.bytes = std::mem::take(&mut bytes_left);
+                        st.windower.count(cur_t, &c);
+                        c = Counters::default();
+                    }
+                    cur_k = k;
+                    cur_t = t;
+                }
+            }
+            c.records += 1;
+            c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
+            match event_of(r) {
+                Some(ev) => {
+                    use ringlog::Event::*;
+                    // Message halves go straight to their window's
+                    // tables; the builder only sees how they shape
+                    // the timeline.
+                    let w = &mut st.windower;
+                    match ev {
+                        Step { elided, spin_ticks } => {
+                            c.elided += elided;
+                            c.steps += 1;
+                            c.spin_ns += p.clock.span_ns(spin_ticks);
+                        }
+                        MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
+                        MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
+                        ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
+                        ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
+                        _ => {}
+                    }
+                    st.builder.push_ordered(t, ev);
+                }
+                None => unknown += 1,
+            }
+        }
+        self.records += taken;
+        st.last_ts = last_ts;
+        if cur_k != u64::MAX {
+            c.bytes = bytes_left;
+            if h.lost > 0 {
+                c.lost = h.lost;
+            }
+            st.windower.count(cur_t, &c);
+        } else if h.lost > 0 {
+            let t = st.last_ts.unwrap_or(0);
+            st.windower.count(t, &Counters { lost: h.lost, bytes, ..Default::default() });
+            faults.push((t, t, format!("{} records lost", h.lost)));
+        }
+        st.elided_seen = st.builder.elided;
+        if let Some(why) = sync_fault {
+            let t = first_ns.unwrap_or(st.last_ts.unwrap_or(0));
+            faults.push((t, st.last_ts.unwrap_or(t), why));
+        }
+        for (a, b, why) in faults.drain(..) {
+            st.windower.fault(a, b, &why);
+        }
+        if unknown > 0 {
+            let t = st.last_ts.unwrap_or(0);
+            st.windower.fault(t, t, "records of unknown kind");
+        }
+        Self::flush(st, &mut self.out, false);
+        return;
+    }
+
+    /// Any frame but Records.
+    fn other_frame(&mut self, h: FrameHeader, body: Body, bytes: u64) {
+        if self.failed {
+            return;
+        }
+        self.bytes += bytes;
+        let sid = Sid::from(h.stream);
+        if let Body::ClockSync(cs) = &body {
+            // A relay's frames, with a process id of their own (FORMAT.md).
+            self.sync.clock_sync(sid.host, cs);
+            return;
+        }
+        if h.stream.worker == PROCESS_WIDE {
+            return self.process_frame(&h, Some(body));
+        }
+        // Per-worker frame.
+        let Some(mut faults) = self.worker_frame(&h) else { return };
+        let st = self.streams.get_mut(&sid).expect("made by worker_frame");
+        match body {
+            // (The decoder refuses worker-specific ClockSync frames; Records
+            // go to `records_frame`.)
+            Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) => {}
             Body::Metadata(m) => {
                 for e in m {
                     match e {
@@ -222,138 +401,12 @@ impl Ingest {
                 }
             }
             Body::Clock(_) => {}
-            Body::Records(recs) => {
-                let key = (sid.host, sid.process);
-                let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
-                let Some(p) = self.procs.get_mut(&key) else { return };
-                if !p.clock.has_sample() {
-                    let n = recs.len();
-                    self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
-                    let st = self.streams.get_mut(&sid).unwrap();
-                    let t = st.last_ts.unwrap_or(0);
-                    st.windower.fault(t, t, "records before any clock sample");
-                    return;
-                }
-                let st = self.streams.get_mut(&sid).unwrap();
-                self.records += recs.len() as u64;
-                let mut first_ns = None;
-                let mut c = Counters::default();
-                let mut cur_k = u64::MAX;
-                let mut cur_t = 0;
-                let mut bytes_left = bytes;
-                let width = self.width;
-                let mut unknown = 0u64;
-                let mut cur_hi: Ns = 0;
-                // (In a local while the loop runs: kept in a register.)
-                let mut last_ts = st.last_ts;
-                let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
-                for r in &recs {
-                    let t = if r.ts >= s_lo && r.ts < s_hi {
-                        Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
-                    } else {
-                        let Ok(t) = p.clock.to_ns(r.ts) else { continue };
-                        (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
-                        t
-                    };
-                    // A synchronized host: onto the reference timeline (sync.rs).
-                    let (t, width_iv) = match &conv {
-                        None => (t, 0),
-                        Some(cv) => {
-                            let Some(x) = cv.point(t) else { continue };
-                            x
-                        }
-                    };
-                    let t = last_ts.map_or(t, |l| t.max(l));
-                    let prev_ts = last_ts;
-                    last_ts = Some(t);
-                    // `t` never decreases here: the window changes only when
-                    // `t` passes the current one's end (no division per record).
-                    // (`cur_hi` starts at 0: the first record comes here too.)
-                    if t >= cur_hi {
-                        if first_ns.is_none() {
-                            first_ns = Some(t);
-                            // (Messages go to their window before the items
-                            // that start the stream are placed.)
-                            st.windower.start_at(t);
-                            if h.lost > 0 {
-                                let from = prev_ts.unwrap_or(t);
-                                faults.push((from, t, format!("{} records lost", h.lost)));
-                            }
-                        }
-                        let k = t / width;
-                        cur_hi = (k + 1).saturating_mul(width);
-                        if k != cur_k {
-                            if cur_k != u64::MAX {
-                                c.bytes = std::mem::take(&mut bytes_left);
-                                st.windower.count(cur_t, &c);
-                                c = Counters::default();
-                            }
-                            cur_k = k;
-                            cur_t = t;
-                        }
-                    }
-                    c.records += 1;
-                    c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
-                    match event_of(r) {
-                        Some(ev) => {
-                            use ringlog::Event::*;
-                            // Message halves go straight to their window's
-                            // tables; the builder only sees how they shape
-                            // the timeline.
-                            let w = &mut st.windower;
-                            match ev {
-                                Step { elided, spin_ticks } => {
-                                    c.elided += elided;
-                                    c.steps += 1;
-                                    c.spin_ns += p.clock.span_ns(spin_ticks);
-                                }
-                                MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
-                                MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
-                                ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
-                                ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
-                                _ => {}
-                            }
-                            st.builder.push_ordered(t, ev);
-                        }
-                        None => unknown += 1,
-                    }
-                }
-                st.last_ts = last_ts;
-                if cur_k != u64::MAX {
-                    c.bytes = bytes_left;
-                    if h.lost > 0 {
-                        c.lost = h.lost;
-                    }
-                    st.windower.count(cur_t, &c);
-                } else if h.lost > 0 {
-                    let t = st.last_ts.unwrap_or(0);
-                    st.windower.count(t, &Counters { lost: h.lost, bytes, ..Default::default() });
-                    faults.push((t, t, format!("{} records lost", h.lost)));
-                }
-                st.elided_seen = st.builder.elided;
-                if let Some(why) = sync_fault {
-                    let t = first_ns.unwrap_or(st.last_ts.unwrap_or(0));
-                    faults.push((t, st.last_ts.unwrap_or(t), why));
-                }
-                for (a, b, why) in faults.drain(..) {
-                    st.windower.fault(a, b, &why);
-                }
-                if unknown > 0 {
-                    let t = st.last_ts.unwrap_or(0);
-                    st.windower.fault(t, t, "records of unknown kind");
-                }
-                Self::flush(st, &mut self.out, false);
-                return;
-            }
-            Body::End(stats) => {
-                let st = self.streams.get_mut(&sid).unwrap();
-                let lost_total = stats.lost;
+            Body::End(_) => {
                 if h.lost > 0 {
                     let t = st.last_ts.unwrap_or(0);
                     st.windower.count(t, &Counters { lost: h.lost, ..Default::default() });
                     st.windower.fault(t, t, &format!("{} records lost", h.lost));
                 }
-                let _ = lost_total;
                 st.builder.finish();
                 st.done = true;
                 for (a, b, why) in faults.drain(..) {

@@ -123,8 +123,17 @@ impl Reader {
                 break;
             }
             if share.owns(h.stream) {
-                match ringlog::decode_frame(&have[..total]) {
-                    Ok(Some((f, used))) => self.ingest.frame(f, used as u64),
+                let ingest = &mut self.ingest;
+                let got = ringlog::decode_frame_with(&have[..total], |h, payload| {
+                    ingest.payload(h, payload, total as u64).map_err(|e| (e, h.stream))
+                });
+                match got {
+                    Ok(Some((Ok(()), _))) => {}
+                    // A fault in the records: as below.
+                    Ok(Some((Err((error, stream)), _))) => {
+                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(stream) };
+                        self.ingest.stream_error(&e);
+                    }
                     Ok(None) => break,
                     Err(error) => {
                         // The header is sound (parsed above): only this
@@ -226,11 +235,16 @@ impl Reader {
     fn drain(&mut self) {
         loop {
             let off = self.frames.offset();
-            match self.frames.next_frame() {
-                Ok(Some(f)) => {
-                    let used = self.frames.offset() - off;
-                    self.ingest.frame(f, used);
-                }
+            let ingest = &mut self.ingest;
+            let got = self.frames.next_frame_with(|h, payload, used| {
+                ingest.payload(h, payload, used).map_err(|error| ringlog::StreamError {
+                    offset: off,
+                    error,
+                    stream: Some(h.stream),
+                })
+            });
+            match got.and_then(|r| r.transpose()) {
+                Ok(Some(())) => {}
                 Ok(None) => return,
                 Err(e) => {
                     if !self.ingest.stream_error(&e) {

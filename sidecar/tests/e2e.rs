@@ -400,42 +400,39 @@ fn corrupt_payload(bytes: &mut [u8], worker: u32, seq: u64) -> usize {
     at
 }
 
-#[test]
-fn a_corrupt_frame_drops_only_its_stream() {
-    let bytes = common::synth_bytes(400_000, 4);
-    let mut bad = bytes.clone();
-    let at = corrupt_payload(&mut bad, 2, 12);
-    corrupt_payload(&mut bad, 2, 14); // reported with the first: once
-    let (fg, fb) = (tmp("onebad_good.rlog"), tmp("onebad_bad.rlog"));
-    std::fs::write(&fg, &bytes).unwrap();
-    std::fs::write(&fb, &bad).unwrap();
-    let run = |file: &Path, workers: &str| -> (std::process::Output, Vec<Value>) {
-        let json = tmp(&format!("onebad_{}_{workers}.jsonl", file.file_stem().unwrap().to_string_lossy()));
-        let _ = std::fs::remove_file(&json);
-        let out = Command::new(BIN)
-            .args(["analyze", file.to_str().unwrap(), "--window", "50ms", "-q", "-w", workers])
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
-        (out, lines(&json))
-    };
-    let (ok, clean) = run(&fg, "1");
+/// `analyze FILE --window 50ms -q -w WORKERS --json …`: its output and
+/// reports.
+fn analyze_50ms(file: &Path, workers: &str) -> (std::process::Output, Vec<Value>) {
+    let json = tmp(&format!("onebad_{}_{workers}.jsonl", file.file_stem().unwrap().to_string_lossy()));
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(BIN)
+        .args(["analyze", file.to_str().unwrap(), "--window", "50ms", "-q", "-w", workers])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    (out, lines(&json))
+}
+
+/// `bad` is `clean` with a fault in worker 2's stream: with `-w 1` and
+/// `-w 2` alike, worker 2's stream is dropped, named once with `msg`, and
+/// the other streams go on to the end, record for record as in `clean`.
+/// Returns the clean reports.
+fn assert_only_worker_2_is_dropped(name: &str, clean: &[u8], bad: &[u8], msg: &str) -> Vec<Value> {
+    let (fg, fb) = (tmp(&format!("{name}_good.rlog")), tmp(&format!("{name}_bad.rlog")));
+    std::fs::write(&fg, clean).unwrap();
+    std::fs::write(&fb, bad).unwrap();
+    let (ok, clean) = analyze_50ms(&fg, "1");
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let records = |r: &Value, w: u64| -> Option<u64> {
         r["streams"].as_array().unwrap().iter().find(|s| s["worker"] == w).map(|s| s["records"].as_u64().unwrap())
     };
     let mut outputs = Vec::new();
     for workers in ["1", "2"] {
-        let (out, reps) = run(&fb, workers);
+        let (out, reps) = analyze_50ms(&fb, workers);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains(&format!(
-                "worker 2 dropped: decode error at byte {at}: payload checksum mismatch in Records frame #12"
-            )),
-            "{err}"
-        );
+        assert!(err.contains(msg), "{err}");
         assert_eq!(err.matches("dropped").count(), 1, "{err}");
         // The other three streams go on to the end, record for record as
         // in the clean trace.
@@ -457,6 +454,18 @@ fn a_corrupt_frame_drops_only_its_stream() {
         outputs.push(reps);
     }
     assert_eq!(outputs[0], outputs[1], "-w 1 and -w 2 agree");
+    clean
+}
+
+#[test]
+fn a_corrupt_frame_drops_only_its_stream() {
+    let bytes = common::synth_bytes(400_000, 4);
+    let mut bad = bytes.clone();
+    let at = corrupt_payload(&mut bad, 2, 12);
+    corrupt_payload(&mut bad, 2, 14); // reported with the first: once
+    let msg = format!("worker 2 dropped: decode error at byte {at}: payload checksum mismatch in Records frame #12");
+    let clean = assert_only_worker_2_is_dropped("onebad", &bytes, &bad, &msg);
+    let run = analyze_50ms;
     // A process-wide frame (its clock samples) that does not decode ends
     // the file for every stream of it; with -w 2 both analysis workers
     // decode it, one reports it.
@@ -487,6 +496,53 @@ fn a_corrupt_frame_drops_only_its_stream() {
     assert!(err.contains(&format!("{}: decode error at byte {at}: ", fl.display())), "{err}");
     assert!(!err.contains("dropped"), "{err}");
     assert!(reps.len() < clean.len());
+}
+
+/// CRC-32 (IEEE), as the format uses; written out so the test does not
+/// share code with the implementation.
+fn crc32(b: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &x in b {
+        c ^= x as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+#[test]
+fn a_record_that_does_not_decode_drops_only_its_stream() {
+    // Checksums sound, the records not: the last record of worker 2's frame
+    // #12 runs past the payload's end. The records are decoded as they are
+    // ingested, so this fault is found only after the ones before it were
+    // taken; the stream is dropped all the same, and nothing else is.
+    let cfg = sidecar::synth::SynthConfig {
+        records: 400_000,
+        workers: 4,
+        compression: ringlog::Compression::None,
+        ..Default::default()
+    };
+    let mut bytes = Vec::new();
+    sidecar::synth::generate(&cfg, &mut |b| {
+        bytes.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    let mut bad = bytes.clone();
+    let (at, h) = common::frames(&bad)
+        .into_iter()
+        .find(|(_, h)| h.kind == ringlog::FrameKind::Records && h.stream.worker == 2 && h.seq == 12)
+        .unwrap();
+    assert!(!h.compressed);
+    let payload = at + ringlog::HEADER_LEN..at + ringlog::HEADER_LEN + h.payload_len as usize;
+    bad[payload.end - 1] |= 0x80;
+    let crc = crc32(&bad[payload]);
+    bad[at + 64..at + 68].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32(&bad[at..at + 68]);
+    bad[at + 68..at + 72].copy_from_slice(&crc.to_le_bytes());
+    let msg = format!("worker 2 dropped: decode error at byte {at}: in Records frame #12: payload ends while reading");
+    assert_only_worker_2_is_dropped("badrecord", &bytes, &bad, &msg);
 }
 
 #[test]
