@@ -156,7 +156,9 @@ impl Ingest {
     /// Handles one decoded frame of `bytes` bytes.
     pub fn frame(&mut self, f: Frame, bytes: u64) {
         match f.body {
-            Body::Records(recs) => self.records_frame(f.header, recs.into_iter(), bytes),
+            Body::Records(recs) => {
+                self.records_frame(f.header, recs.into_iter(), bytes);
+            }
             body => self.other_frame(f.header, body, bytes),
         }
     }
@@ -167,8 +169,8 @@ impl Ingest {
     /// ([`Ingest::stream_error`]); the records before it have been taken.
     pub fn payload(&mut self, h: FrameHeader, payload: Payload<'_>, bytes: u64) -> Result<(), DecodeError> {
         match payload {
-            Payload::Records(mut recs) => {
-                self.records_frame(h, &mut recs, bytes);
+            Payload::Records(recs) => {
+                let mut recs = self.records_frame(h, recs, bytes);
                 // (What a dropped frame did not take is checked all the same.)
                 recs.by_ref().for_each(drop);
                 recs.finish()
@@ -226,27 +228,30 @@ impl Ingest {
         Some(faults)
     }
 
-    /// A Records frame, its records taken from `recs` as they are ingested.
-    fn records_frame(&mut self, h: FrameHeader, recs: impl Iterator<Item = Record>, bytes: u64) {
+    /// A Records frame, its records taken from `recs` as they are ingested;
+    /// gives `recs` back (owned here, so the loop keeps the decoder's state
+    /// in registers).
+    fn records_frame<I: Iterator<Item = Record>>(&mut self, h: FrameHeader, mut recs: I, bytes: u64) -> I {
         if self.failed {
-            return;
+            return recs;
         }
         self.bytes += bytes;
         if h.stream.worker == PROCESS_WIDE {
-            return self.process_frame(&h, None);
+            self.process_frame(&h, None);
+            return recs;
         }
-        let Some(mut faults) = self.worker_frame(&h) else { return };
+        let Some(mut faults) = self.worker_frame(&h) else { return recs };
         let sid = Sid::from(h.stream);
         let key = (sid.host, sid.process);
         let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
-        let Some(p) = self.procs.get_mut(&key) else { return };
+        let Some(p) = self.procs.get_mut(&key) else { return recs };
         if !p.clock.has_sample() {
             let n = h.count;
             self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
             let st = self.streams.get_mut(&sid).unwrap();
             let t = st.last_ts.unwrap_or(0);
             st.windower.fault(t, t, "records before any clock sample");
-            return;
+            return recs;
         }
         let st = self.streams.get_mut(&sid).unwrap();
         let mut first_ns = None;
@@ -261,7 +266,8 @@ impl Ingest {
         // (In a local while the loop runs: kept in a register.)
         let mut last_ts = st.last_ts;
         let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
-        for r in recs {
+        let mut in_window = 0u64;
+        while let Some(r) = recs.next() {
             let r = &r;
             taken += 1;
             let t = if r.ts >= s_lo && r.ts < s_hi {
@@ -301,6 +307,7 @@ impl Ingest {
                 if k != cur_k {
                     if cur_k != u64::MAX {
                         c.bytes = std::mem::take(&mut bytes_left);
+                        c.records = std::mem::take(&mut in_window);
                         st.windower.count(cur_t, &c);
                         c = Counters::default();
                     }
@@ -308,7 +315,7 @@ impl Ingest {
                     cur_t = t;
                 }
             }
-            c.records += 1;
+            in_window += 1;
             c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
             match event_of(r) {
                 Some(ev) => {
@@ -338,6 +345,7 @@ impl Ingest {
         st.last_ts = last_ts;
         if cur_k != u64::MAX {
             c.bytes = bytes_left;
+            c.records = in_window;
             if h.lost > 0 {
                 c.lost = h.lost;
             }
@@ -360,7 +368,7 @@ impl Ingest {
             st.windower.fault(t, t, "records of unknown kind");
         }
         Self::flush(st, &mut self.out, false);
-        return;
+        recs
     }
 
     /// Any frame but Records.
