@@ -150,7 +150,10 @@ impl GraphBuilder {
                 // splits merged in: an edge inside a segment has its kind, one
                 // in a hole is Unknown (what the general case below finds).
                 if !splits.is_sorted() {
-                    splits.sort_unstable();
+                    // A few sorted runs (one per worker whose waits this
+                    // worker's messages ended, each in time order): the
+                    // run-adaptive stable sort merges them.
+                    splits.sort();
                 }
                 let mut push = |t: Ns, k: EKind| {
                     g.t.push(t);
@@ -489,17 +492,21 @@ pub fn participation_with(g: &Graph, mut worker_score: impl FnMut(usize, f64)) -
     // its key neighbours' counts. The counts are the same floating-point
     // operations in the same order as on the full graph.
     let live = |k: &EKind| !matches!(k, EKind::Start | EKind::Wait);
-    let mut ends: Vec<u32> = Vec::with_capacity(2 * nc);
-    ends.extend(g.comms.iter().flat_map(|c| [c.src, c.dst]));
-    ends.sort_unstable();
-    ends.dedup();
+    // Which vertices are comm endpoints, as a bit set (marking is linear;
+    // the walk below asks in vertex order).
+    let mut is_end = vec![0u64; n.div_ceil(64)];
+    for c in &g.comms {
+        for v in [c.src as usize, c.dst as usize] {
+            is_end[v / 64] |= 1 << (v % 64);
+        }
+    }
+    let is_end = |v: usize| is_end[v / 64] & (1 << (v % 64)) != 0;
     // Key vertices in vertex order, each with: a worker edge from the
     // previous key (LIVE), one to the next key (NEXT).
     const LIVE: u8 = 1;
     const NEXT: u8 = 2;
-    let mut key: Vec<u32> = Vec::with_capacity(ends.len() + 2 * g.chains.len() + 16);
+    let mut key: Vec<u32> = Vec::with_capacity(2 * nc + 2 * g.chains.len() + 16);
     let mut kflags: Vec<u8> = Vec::with_capacity(key.capacity());
-    let mut e = 0;
     for &(a, b) in &g.chains {
         let (a, b) = (a as usize, b as usize);
         let mut s = a;
@@ -508,15 +515,11 @@ pub fn participation_with(g: &Graph, mut worker_score: impl FnMut(usize, f64)) -
             let k0 = key.len();
             key.push(s as u32);
             kflags.push(live(&g.kind[s]) as u8 * LIVE);
-            while e < ends.len() && ends[e] as usize <= s {
-                e += 1;
-            }
             let mut u = s + 1;
             while u < b && live(&g.kind[u]) {
-                if e < ends.len() && ends[e] as usize == u {
+                if is_end(u) {
                     key.push(u as u32);
                     kflags.push(LIVE);
-                    e += 1;
                 }
                 u += 1;
             }
