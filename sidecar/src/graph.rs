@@ -255,7 +255,10 @@ impl GraphBuilder {
         }
         for (w, l) in lookups.iter_mut().enumerate() {
             if !l.is_sorted() {
-                l.sort_unstable();
+                // Sorted runs (the waits of each worker in time order): the
+                // run-adaptive stable sort merges them. (Slots are unique:
+                // the same order as an unstable sort.)
+                l.sort();
             }
             let (a, b) = g.chains[w];
             let ts = &g.t[a as usize..b as usize];
