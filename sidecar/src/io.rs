@@ -124,14 +124,14 @@ impl Reader {
             }
             if share.owns(h.stream) {
                 let ingest = &mut self.ingest;
-                let got = ringlog::decode_frame_with(&have[..total], |h, payload| {
-                    ingest.payload(h, payload, total as u64).map_err(|e| (e, h.stream))
+                let got = ringlog::decode_frame_with(&have[..total], |hdr, payload| {
+                    ingest.payload(hdr, payload, total as u64)
                 });
                 match got {
                     Ok(Some((Ok(()), _))) => {}
                     // A fault in the records: as below.
-                    Ok(Some((Err((error, stream)), _))) => {
-                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(stream) };
+                    Ok(Some((Err(error), _))) => {
+                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(h.stream) };
                         self.ingest.stream_error(&e);
                     }
                     Ok(None) => break,
