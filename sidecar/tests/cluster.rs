@@ -48,15 +48,20 @@ fn reports(p: &Path) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
 
-#[test]
-fn two_processes_report_what_one_process_does() {
-    let file = tmp("four.rlog");
+/// A 4-stream trace (`{tag}.rlog`), the reports of one process with two
+/// workers on it (`one-{tag}.jsonl`), and a hostfile for two processes.
+fn trace_and_reference(tag: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let file = tmp(&format!("{tag}.rlog"));
     std::fs::write(&file, common::synth_bytes(300_000, 4)).unwrap();
-    let one = tmp("one.jsonl");
+    let one = tmp(&format!("one-{tag}.jsonl"));
     let s = common::wait_exit(analyze(&file, &one, &["-w", "2"]), "the single process");
     assert!(s.success(), "{s}");
+    (file, one, hostfile(&format!("hosts-{tag}.txt"), 2))
+}
 
-    let hosts = hostfile("hosts.txt", 2);
+#[test]
+fn two_processes_report_what_one_process_does() {
+    let (file, one, hosts) = trace_and_reference("four");
     let h = hosts.to_str().unwrap();
     let (j0, j1) = (tmp("p0.jsonl"), tmp("p1.jsonl"));
     let p1 = analyze(&file, &j1, &["-w", "1", "--processes", "2", "--process", "1", "--hostfile", h]);
@@ -80,12 +85,7 @@ fn a_process_whose_output_fails_leaves_no_silent_gap_in_the_reports() {
     if std::fs::OpenOptions::new().write(true).open("/dev/full").is_err() {
         return;
     }
-    let file = tmp("four-full.rlog");
-    std::fs::write(&file, common::synth_bytes(300_000, 4)).unwrap();
-    let one = tmp("one-full.jsonl");
-    let s = common::wait_exit(analyze(&file, &one, &["-w", "2"]), "the single process");
-    assert!(s.success(), "{s}");
-    let hosts = hostfile("hosts-full.txt", 2);
+    let (file, one, hosts) = trace_and_reference("four-full");
     let h = hosts.to_str().unwrap();
     let (j0, j1) = (tmp("p0-full.jsonl"), tmp("p1-full.jsonl"));
     // Process 1 cannot write its Perfetto trace: it stops reading its share
