@@ -24,6 +24,11 @@
 //!   it: a `BatchLogger` over an `EventWriter` (bincode) into
 //!   `PATH.<worker index>` through a `BufWriter`, bound to the `"timely"`
 //!   log. With the probe also on, both see every event.
+//! - `TIMELY_LOG_DROP=1` (with `--no-probe`): timely builds its events for
+//!   the `"timely"` log and the `"timely/progress/u64"` log (the logs the
+//!   probe's adapter reads for these workloads) and hands them to closures
+//!   that drop them: the floor any logger on timely's log registry pays,
+//!   for the overhead harness's `--breakdown`.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -34,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use probe::{Probe, Sink};
 use timely::dataflow::operators::capture::EventWriter;
-use timely::logging::{BatchLogger, TimelyEvent, TimelyEventBuilder};
+use timely::logging::{BatchLogger, TimelyEvent, TimelyEventBuilder, TimelyProgressEventBuilder};
 use timely::worker::Worker;
 
 pub mod bfs;
@@ -125,12 +130,16 @@ impl Opts {
 pub struct Tracing {
     probe: Option<Arc<Probe>>,
     timely_log: Option<String>,
+    /// `TIMELY_LOG_DROP=1`: register closures that drop timely's events.
+    drop_log: bool,
 }
 
 impl Tracing {
     /// From the environment (see the crate docs) and `opts`.
     pub fn from_env(opts: &Opts, program: &str) -> Result<Tracing, String> {
-        Tracing::new(opts, program, Sink::from_env_or(Sink::Off), std::env::var("TIMELY_LOG_FILE").ok())
+        let mut t = Tracing::new(opts, program, Sink::from_env_or(Sink::Off), std::env::var("TIMELY_LOG_FILE").ok())?;
+        t.drop_log = std::env::var("TIMELY_LOG_DROP").is_ok_and(|v| v == "1");
+        Ok(t)
     }
 
     pub fn new(opts: &Opts, program: &str, sink: Sink, timely_log: Option<String>) -> Result<Tracing, String> {
@@ -140,11 +149,23 @@ impl Tracing {
             let p = Probe::builder().sink(sink).workers(opts.workers()).program(program).start();
             Some(Arc::new(p.map_err(|e| e.to_string())?))
         };
-        Ok(Tracing { probe, timely_log })
+        Ok(Tracing { probe, timely_log, drop_log: false })
     }
 
     /// Attaches to a worker: first thing in the worker closure.
     pub fn attach(&self, worker: &mut Worker) {
+        if self.drop_log && self.probe.is_none() && self.timely_log.is_none() {
+            if let Some(mut reg) = worker.log_register() {
+                // Cleared, not taken: timely reuses the batch's allocation,
+                // as it does with the adapter's (which drains it).
+                reg.insert::<TimelyEventBuilder, _>("timely", |_, data| data.iter_mut().for_each(Vec::clear));
+                reg.insert::<TimelyProgressEventBuilder<u64>, _>(
+                    &format!("timely/progress/{}", std::any::type_name::<u64>()),
+                    |_, data| data.iter_mut().for_each(Vec::clear),
+                );
+            }
+            return;
+        }
         let Some(path) = &self.timely_log else {
             if let Some(p) = &self.probe {
                 probe::timely::attach(worker, p); // <- the one line

@@ -41,6 +41,14 @@ enum Mode {
     TimelyLog,
     /// (b) with the sidecar at `SCHED_IDLE` (`--idle-sidecar`).
     SidecarIdle,
+    /// (b) with a reader that discards the bytes in place of the sidecar
+    /// (`--breakdown`): the probe's own share of (b).
+    Discard,
+    /// The probe into a file with its default compression (`--breakdown`).
+    File,
+    /// No probe; timely's events built and dropped (`--breakdown`): the
+    /// floor of any logger on timely's log registry.
+    DropLog,
 }
 
 impl Mode {
@@ -52,6 +60,9 @@ impl Mode {
             Mode::Off => "(c) probe, PROBE_SINK=off",
             Mode::TimelyLog => "(d) timely BatchLogger -> file",
             Mode::SidecarIdle => "(b') as (b), sidecar at SCHED_IDLE",
+            Mode::Discard => "(b0) probe -> Unix socket, bytes discarded",
+            Mode::File => "(bf) probe -> file (zstd)",
+            Mode::DropLog => "(bt) timely's log events built and dropped",
         }
     }
 }
@@ -86,6 +97,11 @@ struct Args {
     /// Also run (b') the live sidecar at SCHED_IDLE (`chrt --idle 0`).
     #[arg(long)]
     idle_sidecar: bool,
+    /// Also run (b0) the probe into a Unix socket whose bytes a reader
+    /// thread of the harness discards, and (bf) the probe into a file:
+    /// what (b) costs without the sidecar's analysis.
+    #[arg(long)]
+    breakdown: bool,
     /// Arguments passed to every workload (after `--`), e.g. `-- --iters 60`.
     #[arg(last = true)]
     extra: Vec<String>,
@@ -97,6 +113,9 @@ fn main() {
     let mut modes: Vec<Mode> = Mode::ALL.to_vec();
     if a.idle_sidecar {
         modes.push(Mode::SidecarIdle);
+    }
+    if a.breakdown {
+        modes.extend([Mode::Discard, Mode::File, Mode::DropLog]);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     if build {
@@ -131,10 +150,23 @@ fn main() {
 fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[String], tmp: &Path) -> Run {
     let mut cmd = Command::new(exe);
     cmd.arg("-w").arg(workers.to_string()).args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
-    cmd.env_remove("PROBE_SINK").env_remove("TIMELY_LOG_FILE").env_remove("PROBE_ATTACH");
+    cmd.env_remove("PROBE_SINK").env_remove("TIMELY_LOG_FILE").env_remove("PROBE_ATTACH").env_remove("TIMELY_LOG_DROP");
     let mut side = None;
+    let mut discard = None;
     let sock = tmp.join("sidecar.sock");
     match mode {
+        Mode::Discard => {
+            std::fs::remove_file(&sock).ok();
+            let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind the discarding socket");
+            discard = Some(std::thread::spawn(move || discard_connection(listener)));
+            cmd.env("PROBE_SINK", format!("unix:{}", sock.display()));
+        }
+        Mode::File => {
+            cmd.env("PROBE_SINK", format!("file:{}", tmp.join("trace.ringlog").display()));
+        }
+        Mode::DropLog => {
+            cmd.arg("--no-probe").env("TIMELY_LOG_DROP", "1");
+        }
         Mode::None => {
             cmd.arg("--no-probe");
         }
@@ -172,6 +204,10 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
     let (wall, cpu, stderr, ok) = spawn_measured(&mut cmd);
     assert!(ok, "{} failed under {:?}: {stderr}", exe.display(), mode);
     let mut r = Run { wall, cpu, ..Run::default() };
+    if let Some(reader) = discard {
+        assert!(reader.join().expect("the discarding reader") > 0, "the probe sent nothing to the discarding reader");
+    }
+    std::fs::remove_file(tmp.join("trace.ringlog")).ok();
     if let Some(child) = side {
         // Ctrl-C: the sidecar flushes its last windows and exits.
         // SAFETY: plain kill(2) on a child we started and have not reaped.
@@ -196,6 +232,22 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
         }
     }
     r
+}
+
+/// Accepts the probe's one connection and reads it to its end, throwing the
+/// bytes away; how many there were (0 if no probe came within 10 s).
+fn discard_connection(listener: std::os::unix::net::UnixListener) -> u64 {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            Err(_) => return 0,
+        }
+    };
+    conn.set_nonblocking(false).unwrap();
+    std::io::copy(&mut conn, &mut std::io::sink()).unwrap_or(0)
 }
 
 /// Runs the command to completion; wall seconds, CPU seconds (user + system
