@@ -189,10 +189,10 @@ fn sorted_by_seq<T: Ord>(v: &[T], seq: impl Fn(&T) -> u64) -> bool {
 struct DataGroup {
     key: (u32, u32, u32),
     si: Option<usize>,
-    /// (seq, sent, _)
+    /// (seq, sent)
     sends: Vec<MsgEntry>,
     ri: Option<usize>,
-    /// (seq, read, slot in the reader's inbox)
+    /// (seq, slot in the reader's inbox, which holds the read time)
     reads: Vec<MsgEntry>,
 }
 
@@ -203,7 +203,7 @@ impl DataGroup {
 }
 
 /// Progress sent on a channel by a worker: (channel, from worker, sender
-/// local, (seq, sent, _)).
+/// local, (seq, sent)).
 type ProgressSends = (u32, u32, usize, Vec<MsgEntry>);
 
 /// Adds a stream's table to a window group's (nearly always the only one:
@@ -245,13 +245,15 @@ fn in_window(m: &mut Messages, ws: Ns, we: Ns) {
             kept += 1;
         }
     }
-    m.reads.retain(|&t| inside(t));
     for g in &mut m.groups {
-        g.entries.retain(|e| inside(e.1));
         if g.half.is_read() {
-            g.entries.iter_mut().for_each(|e| e.2 = slot[e.2 as usize]);
+            g.entries.retain(|e| slot[e.at as usize] != u32::MAX);
+            g.entries.iter_mut().for_each(|e| e.at = slot[e.at as usize] as u64);
+        } else {
+            g.entries.retain(|e| inside(e.at));
         }
     }
+    m.reads.retain(|&t| inside(t));
     m.moved = false;
 }
 
@@ -622,10 +624,12 @@ pub fn analyze_detail(
     // Group order decides only the order of `detail.messages`: by key.
     data.sort_unstable_by_key(|g| g.key);
     for DataGroup { key: (channel, from, to), si, mut sends, ri, mut reads } in data {
-        if !sorted_by_seq(&sends, |s| s.0) {
+        if !sorted_by_seq(&sends, |s| s.seq) {
             sends.sort();
         }
-        if !sorted_by_seq(&reads, |r| r.0) {
+        // (By seq, then slot: the stream's order, in which read times never
+        // decrease.)
+        if !sorted_by_seq(&reads, |r| r.seq) {
             reads.sort();
         }
         // The worker each side is on (the reader may be absent: another host).
@@ -639,48 +643,50 @@ pub fn analyze_detail(
             let s = sends.get(a).copied();
             let r = reads.get(b).copied();
             match (s, r) {
-                (Some(s), Some(r)) if s.0 == r.0 => {
+                (Some(s), Some(r)) if s.seq == r.seq => {
                     let (i, j) = (si.unwrap(), ri.unwrap());
                     mc.data_matched += 1;
-                    if s.1 > r.1 {
+                    let (sent, slot) = (s.at, r.at as usize);
+                    let read = inbox[j].reads[slot];
+                    if sent > read {
                         mc.read_before_send += 1;
                     }
-                    inbox[j].arrived[r.2 as usize] = s.1.min(r.1);
+                    inbox[j].arrived[slot] = sent.min(read);
                     if i == j {
                         mc.data_worker_local += 1;
                     } else {
                         if let Some(d) = detail.as_deref_mut() {
-                            let (src, dst, sent, read) = (i as u32, j as u32, s.1.min(r.1), r.1);
+                            let (src, dst, sent) = (i as u32, j as u32, sent.min(read));
                             d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
                         }
                         // read before sent (clock trouble): the edge is clamped to the read
                         arrivals[j].push(Arrival {
-                            at: s.1.min(r.1),
+                            at: sent.min(read),
                             src: i as u32,
                             channel,
                             kind: MsgKind::Data,
-                            sent: s.1.min(r.1),
+                            sent: sent.min(read),
                         });
                     }
                     a += 1;
                     b += 1;
                 }
-                (Some(s), r) if r.is_none_or(|r| s.0 < r.0) => {
+                (Some(s), r) if r.is_none_or(|r| s.seq < r.seq) => {
                     // sent here, not read in this window
                     let i = si.unwrap();
                     match dst {
                         Some(j) => {
                             mc.data_in_flight += 1;
-                            inbox[j].push(s.1, Ns::MAX);
+                            inbox[j].push(s.at, Ns::MAX);
                             if i == j {
                                 mc.data_worker_local += 1;
                             } else {
                                 arrivals[j].push(Arrival {
-                                    at: s.1,
+                                    at: s.at,
                                     src: i as u32,
                                     channel,
                                     kind: MsgKind::Data,
-                                    sent: s.1,
+                                    sent: s.at,
                                 });
                             }
                         }
@@ -697,7 +703,7 @@ pub fn analyze_detail(
                     } else {
                         mc.data_unmatched += 1;
                     }
-                    inbox[j].arrived[r.2 as usize] = ws;
+                    inbox[j].arrived[r.at as usize] = ws;
                     b += 1;
                 }
                 _ => break,
@@ -708,13 +714,13 @@ pub fn analyze_detail(
     }
     // Progress: one send, N receives (Sager §4.2.2). Every worker of the
     // sender's process gets it; workers of other processes when they read it.
-    let pg_strict: Vec<bool> = pg.iter().map(|g| g.3.windows(2).all(|p| p[0].0 < p[1].0)).collect();
+    let pg_strict: Vec<bool> = pg.iter().map(|g| g.3.windows(2).all(|p| p[0].seq < p[1].seq)).collect();
     for g in pr.iter_mut() {
         let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
-        if !sorted_by_seq(reads, |r| r.0) {
+        if !sorted_by_seq(reads, |r| r.seq) {
             reads.sort();
         }
-        *max_seq = reads.last().map_or(0, |r| r.0);
+        *max_seq = reads.last().map_or(0, |r| r.seq);
         let gi = pg_ix.find([cd, fd, 0]);
         let group = gi.map(|g| &pg[g]);
         // Sends in strictly increasing sequence (as sent, the usual case):
@@ -722,17 +728,18 @@ pub fn analyze_detail(
         let strict = gi.is_some_and(|g| pg_strict[g]);
         let mut k = 0;
         arrivals[j].start_run();
-        for &(q, r, slot) in reads.iter() {
+        for &MsgEntry { seq: q, at: slot } in reads.iter() {
+            let r = inbox[j].reads[slot as usize];
             // (As before the sends are searched in the order they were sent.)
             let sent = match group {
                 Some(g) if strict => {
                     let sends = &g.3;
-                    while k < sends.len() && sends[k].0 < q {
+                    while k < sends.len() && sends[k].seq < q {
                         k += 1;
                     }
-                    sends.get(k).filter(|x| x.0 == q).map(|x| x.1)
+                    sends.get(k).filter(|x| x.seq == q).map(|x| x.at)
                 }
-                _ => group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.0).ok().map(|k| g.3[k].1)),
+                _ => group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.seq).ok().map(|k| g.3[k].at)),
             };
             match (sent, group) {
                 (Some(s), Some(&(_, _, i, _))) => {
@@ -762,7 +769,7 @@ pub fn analyze_detail(
         }
     }
     for (channel, from, i, sends) in pg.iter_mut() {
-        if !sorted_by_seq(sends, |s| s.0) {
+        if !sorted_by_seq(sends, |s| s.seq) {
             sends.sort();
         }
         let (cd, fd) = (chan_ids.id(*channel), worker_ids.id(*from));
@@ -772,7 +779,7 @@ pub fn analyze_detail(
             }
             let read_upto = pr_ix.find([cd, fd, j as u32]).map(|g| pr[g].max_seq);
             arrivals[j].start_run();
-            for &(q, s, _) in sends.iter() {
+            for &MsgEntry { seq: q, at: s } in sends.iter() {
                 arrivals[j].push(Arrival {
                     at: s,
                     src: *i as u32,
@@ -1273,8 +1280,12 @@ mod tests {
         m.moved = true;
         in_window(&mut m, 100, 200);
         assert_eq!(m.reads, vec![120, 150]);
-        assert_eq!(m.groups[r].entries, vec![(1, 120, 0), (2, 150, 1)]);
-        assert_eq!(m.groups[s].entries, vec![(0, 130, 0)]);
+        let e = |seq, at| MsgEntry { seq, at };
+        // Reads name their new slots; sends keep their times.
+        assert_eq!(m.groups[r].entries, vec![e(1, 0), e(2, 1)]);
+        assert_eq!(m.groups[s].entries, vec![e(0, 130)]);
+        let times: Vec<_> = m.iter().map(|(_, _, _, seq, t)| (seq, t)).collect();
+        assert_eq!(times, vec![(1, 120), (2, 150), (0, 130)]);
         assert!(!m.moved);
     }
 }

@@ -88,9 +88,16 @@ impl Half {
     }
 }
 
-/// A message half: (sequence number, time, for a read its index in
-/// [`Messages::reads`]).
-pub type MsgEntry = (u64, Ns, u32);
+/// A message half. A read's time is kept once, in [`Messages::reads`] (the
+/// wait finder needs the reads in stream order): its entry names its index
+/// there, so an entry takes 16 bytes, not 24, in the largest tables a window
+/// holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MsgEntry {
+    pub seq: u64,
+    /// A send's time; a read's index in [`Messages::reads`].
+    pub at: u64,
+}
 
 /// One stream's message halves of one kind, on one channel, with one other
 /// worker, in the order the stream recorded them: what the window's owner
@@ -136,18 +143,30 @@ impl Messages {
     #[inline(always)]
     pub fn push(&mut self, g: usize, seq: u64, t: Ns) {
         let grp = &mut self.groups[g];
-        let slot = if grp.half.is_read() {
+        let at = if grp.half.is_read() {
             self.reads.push(t);
-            self.reads.len() as u32 - 1
+            self.reads.len() as u64 - 1
         } else {
-            0
+            t
         };
-        grp.entries.push((seq, t, slot));
+        grp.entries.push(MsgEntry { seq, at });
+    }
+
+    /// The time of entry `e` of a group of half `half`.
+    #[inline(always)]
+    pub fn time(&self, half: Half, e: &MsgEntry) -> Ns {
+        if half.is_read() {
+            self.reads[e.at as usize]
+        } else {
+            e.at
+        }
     }
 
     /// Every message half: (half, channel, other, seq, time).
     pub fn iter(&self) -> impl Iterator<Item = (Half, u32, u32, u64, Ns)> + '_ {
-        self.groups.iter().flat_map(|g| g.entries.iter().map(move |e| (g.half, g.channel, g.other, e.0, e.1)))
+        self.groups
+            .iter()
+            .flat_map(move |g| g.entries.iter().map(move |e| (g.half, g.channel, g.other, e.seq, self.time(g.half, e))))
     }
 
     pub fn len(&self) -> usize {
@@ -160,12 +179,12 @@ impl Messages {
 
     /// Appends `o` (the same stream's, from a duplicate fragment).
     pub fn append(&mut self, mut o: Messages) {
-        let base = self.reads.len() as u32;
+        let base = self.reads.len() as u64;
         self.reads.append(&mut o.reads);
         give_reads(o.reads);
         for mut g in o.groups {
             if g.half.is_read() {
-                g.entries.iter_mut().for_each(|e| e.2 += base);
+                g.entries.iter_mut().for_each(|e| e.at += base);
             }
             self.groups.push(g);
         }
@@ -340,7 +359,7 @@ pub fn give_items(v: Vec<Item>) {
 }
 
 /// Message tables, shared like the item vectors: at most 16 M entries
-/// (384 MB) and 16 M read times (128 MB).
+/// (256 MB) and 16 M read times (128 MB).
 static ENTRY_POOL: std::sync::Mutex<Pool<MsgEntry>> = std::sync::Mutex::new(Pool::new(64, 16 << 20));
 static READ_POOL: std::sync::Mutex<Pool<Ns>> = std::sync::Mutex::new(Pool::new(64, 16 << 20));
 
@@ -411,17 +430,16 @@ mod tests {
         a.push(g, 7, 10);
         let g = b.group(Half::Recv, 2, 1);
         b.push(g, 0, 20);
+        let g = b.group(Half::Send, 2, 1);
+        b.push(g, 5, 25);
         let g = b.group(Half::PRecv, 0, 3);
         b.push(g, 8, 30);
         a.append(b);
-        assert_eq!(a.reads, vec![10, 20, 30]);
-        // Every read's slot names its own time.
-        for grp in &a.groups {
-            for e in &grp.entries {
-                assert_eq!(a.reads[e.2 as usize], e.1);
-            }
-        }
-        assert_eq!(a.len(), 3);
-        assert_eq!(a.groups.len(), 3, "a group seen in both stays two tables (joined by the analysis)");
+        assert_eq!(a.reads, vec![10, 20, 30], "only reads keep a time in `reads`");
+        // Every read's slot names its own time; a send keeps its own.
+        let times: Vec<(u64, Ns)> = a.iter().map(|(_, _, _, seq, t)| (seq, t)).collect();
+        assert_eq!(times, vec![(7, 10), (0, 20), (5, 25), (8, 30)]);
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.groups.len(), 4, "a group seen in both stays two tables (joined by the analysis)");
     }
 }

@@ -66,7 +66,7 @@ use clocksync::{Error as FzError, Exchange, FreeZer, Interval, Ratio};
 use ringlog::ClockSync;
 use rustc_hash::FxHashMap;
 
-use crate::model::{Fragment, Half, Ns};
+use crate::model::{Fragment, Half, Messages, Ns};
 use crate::summary::WindowReport;
 
 /// `floor(x · fp / 2^64)` (`up`: ceiling) for `x < 2^64`; `None` on overflow.
@@ -375,9 +375,9 @@ pub fn enforce_causality(frags: &mut [Fragment]) -> Causality {
         for g in &f.msgs.groups {
             match g.half {
                 Half::Send if host_of.get(&g.other).is_some_and(|h| h.0 != s.host) => {
-                    data.extend(g.entries.iter().map(|&(seq, ts, _)| ((g.channel, s.worker, g.other, seq), ts)));
+                    data.extend(g.entries.iter().map(|e| ((g.channel, s.worker, g.other, e.seq), e.at)));
                 }
-                Half::PSend => progress.extend(g.entries.iter().map(|&(seq, ts, _)| ((g.channel, s.worker, seq), ts))),
+                Half::PSend => progress.extend(g.entries.iter().map(|e| ((g.channel, s.worker, e.seq), e.at))),
                 _ => {}
             }
         }
@@ -389,25 +389,26 @@ pub fn enforce_causality(frags: &mut [Fragment]) -> Causality {
     for f in frags.iter_mut() {
         let Some(s) = f.stream else { continue };
         let mine = f.counters.clock_uncertainty_ns;
-        let m = &mut f.msgs;
-        for g in m.groups.iter_mut() {
+        let Messages { groups, reads, moved } = &mut f.msgs;
+        for g in groups.iter() {
             let from = g.other;
             let theirs = host_of.get(&from).map_or(0, |h| h.1);
             let other_host = host_of.get(&from).is_some_and(|h| h.0 != s.host);
-            for e in g.entries.iter_mut() {
+            for e in g.entries.iter() {
                 let sent = match g.half {
-                    Half::Recv => data.get(&(g.channel, from, s.worker, e.0)).copied(),
-                    Half::PRecv if other_host => progress.get(&(g.channel, from, e.0)).copied(),
+                    Half::Recv => data.get(&(g.channel, from, s.worker, e.seq)).copied(),
+                    Half::PRecv if other_host => progress.get(&(g.channel, from, e.seq)).copied(),
                     _ => None,
                 };
                 let Some(sent) = sent else { continue };
-                if e.1 < sent {
-                    if sent - e.1 > mine.saturating_add(theirs) {
+                // (A read: its time is in `reads`.)
+                let read = &mut reads[e.at as usize];
+                if *read < sent {
+                    if sent - *read > mine.saturating_add(theirs) {
                         c.beyond_bound += 1;
                     }
-                    e.1 = sent;
-                    m.reads[e.2 as usize] = sent;
-                    m.moved = true;
+                    *read = sent;
+                    *moved = true;
                     c.clamps += 1;
                 }
             }
