@@ -660,13 +660,7 @@ pub fn analyze_detail(
                             d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
                         }
                         // read before sent (clock trouble): the edge is clamped to the read
-                        arrivals[j].push(Arrival {
-                            at: sent.min(read),
-                            src: i as u32,
-                            channel,
-                            kind: MsgKind::Data,
-                            sent: sent.min(read),
-                        });
+                        arrivals[j].push(Arrival { at: sent.min(read), src: i as u32, channel, kind: MsgKind::Data });
                     }
                     a += 1;
                     b += 1;
@@ -681,13 +675,7 @@ pub fn analyze_detail(
                             if i == j {
                                 mc.data_worker_local += 1;
                             } else {
-                                arrivals[j].push(Arrival {
-                                    at: s.at,
-                                    src: i as u32,
-                                    channel,
-                                    kind: MsgKind::Data,
-                                    sent: s.at,
-                                });
+                                arrivals[j].push(Arrival { at: s.at, src: i as u32, channel, kind: MsgKind::Data });
                             }
                         }
                         None if own_worker(i, to) => mc.data_in_flight += 1,
@@ -748,13 +736,7 @@ pub fn analyze_detail(
                     }
                     inbox[j].arrived[slot as usize] = s.min(r);
                     if sids[i].process != sids[j].process {
-                        arrivals[j].push(Arrival {
-                            at: s.min(r),
-                            src: i as u32,
-                            channel,
-                            kind: MsgKind::Progress,
-                            sent: s.min(r),
-                        });
+                        arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress });
                     }
                 }
                 _ => {
@@ -780,13 +762,7 @@ pub fn analyze_detail(
             let read_upto = pr_ix.find([cd, fd, j as u32]).map(|g| pr[g].max_seq);
             arrivals[j].start_run();
             for &MsgEntry { seq: q, at: s } in sends.iter() {
-                arrivals[j].push(Arrival {
-                    at: s,
-                    src: *i as u32,
-                    channel: *channel,
-                    kind: MsgKind::Progress,
-                    sent: s,
-                });
+                arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress });
                 if read_upto.is_none_or(|m| q > m) {
                     inbox[j].push(s, Ns::MAX);
                 }
@@ -891,7 +867,7 @@ pub fn analyze_detail(
                                     e.0 += d;
                                     e.1 += 1;
                                     if let Some(a) = w.terminator {
-                                        gb.terminated_wait(j, w.end, a.src as usize, a.sent, a.channel, a.kind);
+                                        gb.terminated_wait(j, w.end, a.src as usize, a.at, a.channel, a.kind);
                                     }
                                 }
                             }

@@ -25,13 +25,13 @@ use crate::model::{GapEnd, MsgKind, Ns};
 /// A message arriving at a worker, as the wait analysis needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Arrival {
+    /// When it arrived: its send time (read time when the read came first:
+    /// clock trouble), where the critical path jumps to the sender.
     pub at: Ns,
     /// Local index of the sending worker in the window.
     pub src: u32,
     pub channel: u32,
     pub kind: MsgKind,
-    /// Send time (= `at` on one host); the critical path jumps there.
-    pub sent: Ns,
 }
 
 /// Who a wait was on.
@@ -307,7 +307,7 @@ mod tests {
     use super::*;
 
     fn arr(at: Ns, src: u32) -> Arrival {
-        Arrival { at, src, channel: 7, kind: MsgKind::Data, sent: at }
+        Arrival { at, src, channel: 7, kind: MsgKind::Data }
     }
 
     #[test]
