@@ -103,8 +103,13 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) fn open(sink: &Sink, fresh_file: bool) -> io::Result<Conn> {
     match sink {
         Sink::Unix(p) => {
-            let s = std::os::unix::net::UnixStream::connect(p)?;
+            // The send timeout is set before connecting: Linux bounds a
+            // connect to a listener whose accept queue is full by it, where
+            // std's connect would wait for a sidecar that never accepts (and
+            // `shutdown` with it).
+            let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
             s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+            s.connect(&socket2::SockAddr::unix(p)?)?;
             Ok(Conn { fd: s.into(), is_file: false, pos: 0 })
         }
         Sink::Tcp(a) => {

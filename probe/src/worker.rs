@@ -413,6 +413,11 @@ impl Drop for WorkerProbe {
                 // engine step reported, so elided + published stays exact.
                 a.step();
             }
+            // A final Step lost to a full ring has no later one to carry its
+            // count: the pairs still count as elided (the End frame's figure
+            // is the total; a reader summing Steps sees the loss as lost
+            // records).
+            a.elided_total += std::mem::take(&mut a.elided);
             a.shared.elided.store(a.elided_total, Ordering::Relaxed);
             a.shared.closed.store(true, Ordering::Release);
             a.shared.writer.unpark();

@@ -227,7 +227,7 @@ impl Writer {
             // this pass, later ones in the next: metadata always precedes,
             // on the wire, the records written after it.
             let mut limit = self.streams[i].ring.len();
-            busy |= limit >= self.streams[i].ring.capacity() / 4;
+            busy |= limit > 0 && limit >= (self.streams[i].ring.capacity() / 4).max(1);
             self.take_meta(i);
             while limit > 0 {
                 let n = self.drain(i, limit);
@@ -314,15 +314,10 @@ impl Writer {
         }
         match sink::open(&self.cfg.sink, !self.opened_once) {
             Ok(c) => {
+                // The outage ends (and the backoff resets) at the first
+                // write that gets through, not here: a full disk or a peer
+                // that accepts and hangs up opens fine every time.
                 self.opened_once = true;
-                if self.failing {
-                    log(format_args!(
-                        "sink {} is back; records lost meanwhile are counted in the stream",
-                        self.cfg.sink
-                    ));
-                }
-                self.failing = false;
-                self.backoff = BACKOFF_MIN;
                 self.stats.connects += 1;
                 self.conn = Some(c);
                 self.batch.clear();
@@ -469,6 +464,14 @@ impl Writer {
         let pending = std::mem::take(&mut self.pending);
         match result {
             Ok(()) => {
+                if self.failing {
+                    log(format_args!(
+                        "sink {} is back; records lost meanwhile are counted in the stream",
+                        self.cfg.sink
+                    ));
+                    self.failing = false;
+                }
+                self.backoff = BACKOFF_MIN;
                 self.stats.bytes += self.batch.len() as u64;
                 for p in &pending {
                     if let Some(i) = p.stream {
@@ -529,6 +532,8 @@ impl Writer {
 
     fn publish_stats(&mut self) {
         self.stats.writer_cpu_ns = clock::thread_cpu_ns() - self.cpu_start;
+        // (io_uring may have given way to write(2) since the start.)
+        self.stats.io_backend = self.io.name();
         let mut workers: Vec<WorkerStats> = self.stats.ended.clone();
         for s in &self.streams {
             let mut w = s.stats.clone();

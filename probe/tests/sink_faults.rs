@@ -108,7 +108,7 @@ fn full_disk() {
     let probe = Probe::builder().sink(Sink::file("/dev/full")).on_full(OnFull::Drop).start().unwrap();
     let mut w = probe.worker(0);
     let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
+    let worst = drive(&mut w, Duration::from_millis(600), &mut seq);
     drop(w);
     let stats = probe.shutdown().unwrap();
     assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
@@ -117,6 +117,62 @@ fn full_disk() {
     assert!(stats.lost() > 0);
     let err = stats.last_error.unwrap();
     assert!(err.contains("No space left"), "{err}");
+    // The file opens every time; only the writes fail. The backoff must
+    // still grow (10, 20, 40, ... ms: about 7 tries in 600 ms, one more at
+    // shutdown), not restart at every open (60 tries).
+    assert!(stats.sink_errors <= 12, "{} failed writes in 600 ms: no backoff", stats.sink_errors);
+}
+
+/// A peer that accepts and hangs up at once: every connect succeeds and
+/// every write fails, which is one outage with a growing backoff.
+#[test]
+fn a_peer_that_hangs_up_at_once_gets_the_backoff() {
+    let p = tmp_path("hangs-up.sock");
+    let l = UnixListener::bind(&p).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
+    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, Duration::from_millis(600), &mut seq);
+    drop(w);
+    let stats = probe.shutdown().unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert!(stats.connects >= 2, "{stats:?}");
+    assert!(stats.connects <= 12, "{} connects in 600 ms: the backoff restarted at each one", stats.connects);
+}
+
+/// A sidecar that stopped accepting: its accept queue fills and a plain
+/// connect(2) would wait for ever, holding the writer, its rings and
+/// `shutdown`. The connect is bounded by the write timeout (2 s).
+#[test]
+fn a_listener_that_never_accepts_does_not_hold_shutdown() {
+    let p = tmp_path("never-accepts.sock");
+    let l = UnixListener::bind(&p).unwrap();
+    // A backlog of 0 with one connection pending: the queue is full.
+    // SAFETY: listen(2) on the listener's own open descriptor.
+    assert_eq!(unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), 0) }, 0);
+    let _queued = std::os::unix::net::UnixStream::connect(&p).unwrap();
+    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
+    drop(w);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(probe.shutdown());
+    });
+    // One bounded connect may be under way and shutdown tries once more.
+    let stats = rx.recv_timeout(Duration::from_secs(10)).expect("shutdown still held after 10 s").unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    assert_eq!(stats.written(), 0);
+    assert!(stats.sink_errors > 0);
+    drop(l);
 }
 
 #[test]
