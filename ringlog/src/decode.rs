@@ -45,8 +45,11 @@ impl std::error::Error for StreamError {}
 /// against `MAX_PAYLOAD` before waiting for the rest.
 #[derive(Default)]
 pub struct FrameBuffer {
+    /// `buf[start..end]` is held; `buf` past `end` is room already
+    /// initialized, so reads can go straight into it.
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     offset: u64,
     failed: bool,
 }
@@ -63,11 +66,34 @@ impl FrameBuffer {
         if self.failed {
             return;
         }
-        if self.start > 0 && self.start * 2 >= self.buf.len() {
-            self.buf.drain(..self.start);
+        self.room(bytes.len()).copy_from_slice(bytes);
+        self.end += bytes.len();
+    }
+
+    /// Reads once from `r`, at most `max` bytes, straight into the buffer
+    /// ([`FrameBuffer::feed`] without the copy through a caller's chunk);
+    /// the bytes read (0: end of input). Once the stream has failed the
+    /// bytes are read and dropped, as `feed` drops them.
+    pub fn read_from(&mut self, r: &mut impl Read, max: usize) -> std::io::Result<usize> {
+        let n = r.read(self.room(max))?;
+        if !self.failed {
+            self.end += n;
+        }
+        Ok(n)
+    }
+
+    /// `n` bytes of room after what is held: the held bytes move to the
+    /// front once the taken ones are half the buffer.
+    fn room(&mut self, n: usize) -> &mut [u8] {
+        if self.start > 0 && self.start * 2 >= self.end {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
         }
-        self.buf.extend_from_slice(bytes);
+        if self.buf.len() < self.end + n {
+            self.buf.resize(self.end + n, 0);
+        }
+        &mut self.buf[self.end..self.end + n]
     }
 
     /// The next whole frame, `Ok(None)` when more bytes are needed.
@@ -107,7 +133,7 @@ impl FrameBuffer {
         if self.failed {
             return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
-        let have = &self.buf[self.start..];
+        let have = &self.buf[self.start..self.end];
         let offset = self.offset;
         let got = decode_frame_with(have, |header, payload| {
             visit(header, payload, HEADER_LEN as u64 + header.payload_len as u64)
@@ -149,7 +175,7 @@ impl FrameBuffer {
         if self.failed {
             return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
-        let have = &self.buf[self.start..];
+        let have = &self.buf[self.start..self.end];
         if have.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -181,12 +207,12 @@ impl FrameBuffer {
     /// The bytes held that were not taken as frames (after an error: the
     /// rest of the stream as received so far).
     pub fn unparsed(&self) -> &[u8] {
-        &self.buf[self.start..]
+        &self.buf[self.start..self.end]
     }
 
     /// Bytes held that do not form a whole frame yet.
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
+        self.end - self.start
     }
 
     /// Byte offset of the next frame from the start of the stream.
@@ -209,13 +235,15 @@ impl FrameBuffer {
 pub struct Decoder<R> {
     inner: R,
     frames: FrameBuffer,
-    chunk: Vec<u8>,
     done: bool,
 }
 
+/// Bytes a [`Decoder`] reads at a time.
+const READ_CHUNK: usize = 1 << 16;
+
 impl<R: Read> Decoder<R> {
     pub fn new(inner: R) -> Self {
-        Decoder { inner, frames: FrameBuffer::new(), chunk: vec![0; 1 << 16], done: false }
+        Decoder { inner, frames: FrameBuffer::new(), done: false }
     }
 
     fn next_inner(&mut self) -> Option<Result<Frame, StreamError>> {
@@ -225,8 +253,12 @@ impl<R: Read> Decoder<R> {
                 Ok(None) => {}
                 Err(e) => return Some(Err(e)),
             }
+            // Never buffer more than a frame can be long: a reader that keeps
+            // sending without a complete frame is cut off by decode_frame's
+            // size checks once the header is in.
+            debug_assert!(self.frames.pending() <= HEADER_LEN + MAX_PAYLOAD);
             let n = loop {
-                match self.inner.read(&mut self.chunk) {
+                match self.frames.read_from(&mut self.inner, READ_CHUNK) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {
@@ -241,11 +273,6 @@ impl<R: Read> Decoder<R> {
                     Err(e) => Some(Err(e)),
                 };
             }
-            // Never buffer more than a frame can be long: a reader that keeps
-            // sending without a complete frame is cut off by decode_frame's
-            // size checks once the header is in.
-            debug_assert!(self.frames.pending() <= HEADER_LEN + MAX_PAYLOAD + self.chunk.len());
-            self.frames.feed(&self.chunk[..n]);
         }
     }
 }

@@ -261,7 +261,72 @@ fn records_taken_one_at_a_time_are_the_frames_records_and_a_fault_among_them_is_
     assert!(r.unwrap().unwrap().unwrap_err().contains("not all taken"));
 }
 
+/// A reader that hands out at most the next of `sizes` bytes per call (a
+/// socket delivering whatever has arrived).
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    sizes: std::iter::Cycle<std::vec::IntoIter<usize>>,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.sizes.next().unwrap().min(buf.len()).min(self.bytes.len());
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+/// Everything a FrameBuffer hands out, until it wants more bytes; false
+/// once the framing is lost (nothing more can be read).
+fn take_all(fb: &mut FrameBuffer, out: &mut Vec<Result<Frame, String>>) -> bool {
+    loop {
+        match fb.next_frame() {
+            Ok(Some(f)) => out.push(Ok(f)),
+            Ok(None) => return true,
+            Err(e) => {
+                out.push(Err(e.to_string()));
+                if e.stream.is_none() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
 proptest! {
+    /// Bytes read straight into the buffer in pieces of any size give the
+    /// frames (and the faults, at the same offsets) that feeding it all at
+    /// once gives: the held bytes survive the buffer's compaction.
+    #[test]
+    fn frames_read_in_pieces_are_the_frames_fed_at_once(
+        copies in 1usize..4,
+        sizes in prop::collection::vec(1usize..700, 1..8),
+        max in 1usize..3000,
+        flip in prop::option::of(0usize..4000),
+    ) {
+        let mut bytes: Vec<u8> = (0..copies).flat_map(|_| sample_stream()).collect();
+        if let Some(at) = flip {
+            let at = at % bytes.len();
+            bytes[at] ^= 0x10;
+        }
+        let mut whole = FrameBuffer::new();
+        whole.feed(&bytes);
+        let mut expected = Vec::new();
+        let framed = take_all(&mut whole, &mut expected);
+        let mut fb = FrameBuffer::new();
+        let mut r = Trickle { bytes: &bytes, sizes: sizes.into_iter().cycle() };
+        let mut got = Vec::new();
+        while fb.read_from(&mut r, max).unwrap() > 0 && take_all(&mut fb, &mut got) {}
+        prop_assert_eq!(got, expected);
+        if framed {
+            // (After a lost framing the reader stops reading.)
+            prop_assert_eq!(fb.pending(), whole.pending());
+            prop_assert_eq!(fb.unparsed(), whole.unparsed());
+            prop_assert!(fb.finish().is_ok() == whole.finish().is_ok());
+        }
+    }
+
     #[test]
     fn any_corruption_is_an_error_or_a_valid_frame(pos in 0usize..4000, x in 1u8..=255) {
         let mut b = sample_stream();

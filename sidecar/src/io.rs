@@ -167,7 +167,12 @@ impl Reader {
         let before = self.ingest.out.len();
         let mut result = Polled::Data;
         while read < budget {
-            let n = match self.inner.read(&mut self.chunk) {
+            // (Unshared streams read straight into the frame buffer.)
+            let got = match self.share {
+                Some(_) => self.inner.read(&mut self.chunk),
+                None => self.frames.read_from(&mut self.inner, self.chunk.len()),
+            };
+            let n = match got {
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -221,7 +226,6 @@ impl Reader {
                 }
                 continue;
             }
-            self.frames.feed(&self.chunk[..n]);
             self.drain();
             if self.done {
                 result = Polled::Done;
