@@ -302,9 +302,9 @@ pub struct Fragment {
 }
 
 /// Empty vectors kept for reuse, the roomiest handed out first; bounded by
-/// the entries they can hold in all. A vector allocated anew for every
-/// window has its pages faulted in again and regrows by doubling; a kept
-/// one does neither.
+/// the entries they can hold in all and by their number (past it a smaller
+/// one makes way). A vector allocated anew for every window has its pages
+/// faulted in again and regrows by doubling; a kept one does neither.
 pub struct Pool<T> {
     kept: Vec<Vec<T>>,
     /// Smaller vectors are not worth keeping.
@@ -325,18 +325,37 @@ impl<T> Pool<T> {
 
     /// Keeps `v` (emptied) if it is worth it and there is room.
     pub fn give(&mut self, mut v: Vec<T>) {
+        if v.capacity() < self.min_capacity {
+            return;
+        }
+        if self.kept.len() >= POOL_MAX_KEPT {
+            let smallest = self.kept.iter().enumerate().min_by_key(|(_, x)| x.capacity()).map(|(i, _)| i);
+            match smallest {
+                Some(i) if self.kept[i].capacity() < v.capacity() => drop(self.kept.swap_remove(i)),
+                _ => return,
+            }
+        }
         let held: usize = self.kept.iter().map(|x| x.capacity()).sum();
-        if v.capacity() >= self.min_capacity && held + v.capacity() <= self.max_entries {
+        if held + v.capacity() <= self.max_entries {
             v.clear();
             self.kept.push(v);
         }
     }
 }
 
+/// Vectors a pool keeps at most: the tables of the windows in flight (a few
+/// windows × streams × message groups) fit; scanning them stays cheap.
+const POOL_MAX_KEPT: usize = 1024;
+
 /// Item vectors, shared by every thread: a window's fragments hold millions
 /// of items and move between workers; they come back here when their window
 /// is analyzed. At most 16 M items (640 MB).
 static ITEM_POOL: std::sync::Mutex<Pool<Item>> = std::sync::Mutex::new(Pool::new(1024, 16 << 20));
+
+/// Item vectors the pool holds now (for tests of the recycling).
+pub fn kept_item_vectors() -> usize {
+    ITEM_POOL.lock().map_or(0, |p| p.kept.len())
+}
 
 fn take_from<T>(pool: &std::sync::Mutex<Pool<T>>) -> Vec<T> {
     pool.lock().map(|mut p| p.take()).unwrap_or_default()
@@ -421,6 +440,20 @@ mod tests {
         assert_eq!((frags[0].peers_ended.clone(), frags[1].peers_ended.clone()), (vec![], vec![1]));
         e.apply(5, &mut frags);
         assert_eq!(frags[0].peers_ended, vec![0, 2]);
+    }
+
+    #[test]
+    fn a_pool_keeps_its_roomiest_vectors_up_to_its_count() {
+        let mut p: Pool<u8> = Pool::new(4, usize::MAX);
+        p.give(Vec::with_capacity(3)); // too small to keep
+        assert!(p.kept.is_empty());
+        for cap in 4..4 + POOL_MAX_KEPT + 100 {
+            p.give(Vec::with_capacity(cap));
+        }
+        assert_eq!(p.kept.len(), POOL_MAX_KEPT);
+        let least = p.kept.iter().map(|v| v.capacity()).min().unwrap();
+        assert!(least >= 104, "the smallest made way: {least}");
+        assert!(p.take().capacity() >= 4 + POOL_MAX_KEPT + 99, "the roomiest is handed out first");
     }
 
     #[test]

@@ -50,12 +50,18 @@ impl GroupCache {
     }
 }
 
+/// How far past the first open window a stream's data may fall (windows)
+/// before it is taken for a corrupt clock (and counted late).
+const MAX_AHEAD: usize = 10_000_000;
+
 #[derive(Debug)]
 pub struct Windower {
     pub width: Ns,
     stream: Sid,
     /// Open windows `next ..`, by offset from `next`.
-    open: VecDeque<Option<Fragment>>,
+    /// (Boxed: a slot far ahead, after a long silence or a bogus timestamp,
+    /// costs a pointer per window in between, not a fragment.)
+    open: VecDeque<Option<Box<Fragment>>>,
     /// Windows below this index were handed over.
     next: u64,
     started: bool,
@@ -163,7 +169,7 @@ impl Windower {
     }
 
     fn frag(&mut self, k: u64) -> Option<&mut Fragment> {
-        self.slot(k).and_then(|off| self.open[off].as_mut())
+        self.slot(k).and_then(|off| self.open[off].as_deref_mut())
     }
 
     /// The offset in `open` of window `k`'s fragment, made if new.
@@ -173,7 +179,7 @@ impl Windower {
             return None; // already handed over: late data
         }
         let off = (k - self.next) as usize;
-        if off > 10_000_000 {
+        if off > MAX_AHEAD {
             return None; // absurd jump (corrupt clock): do not allocate for it
         }
         if let Some(Some(_)) = self.open.get(off) {
@@ -183,14 +189,16 @@ impl Windower {
             self.open.push_back(None);
         }
         let (stream, we, prog) = (self.stream, self.workers_expected, &self.program);
-        self.open[off].get_or_insert_with(|| Fragment {
-            stream: Some(stream),
-            window: k,
-            workers_expected: we,
-            program: prog.clone(),
-            covered: (Ns::MAX, 0),
-            items: crate::model::take_items(),
-            ..Default::default()
+        self.open[off].get_or_insert_with(|| {
+            Box::new(Fragment {
+                stream: Some(stream),
+                window: k,
+                workers_expected: we,
+                program: prog.clone(),
+                covered: (Ns::MAX, 0),
+                items: crate::model::take_items(),
+                ..Default::default()
+            })
         });
         Some(off)
     }
@@ -241,8 +249,12 @@ impl Windower {
                 self.lent = Some((k, n));
                 return 0;
             }
-            // Window `k` gets its items back; the new ones are placed.
-            let mut new = items.split_off(len);
+            // Window `k` gets its items back; the new ones are placed (in a
+            // vector from the pool, which the pool gets back: a fresh one
+            // from `split_off` for every switch would grow the pool with the
+            // length of the run).
+            let mut new = crate::model::take_items();
+            new.extend(items.drain(len..));
             std::mem::swap(items, &mut self.open_frag(k).items);
             std::mem::swap(items, &mut new);
             spare = new;
@@ -395,35 +407,45 @@ impl Windower {
         assert!(self.lent.is_none_or(|(k, _)| k >= upto), "lent window handed over");
         // Every window between handed-over ones exists (items tile the
         // timeline); empty ones get an empty fragment so the owner knows the
-        // stream was present. A jump of more than MAX_SKIP windows (a stream
-        // silent for days, or a bogus timestamp) is not spelled out window
-        // by window: the windows past the cap are skipped, and said so.
+        // stream was present. A run of more than MAX_SKIP empty windows (a
+        // stream silent for hours, or a bogus timestamp) is not spelled out
+        // window by window: the rest of the run is skipped, and said so.
+        // Windows with data are never skipped.
         const MAX_SKIP: u64 = 10_000;
-        let stop = upto.min(self.next.saturating_add(MAX_SKIP));
-        for k in self.next..stop {
-            let w = self.width;
-            let slot = self.open.pop_front().flatten();
-            let mut f = slot.unwrap_or_else(|| Fragment {
-                stream: Some(self.stream),
-                window: k,
-                workers_expected: self.workers_expected,
-                program: self.program.clone(),
-                covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
-                ..Default::default()
-            });
-            if f.covered.0 > f.covered.1 {
-                f.covered = (k.saturating_mul(w), k.saturating_mul(w));
+        let w = self.width;
+        let mut k = self.next;
+        let mut empty_run = 0;
+        while k < upto {
+            if let Some(mut f) = self.open.pop_front().flatten() {
+                if f.covered.0 > f.covered.1 {
+                    f.covered = (k.saturating_mul(w), k.saturating_mul(w));
+                }
+                out.push(*f);
+                empty_run = 0;
+                k += 1;
+            } else if empty_run < MAX_SKIP {
+                out.push(Fragment {
+                    stream: Some(self.stream),
+                    window: k,
+                    workers_expected: self.workers_expected,
+                    program: self.program.clone(),
+                    covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
+                    ..Default::default()
+                });
+                empty_run += 1;
+                k += 1;
+            } else {
+                // Up to the next window with data (`open` now starts at
+                // window k + 1), or to `upto`.
+                let data = self.open.iter().position(Option::is_some);
+                let to = data.map_or(upto, |i| k + 1 + i as u64).min(upto);
+                self.open.drain(..((to - k - 1) as usize).min(self.open.len()));
+                if let Some(f) = out.last_mut() {
+                    f.faults.push(format!("stream silent for {} more windows; they are not reported", to - k));
+                }
+                empty_run = 0;
+                k = to;
             }
-            out.push(f);
-        }
-        if stop < upto {
-            if let Some(f) = out.last_mut() {
-                f.faults.push(format!("stream jumps {} windows ahead; windows in between skipped", upto - stop));
-            }
-            // Only the skipped windows go: those from `upto` on (the lent
-            // one among them) stay open.
-            let skipped = ((upto - stop) as usize).min(self.open.len());
-            self.open.drain(..skipped);
         }
         self.next = upto;
     }
@@ -503,14 +525,48 @@ mod tests {
         w.message(200_003, Half::Send, 1, 1, 0);
         let mut out = vec![];
         w.take_ready(200_000, &mut items, &mut out);
-        assert_eq!(out.len(), 10_000);
-        assert!(out.last().unwrap().faults.iter().any(|f| f.contains("skipped")));
+        // Window 0, then 10,000 empty ones; the rest of the silence is not
+        // reported, and the last one handed over says so.
+        assert_eq!(out.len(), 10_001);
+        assert_eq!(out.last().unwrap().window, 10_000);
+        assert!(out.last().unwrap().faults.iter().any(|f| f.contains("silent for 9999 more windows")));
         // The window at 200,000 is still open and gets more items.
         items.push(busy(200_005, 200_008));
         assert_eq!(w.add(&mut items), 0);
         w.finish(true, None, &mut items, &mut out);
         let last = out.last().unwrap();
         assert_eq!((last.window, last.items.len(), last.msgs.len()), (20_000, 2, 1));
+    }
+
+    /// Windows with data after a long silence are handed over whole, even
+    /// when they settle together with the silence (the skip stops at them).
+    #[test]
+    fn windows_with_data_after_a_long_silence_are_never_skipped() {
+        let sid = Sid { host: 1, process: 1, worker: 0 };
+        let mut w = Windower::new(sid, 10);
+        let busy = |start, end| Item::Busy { start, end, what: Busy::Operator(1) };
+        let mut items = vec![busy(0, 5)];
+        w.add(&mut items);
+        // Windows of data 20,000 and 40,000 windows on, with silence
+        // around them, all settled at once.
+        items.extend([busy(200_000, 200_005), busy(200_005, 200_015), busy(400_000, 400_004)]);
+        assert_eq!(w.add(&mut items), 0);
+        let mut out = vec![];
+        w.take_ready(400_010, &mut items, &mut out);
+        let with_items: Vec<(u64, usize)> =
+            out.iter().filter(|f| !f.items.is_empty()).map(|f| (f.window, f.items.len())).collect();
+        assert_eq!(with_items, vec![(0, 1), (20_000, 2), (20_001, 1), (40_000, 1)]);
+        let notes = out.iter().filter(|f| f.faults.iter().any(|x| x.contains("not reported"))).count();
+        assert_eq!(notes, 2, "one note per silence cut short");
+        assert!(out.windows(2).all(|p| p[0].window < p[1].window));
+        assert_eq!(w.next_window(), 40_001);
+    }
+
+    /// A bogus timestamp far ahead costs a pointer per window in between,
+    /// not a fragment (10 M windows: 80 MB, not gigabytes).
+    #[test]
+    fn a_far_slot_costs_a_pointer_per_window() {
+        assert_eq!(std::mem::size_of::<Option<Box<Fragment>>>(), 8);
     }
 
     #[test]
