@@ -52,14 +52,16 @@ struct Proc {
     clock: Clock,
     program: String,
     workers: u32,
-    next_seq: u64,
+    /// The frame number expected next (None: no frame seen yet).
+    next_seq: Option<u64>,
     ended: bool,
 }
 
 struct Stream {
     builder: Builder,
     windower: Windower,
-    next_seq: u64,
+    /// The frame number expected next (None: no frame seen yet).
+    next_seq: Option<u64>,
     ops: Vec<(u32, String)>,
     channels: Vec<crate::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
@@ -73,11 +75,13 @@ impl Stream {
     /// Ends the stream before its End frame (input over, a stop, a fault):
     /// its open windows go to `out` marked incomplete with `why`. (Late
     /// items are not counted: no fragment follows to carry the fault.)
-    fn cut(&mut self, why: Option<&str>, out: &mut Vec<Fragment>) {
+    /// Returns the faults that found no window (the stream had no records).
+    fn cut(&mut self, why: Option<&str>, out: &mut Vec<Fragment>) -> Vec<String> {
         self.done = true;
         self.builder.finish();
         self.windower.add(&mut self.builder.out);
         self.windower.finish(false, why, &mut self.builder.out, out);
+        self.windower.unplaced_faults()
     }
 }
 
@@ -129,7 +133,7 @@ impl Ingest {
             clock: Clock::new(domain, 0),
             program: String::new(),
             workers: 0,
-            next_seq: 0,
+            next_seq: None,
             ended: false,
         })
     }
@@ -139,7 +143,7 @@ impl Ingest {
         self.streams.entry(sid).or_insert_with(|| Stream {
             builder: Builder::new(),
             windower: Windower::new(sid, width),
-            next_seq: 0,
+            next_seq: None,
             ops: Vec::new(),
             channels: Vec::new(),
             spans: Vec::new(),
@@ -151,6 +155,14 @@ impl Ingest {
 
     fn fault(&mut self, what: String) {
         self.errors.push(format!("{}: {}", self.name, what));
+    }
+
+    /// Faults of a stream that ended before its first record: no window
+    /// holds them, so they are errors of the input.
+    fn report_unplaced(&mut self, sid: Sid, faults: Vec<String>) {
+        for why in faults {
+            self.fault(format!("stream {sid}: {why} (no record of it arrived)"));
+        }
     }
 
     /// Handles one decoded frame of `bytes` bytes.
@@ -186,9 +198,12 @@ impl Ingest {
     fn process_frame(&mut self, h: &FrameHeader, body: Option<Body>) {
         let sid = Sid::from(h.stream);
         let p = self.proc(sid.host, sid.process, h.domain);
-        let gap = h.seq != p.next_seq;
-        let expected = p.next_seq;
-        p.next_seq = h.seq + 1;
+        // (A first frame numbered past 0 is a process joined mid-way: a
+        // probe that reconnected to a restarted sidecar. Its worker streams
+        // say what that means for their windows.)
+        let expected = p.next_seq.unwrap_or(h.seq);
+        let gap = h.seq != expected;
+        p.next_seq = Some(h.seq + 1);
         match body {
             Some(Body::Hello(hello)) => {
                 p.program = hello.program.clone();
@@ -199,7 +214,7 @@ impl Ingest {
             Some(Body::End(_)) => p.ended = true,
             _ => {}
         }
-        if gap && h.seq > 0 {
+        if gap {
             self.fault(format!("{}: process frames missing (frame #{} after #{})", h.stream, h.seq, expected));
         }
     }
@@ -220,11 +235,23 @@ impl Ingest {
             return None;
         }
         let mut faults: Vec<(Ns, Ns, String)> = Vec::new();
-        if h.seq != st.next_seq {
-            let from = st.last_ts.unwrap_or(0);
-            faults.push((from, from, format!("frames missing (got #{} expected #{})", h.seq, st.next_seq)));
+        match st.next_seq {
+            // Joined mid-way (a probe reconnected to a restarted sidecar,
+            // or a file missing its start): the stream's first window lacks
+            // what came before. (The windower puts a fault that comes
+            // before any record in the stream's first window.)
+            None if h.seq > 0 => faults.push((
+                0,
+                0,
+                format!("joined the stream mid-way (first frame #{}): earlier frames not seen", h.seq),
+            )),
+            Some(n) if h.seq != n => {
+                let from = st.last_ts.unwrap_or(0);
+                faults.push((from, from, format!("frames missing (got #{} expected #{n})", h.seq)));
+            }
+            _ => {}
         }
-        st.next_seq = h.seq + 1;
+        st.next_seq = Some(h.seq + 1);
         Some(faults)
     }
 
@@ -423,6 +450,8 @@ impl Ingest {
                 let before = self.out.len();
                 Self::flush(st, &mut self.out, true);
                 st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
+                let unplaced = st.windower.unplaced_faults();
+                self.report_unplaced(sid, unplaced);
                 self.mark_ended(sid);
                 self.finish_batch(before);
                 return;
@@ -528,8 +557,9 @@ impl Ingest {
             return true;
         }
         let before = self.out.len();
-        st.cut(Some(&what), &mut self.out);
+        let unplaced = st.cut(Some(&what), &mut self.out);
         self.fault(what);
+        self.report_unplaced(Sid::from(id), unplaced);
         self.finish_batch(before);
         true
     }
@@ -561,10 +591,11 @@ impl Ingest {
             if st.done {
                 continue;
             }
-            st.cut(why, &mut self.out);
-            ended.push(*sid);
+            let unplaced = st.cut(why, &mut self.out);
+            ended.push((*sid, unplaced));
         }
-        for sid in ended {
+        for (sid, unplaced) in ended {
+            self.report_unplaced(sid, unplaced);
             self.mark_ended(sid);
         }
         self.finish_batch(before);

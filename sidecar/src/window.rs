@@ -81,6 +81,11 @@ pub struct Windower {
     msg_groups: GroupCache,
     /// Messages for windows already handed over (reported by `add`).
     late_msgs: u64,
+    /// Faults and counters that came before the stream's first record (a
+    /// stream joined mid-way, records lost before any arrived): they go to
+    /// its first window, not to a window at the epoch.
+    pending_faults: Vec<String>,
+    pending_counters: Counters,
 }
 
 impl Windower {
@@ -99,6 +104,8 @@ impl Windower {
             msgs_span: (0, 0),
             msg_groups: GroupCache::new(),
             late_msgs: 0,
+            pending_faults: Vec::new(),
+            pending_counters: Counters::default(),
         }
     }
 
@@ -123,9 +130,28 @@ impl Windower {
     /// The stream's first record is at `t`: its first window.
     pub fn start_at(&mut self, t: Ns) {
         if !self.started {
-            self.started = true;
-            self.next = self.index(t);
+            self.begin(self.index(t));
         }
+    }
+
+    /// The stream's first window is `k`: what came before it goes there.
+    fn begin(&mut self, k: u64) {
+        self.started = true;
+        self.next = k;
+        let (faults, c) = (std::mem::take(&mut self.pending_faults), std::mem::take(&mut self.pending_counters));
+        if faults.is_empty() && c == Counters::default() {
+            return;
+        }
+        if let Some(f) = self.frag(k) {
+            f.counters.add(&c);
+            f.faults.extend(faults);
+        }
+    }
+
+    /// Faults that never found a window: the stream ended before its first
+    /// record (the caller reports them another way).
+    pub fn unplaced_faults(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.pending_faults)
     }
 
     /// Messages now go to the window of `t` (false: it was handed over).
@@ -292,8 +318,7 @@ impl Windower {
             let k = self.index(first.start());
             if let Some((s_min, e_max)) = self.inside(k, items) {
                 if !self.started {
-                    self.started = true;
-                    self.next = k;
+                    self.begin(k);
                 }
                 if let Some(f) = self.frag(k) {
                     if f.items.is_empty() {
@@ -327,8 +352,7 @@ impl Windower {
                 }
             }
             if !self.started {
-                self.started = true;
-                self.next = self.index(s);
+                self.begin(self.index(s));
             }
             let k1 = self.index(s);
             let k2 = if e > s { self.index(e - 1) } else { k1 };
@@ -358,26 +382,30 @@ impl Windower {
         (late, last)
     }
 
-    /// Adds counters to the window holding time `t`.
+    /// Adds counters to the window holding time `t` (before the stream's
+    /// first record: to its first window).
     pub fn count(&mut self, t: Ns, c: &Counters) {
-        let k = self.index(t).max(self.next);
         if !self.started {
-            self.started = true;
-            self.next = k;
+            self.pending_counters.add(c);
+            return;
         }
+        let k = self.index(t).max(self.next);
         if let Some(f) = self.frag(k) {
             f.counters.add(c);
         }
     }
 
-    /// Marks the windows overlapping `[from, to]` with a fault.
+    /// Marks the windows overlapping `[from, to]` with a fault (before the
+    /// stream's first record: its first window).
     pub fn fault(&mut self, from: Ns, to: Ns, why: &str) {
+        if !self.started {
+            if !self.pending_faults.iter().any(|x| x == why) {
+                self.pending_faults.push(why.to_string());
+            }
+            return;
+        }
         let k1 = self.index(from).max(self.next);
         let k2 = self.index(to).max(k1);
-        if !self.started {
-            self.started = true;
-            self.next = k1;
-        }
         for k in k1..=k2.min(k1 + 100_000) {
             if let Some(f) = self.frag(k) {
                 if !f.faults.iter().any(|x| x == why) {

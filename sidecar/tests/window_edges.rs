@@ -148,3 +148,62 @@ fn a_stream_that_ended_is_not_missing_and_one_not_started_yet_is() {
     assert!(reps[1].complete, "{:?}", reps[1].incomplete_reasons);
     assert_eq!(reps[1].streams.iter().map(|s| s.worker).collect::<Vec<_>>(), vec![0, 2]);
 }
+
+/// A probe that reconnects to a restarted sidecar resends its context with
+/// its frame numbers going on (the process's Hello as #8, a stream's first
+/// frame as #5). Not a gap: the stream was joined mid-way, so its first
+/// window is incomplete (it lacks what went to the old sidecar), and no
+/// window before it exists (nothing at the epoch), while the rest are
+/// complete and every record is there.
+#[test]
+fn a_stream_joined_mid_way_starts_at_its_first_record_with_that_window_marked() {
+    use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Hello, Record, StreamId, PROCESS_WIDE};
+    let dom = ClockDomain::MonotonicNs;
+    let pw = StreamId { host: HOST, process: PID, worker: PROCESS_WIDE };
+    let hello = Hello {
+        host_name: "test".into(),
+        program: "rejoined".into(),
+        pid: PID,
+        workers: 1,
+        invariant_tsc: false,
+        ticks_per_sec: 1_000_000_000,
+    };
+    let (mut e, mut out) = (Encoder::new(), Vec::new());
+    e.hello(pw, 8, dom, &hello, &mut out);
+    e.clock(pw, 9, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 1 }], &mut out);
+    let sid = StreamId { host: HOST, process: PID, worker: 0 };
+    e.hello(sid, 5, dom, &hello, &mut out);
+    // 2.55 s to 2.85 s: windows 25 (joined mid-way) to 28 of 100 ms.
+    let evs: Vec<(u64, ringlog::Event)> = (0..300u64)
+        .flat_map(|i| {
+            let t = 2_550_000_000 + i * 1_000_000;
+            [(t, start(1)), (t + 500_000, stop(1))]
+        })
+        .collect();
+    let recs: Vec<Record> = evs.iter().map(|&(t, ev)| Record::from_event(t, ev)).collect();
+    let mut seq = 6;
+    for chunk in recs.chunks(50) {
+        e.records(sid, seq, 0, dom, &[chunk], &mut out);
+        seq += 1;
+    }
+    e.end(sid, seq, 0, dom, &EndStats { produced: 600, lost: 0, elided: 0 }, &mut out);
+    e.end(pw, 10, 0, dom, &EndStats::default(), &mut out);
+
+    let (reps, errs) = analyze_bytes(&[("rejoined", &out[..])], 100_000_000);
+    assert!(errs.is_empty(), "joining mid-way is not a fault of the input: {errs:?}");
+    let windows: Vec<u64> = reps.iter().map(|r| r.window).collect();
+    assert_eq!(windows, vec![25, 26, 27, 28]);
+    let first = &reps[0];
+    assert!(!first.complete);
+    assert!(
+        first.incomplete_reasons.iter().any(|r| r.contains("joined the stream mid-way (first frame #5)")),
+        "{:?}",
+        first.incomplete_reasons
+    );
+    assert!(
+        reps[1..].iter().all(|r| r.complete),
+        "{:?}",
+        reps.iter().map(|r| &r.incomplete_reasons).collect::<Vec<_>>()
+    );
+    assert_eq!(reps.iter().map(|r| r.instrumentation.records).sum::<u64>(), 600);
+}
