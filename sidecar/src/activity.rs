@@ -239,8 +239,36 @@ impl Builder {
     /// execution's piece) so windows before `t` can close; what is open
     /// continues from `t`.
     pub fn force(&mut self, t: Ns) {
-        if self.held.is_some() {
+        if !self.force_execution(t) {
             return;
+        }
+        if self.stack.is_empty() {
+            if let Some(g) = &mut self.gap {
+                if t > g.start {
+                    let cu = g.cause_until.unwrap_or(t).min(t);
+                    let it = Item::Gap { start: g.start, end: t, cause_until: cu, next: GapEnd::Open };
+                    g.start = t;
+                    if g.cause_until.is_some() {
+                        g.cause_until = Some(t);
+                    }
+                    self.out.push(it);
+                }
+            }
+        }
+    }
+
+    /// Live deadline for a stream still recording past `t`: what holds its
+    /// windows back is an execution, not silence. A gap held for the
+    /// execution after it to show a read goes as it is (that execution, a
+    /// long one that only sends, say, read nothing by `t`: no visible
+    /// cause), and the running execution's piece is cut at `t`. An open gap
+    /// is left alone (its end is near: the stream is recording). False if
+    /// the held gap ends after `t` (nothing can go).
+    pub fn force_execution(&mut self, t: Ns) -> bool {
+        match &self.held {
+            Some(h) if h.end() <= t => self.release(),
+            Some(_) => return false,
+            None => {}
         }
         if let Some(top) = self.stack.last_mut() {
             if t > top.1 {
@@ -248,17 +276,8 @@ impl Builder {
                 top.1 = t;
                 self.out.push(Item::Busy { start: s, end: t, what: w });
             }
-        } else if let Some(g) = &mut self.gap {
-            if t > g.start {
-                let cu = g.cause_until.unwrap_or(t).min(t);
-                let it = Item::Gap { start: g.start, end: t, cause_until: cu, next: GapEnd::Open };
-                g.start = t;
-                if g.cause_until.is_some() {
-                    g.cause_until = Some(t);
-                }
-                self.out.push(it);
-            }
         }
+        true
     }
 
     /// The stream ended (cleanly or not): closes what is open at the last
@@ -387,5 +406,48 @@ mod tests {
         b.force(100);
         assert_eq!(b.settled(), Some(100));
         assert_eq!(b.out.last(), Some(&Item::Gap { start: 5, end: 100, cause_until: 6, next: GapEnd::Open }));
+    }
+
+    /// A long execution that only sends keeps the gap before it waiting for
+    /// a read; the live deadline lets that gap go (no visible cause) and
+    /// cuts the execution at the deadline, so later windows can close.
+    #[test]
+    fn force_lets_a_held_gap_go_when_the_execution_after_it_only_sends() {
+        let mut b = Builder::new();
+        b.push(0, ScheduleStart { op: 1 });
+        b.push(10, ScheduleStop { op: 1 });
+        b.push(50, ScheduleStart { op: 2 });
+        b.push(60, MessageSend { channel: 1, to: 1, seq: 0, records: 1 });
+        b.push(70, MessageSend { channel: 1, to: 1, seq: 1, records: 1 });
+        assert_eq!(b.settled(), Some(10), "the gap waits for a read");
+        b.force(100);
+        assert_eq!(b.settled(), Some(100));
+        // (No Step came after op 1: its PC4 cause lasts the whole gap.)
+        let g = Item::Gap { start: 10, end: 50, cause_until: 50, next: GapEnd::NoCause };
+        let tail = Item::Busy { start: 50, end: 100, what: Busy::Operator(2) };
+        assert_eq!(b.out[1..], [g, tail]);
+        // A deadline before the gap's end leaves it held.
+        let mut b = Builder::new();
+        b.push(0, ScheduleStart { op: 1 });
+        b.push(10, ScheduleStop { op: 1 });
+        b.push(50, ScheduleStart { op: 2 });
+        b.force(40);
+        assert_eq!(b.settled(), Some(10));
+        // The stream still records past the deadline (sends at 60 and 70,
+        // deadline 65): the held gap goes and the execution is cut at 65;
+        // the rest of it follows as its own piece.
+        b.push(60, MessageSend { channel: 1, to: 1, seq: 0, records: 1 });
+        b.push(70, MessageSend { channel: 1, to: 1, seq: 1, records: 1 });
+        assert!(b.force_execution(65));
+        assert_eq!(b.settled(), Some(65));
+        b.push(120, ScheduleStop { op: 2 });
+        b.finish();
+        let op2: Vec<(Ns, Ns)> = b
+            .out
+            .iter()
+            .filter(|i| matches!(i, Item::Busy { what: Busy::Operator(2), .. }))
+            .map(|i| (i.start(), i.end()))
+            .collect();
+        assert_eq!(op2, vec![(50, 65), (65, 120)]);
     }
 }

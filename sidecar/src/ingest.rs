@@ -621,10 +621,15 @@ impl Ingest {
             if st.done || self.sync.timeline(sid.host, sid.process) != host {
                 continue;
             }
-            if st.last_ts.is_some_and(|l| l < t) {
-                st.builder.force(t);
-                Self::flush(st, &mut self.out, false);
+            match st.last_ts {
+                Some(l) if l < t => st.builder.force(t),
+                // (Recording past `t`, yet an execution holds it back.)
+                Some(_) if st.builder.settled().is_some_and(|s| s < t) => {
+                    st.builder.force_execution(t);
+                }
+                _ => continue,
             }
+            Self::flush(st, &mut self.out, false);
         }
         self.finish_batch(before);
     }
