@@ -268,8 +268,22 @@ impl Drop for Armed<'_> {
     }
 }
 
-fn now_unix_ns() -> i128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
+use crate::io::now_unix_ns;
+
+/// How long a connection that has shown no stream yet holds the windows
+/// back (a probe sends its first frames tens of ms after connecting; a
+/// connection that sends none for this long is not waited for).
+const JOIN_HOLD_NS: i128 = 2_000_000_000;
+/// How far before its accept a new connection's first records may lie: the
+/// probe stamps records from its start, calibrates for 20 ms and drains its
+/// rings every 10 ms.
+const JOIN_MARGIN_NS: i128 = 100_000_000;
+
+/// The window (in timely time, read off the wall clock) that connections
+/// accepted at `joined` (Unix ns) and not yet showing a stream hold back:
+/// their first records may fall in it. `None` when none is recent.
+fn join_hold(joined: impl Iterator<Item = i128>, now: i128, grace: i128, width: u64) -> Option<u64> {
+    joined.filter(|&j| now - j < JOIN_HOLD_NS).map(|j| ((j - JOIN_MARGIN_NS - grace).max(0) as u64) / width).min()
 }
 
 /// Runs the analysis to its end (files) or until `stop` (live). A panic in a
@@ -562,7 +576,21 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         cap = None;
                         return;
                     }
-                    let min = readers.iter().filter_map(|r| r.ingest.frontier(shift)).min();
+                    // (On the wall clock a window's timely time is never
+                    // later than on its host's timeline: the hold errs early.)
+                    let joining = match &*inputs {
+                        Inputs::Live { grace, .. } => join_hold(
+                            readers
+                                .iter()
+                                .filter(|r| !r.done && !r.ingest.has_streams())
+                                .filter_map(|r| r.joined_unix_ns),
+                            now_unix_ns(),
+                            *grace as i128,
+                            width,
+                        ),
+                        _ => None,
+                    };
+                    let min = readers.iter().filter_map(|r| r.ingest.frontier(shift)).chain(joining).min();
                     if let Some(m) = min {
                         if m > *c.time() {
                             c.downgrade(&m);
@@ -804,4 +832,22 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
     let mut st = stats.lock().unwrap().clone();
     st.output_closed = outputs_end.stopped();
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_connection_holds_the_windows_its_first_records_may_fall_in() {
+        let s = 1_000_000_000i128;
+        let (grace, width) = (30_000_000, 100_000_000);
+        // Accepted at 10 s: its first records may lie up to 100 ms (plus the
+        // grace) before, so window 98 (9.8 s to 9.9 s) is held.
+        assert_eq!(join_hold([10 * s].into_iter(), 10 * s + s / 2, grace, width), Some(98));
+        // The earliest of several; one accepted too long ago is not waited for.
+        assert_eq!(join_hold([10 * s, 11 * s, 7 * s].into_iter(), 11 * s + s / 2, grace, width), Some(98));
+        assert_eq!(join_hold([10 * s].into_iter(), 12 * s, grace, width), None);
+        assert_eq!(join_hold(std::iter::empty(), 12 * s, grace, width), None);
+    }
 }

@@ -645,6 +645,11 @@ impl Ingest {
             .min()
     }
 
+    /// Whether any stream has shown itself (a frame of a worker).
+    pub fn has_streams(&self) -> bool {
+        !self.streams.is_empty()
+    }
+
     /// The timelines (hosts) this byte stream's windows are on.
     pub fn hosts(&self) -> Vec<u64> {
         let mut h: Vec<u64> = self.streams.keys().map(|s| self.sync.timeline(s.host, s.process)).collect();

@@ -54,6 +54,13 @@ pub struct Reader {
     raw: Vec<u8>,
     raw_start: usize,
     raw_offset: u64,
+    /// When a live connection was accepted (Unix ns).
+    pub joined_unix_ns: Option<i128>,
+}
+
+/// The wall clock, in ns since the Unix epoch.
+pub fn now_unix_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
 }
 
 pub enum Polled {
@@ -78,6 +85,7 @@ impl Reader {
             raw: Vec::new(),
             raw_start: 0,
             raw_offset: 0,
+            joined_unix_ns: None,
         }
     }
 
@@ -651,7 +659,8 @@ pub fn spawn_listener(
                 let _ = sock.set_nonblocking(true);
                 let w = (l.accepted() - 1) as usize % workers;
                 let pipe = Pipe::default();
-                let reader = Reader::new(name, Box::new(pipe.clone()), width, None).with_sync(sync.clone());
+                let mut reader = Reader::new(name, Box::new(pipe.clone()), width, None).with_sync(sync.clone());
+                reader.joined_unix_ns = Some(now_unix_ns());
                 queues.workers[w].readers.lock().unwrap().push(reader);
                 let mut c = Conn { sock, pipe, worker: w, open: true };
                 c.read_available(&mut buf);
