@@ -323,6 +323,20 @@ impl<T> Pool<T> {
         best.map(|i| self.kept.swap_remove(i)).unwrap_or_default()
     }
 
+    /// The smallest kept vector that holds `n`, or a new one of that size:
+    /// for a short-lived few, so that the roomy vectors stay for the
+    /// windows that need them.
+    pub fn take_fit(&mut self, n: usize) -> Vec<T> {
+        let best = self
+            .kept
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= n)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        best.map_or_else(|| Vec::with_capacity(n), |i| self.kept.swap_remove(i))
+    }
+
     /// Keeps `v` (emptied) if it is worth it and there is room.
     pub fn give(&mut self, mut v: Vec<T>) {
         if v.capacity() < self.min_capacity {
@@ -370,6 +384,11 @@ fn give_to<T>(pool: &std::sync::Mutex<Pool<T>>, v: Vec<T>) {
 /// An empty item vector, recycled if one is available.
 pub fn take_items() -> Vec<Item> {
     take_from(&ITEM_POOL)
+}
+
+/// An item vector that holds `n`, the smallest recycled one that does.
+pub fn take_items_for(n: usize) -> Vec<Item> {
+    ITEM_POOL.lock().map_or_else(|_| Vec::with_capacity(n), |mut p| p.take_fit(n))
 }
 
 /// Returns an item vector for reuse.
@@ -454,6 +473,9 @@ mod tests {
         let least = p.kept.iter().map(|v| v.capacity()).min().unwrap();
         assert!(least >= 104, "the smallest made way: {least}");
         assert!(p.take().capacity() >= 4 + POOL_MAX_KEPT + 99, "the roomiest is handed out first");
+        let fit = p.take_fit(500);
+        assert_eq!(fit.capacity(), 500, "the smallest that holds 500");
+        assert!(p.take_fit(1 << 20).capacity() >= 1 << 20, "none holds it: a new one");
     }
 
     #[test]

@@ -278,8 +278,9 @@ impl Windower {
             // Window `k` gets its items back; the new ones are placed (in a
             // vector from the pool, which the pool gets back: a fresh one
             // from `split_off` for every switch would grow the pool with the
-            // length of the run).
-            let mut new = crate::model::take_items();
+            // length of the run; the smallest that fits, so the roomy ones
+            // stay for whole windows).
+            let mut new = crate::model::take_items_for(items.len() - len);
             new.extend(items.drain(len..));
             std::mem::swap(items, &mut self.open_frag(k).items);
             std::mem::swap(items, &mut new);
