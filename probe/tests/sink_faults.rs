@@ -38,17 +38,29 @@ fn check_accounting(stats: &Stats) {
     }
 }
 
+/// Drives one worker into `sink` for `dur` and shuts the probe down: the
+/// engine was never held, shutdown returned within 10 s, and the counts add
+/// up. The stats, for the test's own checks.
+fn run_into(sink: Sink, dur: Duration) -> Stats {
+    let probe = Probe::builder().sink(sink).on_full(OnFull::Drop).start().unwrap();
+    let mut w = probe.worker(0);
+    let mut seq = 0;
+    let worst = drive(&mut w, dur, &mut seq);
+    drop(w);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(probe.shutdown());
+    });
+    let stats = rx.recv_timeout(Duration::from_secs(10)).expect("shutdown still held after 10 s").unwrap();
+    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
+    check_accounting(&stats);
+    stats
+}
+
 #[test]
 fn no_listener_at_start() {
     let p = tmp_path("nobody-listens.sock");
-    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
-    let mut w = probe.worker(0);
-    let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
-    drop(w);
-    let stats = probe.shutdown().unwrap();
-    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
-    check_accounting(&stats);
+    let stats = run_into(Sink::unix(&p), Duration::from_millis(300));
     assert!(stats.sink_errors > 0);
     assert_eq!(stats.connects, 0);
     assert_eq!(stats.written(), 0);
@@ -105,14 +117,7 @@ fn listener_killed_mid_run_then_back() {
 
 #[test]
 fn full_disk() {
-    let probe = Probe::builder().sink(Sink::file("/dev/full")).on_full(OnFull::Drop).start().unwrap();
-    let mut w = probe.worker(0);
-    let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(600), &mut seq);
-    drop(w);
-    let stats = probe.shutdown().unwrap();
-    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
-    check_accounting(&stats);
+    let stats = run_into(Sink::file("/dev/full"), Duration::from_millis(600));
     assert_eq!(stats.written(), 0);
     assert!(stats.lost() > 0);
     let err = stats.last_error.unwrap();
@@ -134,14 +139,7 @@ fn a_peer_that_hangs_up_at_once_gets_the_backoff() {
             drop(c);
         }
     });
-    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
-    let mut w = probe.worker(0);
-    let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(600), &mut seq);
-    drop(w);
-    let stats = probe.shutdown().unwrap();
-    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
-    check_accounting(&stats);
+    let stats = run_into(Sink::unix(&p), Duration::from_millis(600));
     assert!(stats.connects >= 2, "{stats:?}");
     assert!(stats.connects <= 12, "{} connects in 600 ms: the backoff restarted at each one", stats.connects);
 }
@@ -157,19 +155,9 @@ fn a_listener_that_never_accepts_does_not_hold_shutdown() {
     // SAFETY: listen(2) on the listener's own open descriptor.
     assert_eq!(unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), 0) }, 0);
     let _queued = std::os::unix::net::UnixStream::connect(&p).unwrap();
-    let probe = Probe::builder().sink(Sink::unix(&p)).on_full(OnFull::Drop).start().unwrap();
-    let mut w = probe.worker(0);
-    let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(300), &mut seq);
-    drop(w);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(probe.shutdown());
-    });
-    // One bounded connect may be under way and shutdown tries once more.
-    let stats = rx.recv_timeout(Duration::from_secs(10)).expect("shutdown still held after 10 s").unwrap();
-    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
-    check_accounting(&stats);
+    // (One bounded connect may be under way and shutdown tries once more:
+    // well within `run_into`'s 10 s.)
+    let stats = run_into(Sink::unix(&p), Duration::from_millis(300));
     assert_eq!(stats.written(), 0);
     assert!(stats.sink_errors > 0);
     drop(l);
@@ -177,14 +165,7 @@ fn a_listener_that_never_accepts_does_not_hold_shutdown() {
 
 #[test]
 fn read_only_location() {
-    let probe = Probe::builder().sink(Sink::file("/proc/probe-cannot-write-here")).start().unwrap();
-    let mut w = probe.worker(0);
-    let mut seq = 0;
-    let worst = drive(&mut w, Duration::from_millis(200), &mut seq);
-    drop(w);
-    let stats = probe.shutdown().unwrap();
-    assert!(worst < NOT_BLOCKED, "a batch of calls took {worst:?}");
-    check_accounting(&stats);
+    let stats = run_into(Sink::file("/proc/probe-cannot-write-here"), Duration::from_millis(200));
     assert_eq!(stats.connects, 0);
     assert!(stats.last_error.unwrap().contains("/proc/probe-cannot-write-here"));
 }
