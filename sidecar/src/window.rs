@@ -214,19 +214,20 @@ impl Windower {
         while self.open.len() <= off {
             self.open.push_back(None);
         }
-        let (stream, we, prog) = (self.stream, self.workers_expected, &self.program);
-        self.open[off].get_or_insert_with(|| {
-            Box::new(Fragment {
-                stream: Some(stream),
-                window: k,
-                workers_expected: we,
-                program: prog.clone(),
-                covered: (Ns::MAX, 0),
-                items: crate::model::take_items(),
-                ..Default::default()
-            })
-        });
+        let f = Fragment { covered: (Ns::MAX, 0), items: crate::model::take_items(), ..self.fragment(k) };
+        self.open[off] = Some(Box::new(f));
         Some(off)
+    }
+
+    /// A fragment of this stream for window `k`, holding nothing yet.
+    fn fragment(&self, k: u64) -> Fragment {
+        Fragment {
+            stream: Some(self.stream),
+            window: k,
+            workers_expected: self.workers_expected,
+            program: self.program.clone(),
+            ..Default::default()
+        }
     }
 
     /// Bounds of window `k`, if representable.
@@ -454,12 +455,8 @@ impl Windower {
                 k += 1;
             } else if empty_run < MAX_SKIP {
                 out.push(Fragment {
-                    stream: Some(self.stream),
-                    window: k,
-                    workers_expected: self.workers_expected,
-                    program: self.program.clone(),
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
-                    ..Default::default()
+                    ..self.fragment(k)
                 });
                 empty_run += 1;
                 k += 1;
@@ -540,13 +537,22 @@ mod tests {
         assert_eq!(out.len(), 3);
     }
 
-    #[test]
-    fn a_jump_far_ahead_skips_windows_but_keeps_the_ones_after_it() {
-        let sid = Sid { host: 1, process: 1, worker: 0 };
-        let mut w = Windower::new(sid, 10);
-        let busy = |start, end| Item::Busy { start, end, what: Busy::Operator(1) };
+    fn busy(start: Ns, end: Ns) -> Item {
+        Item::Busy { start, end, what: Busy::Operator(1) }
+    }
+
+    /// A stream of 10 ns windows whose first item lies in window 0; the
+    /// builder's vector, as `add` leaves it.
+    fn started_at_0() -> (Windower, Vec<Item>) {
+        let mut w = Windower::new(Sid { host: 1, process: 1, worker: 0 }, 10);
         let mut items = vec![busy(0, 5)];
         w.add(&mut items);
+        (w, items)
+    }
+
+    #[test]
+    fn a_jump_far_ahead_skips_windows_but_keeps_the_ones_after_it() {
+        let (mut w, mut items) = started_at_0();
         // 20,000 windows later (more than the 10,000 spelled out): the
         // builder's vector now holds that window's items (lent).
         items.push(busy(200_000, 200_005));
@@ -571,11 +577,7 @@ mod tests {
     /// when they settle together with the silence (the skip stops at them).
     #[test]
     fn windows_with_data_after_a_long_silence_are_never_skipped() {
-        let sid = Sid { host: 1, process: 1, worker: 0 };
-        let mut w = Windower::new(sid, 10);
-        let busy = |start, end| Item::Busy { start, end, what: Busy::Operator(1) };
-        let mut items = vec![busy(0, 5)];
-        w.add(&mut items);
+        let (mut w, mut items) = started_at_0();
         // Windows of data 20,000 and 40,000 windows on, with silence
         // around them, all settled at once.
         items.extend([busy(200_000, 200_005), busy(200_005, 200_015), busy(400_000, 400_004)]);
