@@ -100,6 +100,9 @@ pub(crate) struct Writer {
     failing: bool,
     /// A file sink left with a torn frame that could not be cut off.
     sink_disabled: bool,
+    /// The sink opened (or not) before the calibration, for the first
+    /// `ensure_conn` to take.
+    early: Option<std::io::Result<Conn>>,
     stats: Stats,
     cpu_start: u64,
 }
@@ -141,6 +144,7 @@ impl Writer {
             opened_once: false,
             failing: false,
             sink_disabled: false,
+            early: None,
             stats,
             cpu_start: clock::thread_cpu_ns(),
         }
@@ -149,6 +153,15 @@ impl Writer {
     pub fn run(mut self) -> Stats {
         if let Some(id) = self.cfg.core {
             self.stats.pinned = core_affinity::set_for_current(core_affinity::CoreId { id });
+        }
+        // A live sidecar holds its windows for a connection from its
+        // accept on, not before: connecting only after the calibration left
+        // this stream's first 20 ms of records in windows the sidecar may
+        // already have analyzed. (Nothing is sent before the Hello, which
+        // needs the calibration; the first pass takes the outcome, a
+        // failure included, as if it had opened the sink itself.)
+        if matches!(self.cfg.sink, Sink::Unix(_) | Sink::Tcp(_)) {
+            self.early = Some(sink::open(&self.cfg.sink, false));
         }
         self.calibrate();
         loop {
@@ -312,7 +325,8 @@ impl Writer {
         if Instant::now() < self.retry_at && !stopping {
             return;
         }
-        match sink::open(&self.cfg.sink, !self.opened_once) {
+        let opened = self.early.take().unwrap_or_else(|| sink::open(&self.cfg.sink, !self.opened_once));
+        match opened {
             Ok(c) => {
                 // The outage ends (and the backoff resets) at the first
                 // write that gets through, not here: a full disk or a peer

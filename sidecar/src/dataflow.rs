@@ -275,8 +275,8 @@ use crate::io::now_unix_ns;
 /// connection that sends none for this long is not waited for).
 const JOIN_HOLD_NS: i128 = 2_000_000_000;
 /// How far before its accept a new connection's first records may lie: the
-/// probe stamps records from its start, calibrates for 20 ms and drains its
-/// rings every 10 ms.
+/// probe stamps records from its start and connects as it starts (before
+/// its 20 ms calibration); the margin covers a slow thread start or accept.
 const JOIN_MARGIN_NS: i128 = 100_000_000;
 
 /// The window (in timely time, read off the wall clock) that connections
