@@ -63,7 +63,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use clocksync::{Error as FzError, Exchange, FreeZer, Interval, Ratio};
-use ringlog::ClockSync;
+use ringlog::{ClockExchange, ClockSync};
 use rustc_hash::FxHashMap;
 
 use crate::model::{Fragment, Half, Messages, Ns};
@@ -165,14 +165,49 @@ pub struct HostModel {
     pub fz: FreeZer,
     /// `t1` of the last exchange fed: every byte stream of the host carries
     /// the same exchanges (one relay, several connections), so later copies
-    /// and older ones are skipped, and FreeZer sees each once, in order.
+    /// and older ones are skipped, and FreeZer sees each once, in order
+    /// (unless the model says an "older" one is the host's clock restarting:
+    /// [`HostModel::restarted`]).
     last_t1: Option<u64>,
+    /// `t3` of that exchange (the reference's clock, which does not restart
+    /// while this sidecar runs).
+    last_t3: u64,
     pub exchanges: u64,
     pub duplicates: u64,
     pub invalid: u64,
     /// Model violations (each started a new epoch), and the last one.
     pub violations: u32,
     pub last_violation: Option<String>,
+}
+
+impl HostModel {
+    /// For an exchange not newer than the last one fed on this host's clock:
+    /// why it must be this host's clock restarting (None: it is a copy or an
+    /// older exchange). It is a restart when the reference clock says the
+    /// exchange came after the last one fed (`t2` past its `t3`) and it does
+    /// not fit the model: in every genuine exchange this host's clock read
+    /// `[t1, t4]` when the reference read `t2`, and the calibrated model's
+    /// interval for that instant holds the truth, so the two meet (FreeZer's
+    /// guarantee; exchanges of two relays of one host that overlap in time
+    /// fit it).
+    fn restarted(&self, x: &ClockExchange) -> Option<String> {
+        // Older on the reference clock too: a copy, or an old exchange a
+        // later connection carries again (which need not fit the model of a
+        // later epoch).
+        if x.t2 <= self.last_t3 {
+            return None;
+        }
+        let iv = self.fz.to_reference(x.t2).ok()?;
+        let seen = Interval::new(x.t1 as i128, x.t4 as i128 + 1);
+        iv.intersect(&seen).is_none().then(|| {
+            format!(
+                "the host's clock went back (an exchange at {} ns after one at {} ns, far from the model's {iv}): \
+                 the host restarted",
+                x.t1,
+                self.last_t1.unwrap_or(0)
+            )
+        })
+    }
 }
 
 /// Clock models of the hosts of one sidecar process, shared by every byte
@@ -209,10 +244,26 @@ impl Registry {
         let mut new = 0;
         for x in &cs.exchanges {
             if m.last_t1.is_some_and(|l| x.t1 <= l) {
-                m.duplicates += 1;
-                continue;
+                // A copy of an exchange already fed (every connection of a
+                // relay carries the same ones), or an older one: either way
+                // it agrees with the model. One that does not is the host's
+                // clock starting again (a reboot: CLOCK_MONOTONIC restarts
+                // near 0), which must not be skipped as a copy: the old
+                // model would go on converting the new clock.
+                match m.restarted(x) {
+                    None => {
+                        m.duplicates += 1;
+                        continue;
+                    }
+                    Some(why) => {
+                        m.violations += 1;
+                        m.last_violation = Some(format!("epoch {}: {why}", m.fz.epoch()));
+                        m.fz.new_epoch();
+                    }
+                }
             }
             m.last_t1 = Some(x.t1);
+            m.last_t3 = x.t3;
             m.exchanges += 1;
             new += 1;
             // FreeZer's R is this host (t1, t4), its S the reference (t2, t3).
@@ -572,6 +623,75 @@ mod tests {
         let (c2, f2) = s.frame(B, 1);
         assert_eq!(c2.map(|c| c.epoch), Some(1));
         assert!(f2.is_none(), "{f2:?}");
+    }
+
+    /// A remote host that restarts (its CLOCK_MONOTONIC begins again near
+    /// 0) sends exchanges older on its clock than the last one fed: they are
+    /// not copies, the model must start again instead of converting the new
+    /// clock with the old one. (Before: all 20 skipped as duplicates, and
+    /// B's reading at A's 500 102 s converted to about 200 040 s.)
+    #[test]
+    fn a_host_that_restarts_is_recalibrated_not_deduplicated() {
+        let mut rng = Rng::new(3);
+        let a = SimClock::new(500_000 * SECOND / 1000, 1_000_000_000); // up 500 000 s
+        let b = SimClock::new(300_000 * SECOND / 1000, 1_000_040_000); // up 300 000 s, 40 ppm fast
+        let mut l = Link {
+            reference: b,
+            source: a.clone(),
+            fwd: DelayModel::constant(30e6),
+            bwd: DelayModel::constant(30e6),
+            jitter: DelayModel::constant(0.0),
+        };
+        let mut s = StreamSync::new(SharedSync::new(Registry::with_reference(A, None)));
+        s.clock_sync(B, &frame_of(&l, 10 * SECOND, 20, 20 * MILLISECOND, &mut rng));
+        assert!(s.frame(B, 1).0.is_some());
+        // B reboots at 100 s: its clock reads 30 s from then on.
+        l.reference = l.reference.clone().with_reset(100 * SECOND, 30 * SECOND / 1000);
+        s.clock_sync(B, &frame_of(&l, 101 * SECOND, 20, 20 * MILLISECOND, &mut rng));
+        {
+            let reg = s.shared.lock();
+            let m = &reg.hosts[&B];
+            assert_eq!((m.violations, m.duplicates, m.fz.epoch()), (1, 0, 1), "{m:?}");
+            let t = 102 * SECOND;
+            let iv = reg.converter(B).unwrap().interval(l.reference.read(t)).unwrap();
+            assert!(iv.contains(a.read_i128(t)), "{iv} truth {}", a.read_i128(t));
+        }
+        // The process converted before says so; a copy of a new exchange is
+        // still a copy.
+        let (_, fault) = s.frame(B, 1);
+        assert!(fault.is_some_and(|f| f.contains("restarted")));
+        let last = *frame_of(&l, 102 * SECOND, 1, 0, &mut rng).exchanges.first().unwrap();
+        let mut reg = s.shared.lock();
+        reg.observe(B, &ClockSync { reference_host: A, exchanges: vec![last] });
+        assert_eq!(reg.observe(B, &ClockSync { reference_host: A, exchanges: vec![last] }), 0);
+        assert_eq!((reg.hosts[&B].violations, reg.hosts[&B].duplicates), (1, 1));
+    }
+
+    /// A relay's later connection carries its first exchanges again (the
+    /// head it keeps for new connections). After the model broke and a new
+    /// epoch began, those old exchanges do not fit the new model, yet they
+    /// are copies, not a restart: skipped, no violation.
+    #[test]
+    fn old_exchanges_after_a_new_epoch_are_still_copies() {
+        let mut rng = Rng::new(4);
+        let a = SimClock::new(500_000 * SECOND / 1000, 1_000_000_000);
+        let b = SimClock::new(300_000 * SECOND / 1000, 1_000_040_000);
+        let mut l = Link {
+            reference: b,
+            source: a,
+            fwd: DelayModel::constant(30e6),
+            bwd: DelayModel::constant(30e6),
+            jitter: DelayModel::constant(0.0),
+        };
+        let mut reg = Registry::with_reference(A, None);
+        let head = frame_of(&l, 10 * SECOND, 20, 20 * MILLISECOND, &mut rng);
+        reg.observe(B, &head);
+        // B's clock steps 5 ms forward: one violation, a new epoch.
+        l.reference = l.reference.clone().with_jump(11 * SECOND, 5_000_000);
+        reg.observe(B, &frame_of(&l, 12 * SECOND, 20, 20 * MILLISECOND, &mut rng));
+        assert_eq!((reg.hosts[&B].violations, reg.hosts[&B].fz.epoch()), (1, 1));
+        assert_eq!(reg.observe(B, &head), 0);
+        assert_eq!((reg.hosts[&B].violations, reg.hosts[&B].duplicates), (1, 20));
     }
 
     /// A stream's fragment with these message halves: (half, other worker,
