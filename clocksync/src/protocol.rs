@@ -382,7 +382,8 @@ impl<C: Clock> Prober<C> {
         let s = self.clock.now();
         self.socket.send_to(&ping, self.peer)?;
         self.stats.sent += 1;
-        loop {
+        let mut shortened = false;
+        let got = loop {
             let got = self.socket.recv_from(&mut buf);
             let e = self.clock.now();
             match got {
@@ -395,23 +396,35 @@ impl<C: Clock> Prober<C> {
                         Some(d) if d.seq != self.seq => self.stats.stale += 1,
                         Some(d) => {
                             self.stats.exchanges += (answer == PONG) as u64;
-                            return Ok(Some(Exchange { s, r: d.stamp, e }));
+                            break Ok(Some(Exchange { s, r: d.stamp, e }));
                         }
                     }
                     // Dropped: keep waiting for the real pong, within the same deadline.
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        break;
+                        break Ok(None);
                     }
-                    self.socket.set_read_timeout(Some(left))?;
+                    if let Err(err) = self.socket.set_read_timeout(Some(left)) {
+                        break Err(err);
+                    }
+                    shortened = true;
                 }
-                Err(err) if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
-                Err(err) => return Err(err),
+                Err(err) if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    break Ok(None)
+                }
+                Err(err) => break Err(err),
             }
+        };
+        // However it ended, the next request gets the whole timeout again (not what
+        // was left of this one after a dropped datagram).
+        if shortened {
+            self.socket.set_read_timeout(Some(self.config.reply_timeout))?;
         }
-        self.socket.set_read_timeout(Some(self.config.reply_timeout))?;
-        self.stats.timeouts += 1;
-        Ok(None)
+        let got = got?;
+        if got.is_none() {
+            self.stats.timeouts += 1;
+        }
+        Ok(got)
     }
 
     /// Feed one exchange, handling a broken model by counting it and starting a new epoch

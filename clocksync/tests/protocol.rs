@@ -110,3 +110,40 @@ fn late_pongs_are_stale_not_exchanges() {
     let st = prober.stats();
     assert_eq!((st.timeouts, st.stale, st.exchanges), (1, 1, 1), "{st:?}");
 }
+
+#[test]
+fn a_dropped_datagram_does_not_shorten_later_reply_timeouts() {
+    // A peer whose first pong comes late in the timeout, just after a stale one (the
+    // answer to an earlier ping, as after a timeout): the prober waits for the real pong
+    // with what is left of the timeout. The next ping, answered well within the
+    // configured timeout, must not be given only what was left of the first one.
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = peer.local_addr().unwrap();
+    let base = Instant::now();
+    let tick = move || base.elapsed().as_nanos() as u64;
+    let config = ProberConfig { rate_hz: 1000, reply_timeout: Duration::from_millis(1000) };
+    let mut prober = Prober::new("127.0.0.1:0", addr, tick, config).unwrap();
+    let fake = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        let (n, from) = peer.recv_from(&mut buf).unwrap();
+        let first = Datagram::decode(&buf[..n]).unwrap();
+        std::thread::sleep(Duration::from_millis(850));
+        let stale = Datagram { kind: 2, session: first.session, seq: first.seq - 1, stamp: 1 };
+        peer.send_to(&stale.encode(), from).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let pong = Datagram { kind: 2, session: first.session, seq: first.seq, stamp: 2 };
+        peer.send_to(&pong.encode(), from).unwrap();
+        let (n, from) = peer.recv_from(&mut buf).unwrap();
+        let second = Datagram::decode(&buf[..n]).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let pong = Datagram { kind: 2, session: second.session, seq: second.seq, stamp: 3 };
+        peer.send_to(&pong.encode(), from).unwrap();
+    });
+    assert_eq!(prober.probe_once().unwrap().map(|x| x.r), Some(2));
+    let t = Instant::now();
+    let second = prober.probe_once().unwrap();
+    let waited = t.elapsed();
+    fake.join().unwrap();
+    assert_eq!(second.map(|x| x.r), Some(3), "gave up after {waited:?} of a 1 s timeout; {:?}", prober.stats());
+    assert_eq!(prober.stats().timeouts, 0);
+}
