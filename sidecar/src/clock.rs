@@ -28,6 +28,11 @@ pub struct Clock {
     /// `slope` of the last sample, what [`Clock::span_ns`] uses: kept, as
     /// Step records ask for it once per engine step.
     latest_slope: f64,
+    /// Samples that went back in ticks while CLOCK_MONOTONIC went on: the
+    /// stream clock was reset or written (a TSC reset, a VM migration). They
+    /// are ignored like any sample out of order, so the records after them
+    /// are mapped wrongly; the reader reports it.
+    went_back: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +52,8 @@ pub enum ClockError {
 
 impl Clock {
     pub fn new(domain: ClockDomain, ticks_per_sec: u64) -> Clock {
-        let mut c = Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None, latest_slope: 0.0 };
+        let mut c =
+            Clock { domain, samples: Vec::new(), ticks_per_sec, hint: 0, seg: None, latest_slope: 0.0, went_back: 0 };
         c.latest_slope = c.slope(0);
         c
     }
@@ -66,6 +72,9 @@ impl Clock {
     pub fn add(&mut self, s: ClockSample) {
         if let Some(l) = self.samples.last() {
             if s.ticks <= l.ticks || s.monotonic_ns < l.monotonic_ns {
+                if s.ticks < l.ticks && s.monotonic_ns > l.monotonic_ns {
+                    self.went_back += 1;
+                }
                 return;
             }
         }
@@ -78,6 +87,11 @@ impl Clock {
         }
         self.samples.push(s);
         self.latest_slope = self.slope(self.samples.len() - 1);
+    }
+
+    /// How many samples showed the stream clock going back (see `went_back`).
+    pub fn went_back(&self) -> u64 {
+        self.went_back
     }
 
     pub fn has_sample(&self) -> bool {

@@ -69,6 +69,8 @@ struct Stream {
     last_ts: Option<Ns>,
     done: bool,
     elided_seen: u64,
+    /// The process clock's `went_back` count this stream has reported.
+    clock_went_back: u64,
 }
 
 impl Stream {
@@ -150,6 +152,7 @@ impl Ingest {
             last_ts: None,
             done: false,
             elided_seen: 0,
+            clock_went_back: 0,
         })
     }
 
@@ -281,6 +284,13 @@ impl Ingest {
             return recs;
         }
         let st = self.streams.get_mut(&sid).unwrap();
+        let went_back = p.clock.went_back();
+        let clock_fault = (went_back > st.clock_went_back).then(|| {
+            st.clock_went_back = went_back;
+            "the stream clock went back (a TSC reset or write): its times from here on are not on the host's \
+             timeline"
+                .to_string()
+        });
         let mut first_ns = None;
         let mut taken = 0u64;
         let mut c = Counters::default();
@@ -383,7 +393,7 @@ impl Ingest {
             faults.push((t, t, format!("{} records lost", h.lost)));
         }
         st.elided_seen = st.builder.elided;
-        if let Some(why) = sync_fault {
+        for why in [sync_fault, clock_fault].into_iter().flatten() {
             let t = first_ns.unwrap_or(st.last_ts.unwrap_or(0));
             faults.push((t, st.last_ts.unwrap_or(t), why));
         }
@@ -754,6 +764,54 @@ mod tests {
         assert!(ing.out[0].faults.is_empty());
         assert!(ing.out[3].ended);
         assert!(ing.errors.is_empty());
+    }
+
+    /// A stream clock that goes back (a TSC reset or write: a sample whose
+    /// ticks are lower than the last one's while CLOCK_MONOTONIC went on)
+    /// cannot be mapped any more: the samples after it are ignored, and the
+    /// records after it land at the stream's last time (here all 40, 400 ms
+    /// of work, in window 23 instead of 25-28). That must not be silent: the
+    /// windows from there on carry a fault.
+    #[test]
+    fn a_stream_clock_that_goes_back_is_a_fault() {
+        let mut e = Encoder::new();
+        let mut out = Vec::new();
+        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+        let w0 = StreamId { host: 7, process: 1, worker: 0 };
+        let hello = Hello {
+            host_name: "h".into(),
+            program: "p".into(),
+            pid: 1,
+            workers: 1,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000,
+        };
+        let cs = |ticks: u64, ns: u64| ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns };
+        let marks = |from: u64| -> Vec<Record> {
+            (0..40).map(|i| Record::from_event(from + i * 10_000_000, Event::Mark { id: 1 })).collect()
+        };
+        e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.clock(pw, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
+        e.clock(pw, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
+        e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.records(w0, 1, 0, ClockDomain::Tsc, &[&marks(2_000_000_000)], &mut out);
+        // At 2.5 s the TSC restarts from 1000.
+        e.clock(pw, 3, ClockDomain::Tsc, &[cs(1_000, 2_500_000_000)], &mut out);
+        e.records(w0, 2, 0, ClockDomain::Tsc, &[&marks(1_000)], &mut out);
+        e.end(w0, 3, 0, ClockDomain::Tsc, &EndStats { produced: 80, lost: 0, elided: 0 }, &mut out);
+        let mut ing = Ingest::new("test", 100_000_000);
+        for f in Decoder::new(&out[..]) {
+            let before = ing.out.len();
+            ing.frame(f.unwrap(), 1);
+            ing.finish_batch(before);
+        }
+        ing.eof();
+        let at: Vec<(u64, u64, bool)> = ing
+            .out
+            .iter()
+            .map(|f| (f.window, f.counters.records, f.faults.iter().any(|x| x.contains("stream clock went back"))))
+            .collect();
+        assert!(at.iter().any(|&(w, n, fault)| w >= 23 && n > 0 && fault), "{at:?}");
     }
 
     #[test]
