@@ -371,7 +371,20 @@ impl Adapter {
                 }
             }
             None => {
-                if s.activity && !s.src0_parked {
+                if s.src0_parked {
+                    // The flush right before parking. Timely flushes only
+                    // this log there; the progress logs were flushed at the
+                    // end of the previous step, and progress is logged only
+                    // while a step schedules dataflows (never in a step that
+                    // parks), so they log nothing before the worker wakes:
+                    // everything up to the Park goes out now, not when the
+                    // worker wakes up (maybe seconds later, after a live
+                    // reader closed those windows).
+                    let t = *time;
+                    for f in s.frontiers.iter_mut() {
+                        *f = (*f).max(t);
+                    }
+                } else if s.activity {
                     s.activity = false;
                     s.push(0, *time, Ev::Step);
                 }

@@ -411,3 +411,66 @@ fn disabled_probe_registers_nothing() {
     })
     .unwrap();
 }
+
+/// A worker that parks (`step_or_park` with nothing to do) has its records
+/// up to the park, the Park itself included, in the ring while it sleeps: a
+/// live reader must not wait for the worker to wake up to see them (a
+/// parked stream's earlier records would reach a live sidecar after it has
+/// closed their windows).
+#[test]
+fn records_before_a_park_are_published_while_parked() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let path = tmp_path("timely-park.ringlog");
+    let probe = Arc::new(
+        Probe::builder()
+            .sink(Sink::file(&path))
+            .on_full(OnFull::Block)
+            .workers(1)
+            .idle_interval(Duration::from_millis(5))
+            .start()
+            .unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let tx = Mutex::new(tx);
+    let p = probe.clone();
+    let guards = timely::execute(timely::Config::process(1), move |worker| {
+        probe::timely::attach(worker, &p);
+        let mut input = InputHandle::new();
+        let ph = ProbeHandle::new();
+        worker.dataflow::<u64, _, _>(|scope| {
+            input.to_stream(scope).container::<Vec<u64>>().inspect(|_| {}).probe_with(&ph);
+        });
+        for r in 0..3u64 {
+            input.send(r);
+            input.advance_to(r + 1);
+            while ph.less_than(input.time()) {
+                worker.step();
+            }
+        }
+        tx.lock().unwrap().send(()).unwrap();
+        // Nothing left to do: the worker parks (after a few steps that
+        // finish up) until 800 ms have passed.
+        let t0 = Instant::now();
+        while let Some(left) = Duration::from_millis(800).checked_sub(t0.elapsed()) {
+            worker.step_or_park(Some(left));
+        }
+    })
+    .unwrap();
+    rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let during = probe.stats().workers[0].written;
+    guards.join().into_iter().for_each(|r| r.unwrap());
+    Arc::try_unwrap(probe).ok().expect("workers are gone").shutdown().unwrap();
+    let trace = read_trace(&std::fs::read(&path).unwrap());
+    let _ = std::fs::remove_file(&path);
+    let recs = &trace.workers[&0].records;
+    let park = recs
+        .iter()
+        .position(|r| matches!(r.event(), Some(Event::Park { .. })))
+        .expect("the worker parked");
+    assert!(
+        during > park as u64,
+        "while parked only {during} records were written; the Park is record {park} of {}",
+        recs.len()
+    );
+}
