@@ -595,6 +595,11 @@ fn watch(
         let j = serde_json::to_string(&summary).unwrap_or_default();
         if let Err(e) = std::fs::write(&p, j + "\n") {
             sidecar::say!("sidecar: cannot write {}: {e}", p.display());
+            // One of watch's outputs failed: 2 if the command
+            // succeeded.
+            if exit == 0 {
+                return 2;
+            }
         }
     }
     exit

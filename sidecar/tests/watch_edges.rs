@@ -1,0 +1,29 @@
+//! `sidecar watch` at its edges: outputs that fail, commands that leave
+//! children behind, a second Ctrl-C.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sidecar-watch-edges-{}", std::process::id())).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a pid this test started.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// of its outputs failed"; `--summary-json` is one of its outputs.
+#[test]
+fn a_summary_json_that_cannot_be_written_is_status_2() {
+    let o = Command::new(BIN).args(["watch", "-q", "--summary-json", "/dev/full", "--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/dev/full"), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
+}
