@@ -532,6 +532,7 @@ fn watch(
     let probe_line: Arc<Mutex<Option<sidecar::watch::ProbeLine>>> = Arc::new(Mutex::new(None));
     let stderr = child.stderr.take().expect("piped");
     let pl = probe_line.clone();
+    let (echo_done, echo_ended) = std::sync::mpsc::channel::<()>();
     let echo = std::thread::spawn(move || {
         let mut r = std::io::BufReader::new(stderr);
         let mut line = String::new();
@@ -542,6 +543,7 @@ fn watch(
             }
             line.clear();
         }
+        let _ = echo_done.send(());
     });
     let waiter = {
         let stop = stop.clone();
@@ -549,7 +551,13 @@ fn watch(
         std::thread::spawn(move || {
             let status = child.wait();
             let wall = started.elapsed();
-            let _ = echo.join();
+            // The command's standard error is read to its end (its `probe:`
+            // line is written before it exits), unless a background child
+            // of the command inherited it and holds it open: that child is
+            // not waited for (its lines are still passed through).
+            if echo_ended.recv_timeout(std::time::Duration::from_secs(2)).is_ok() {
+                let _ = echo.join();
+            }
             // Connections not yet accepted are taken first, then the
             // analysis reads the rest and ends.
             listen_stop.store(true, Ordering::SeqCst);

@@ -27,3 +27,21 @@ fn a_summary_json_that_cannot_be_written_is_status_2() {
     assert!(err.contains("/dev/full"), "{err}");
     assert_eq!(o.status.code(), Some(2), "{err}");
 }
+
+/// error: watch ends with the command, not with the child.
+#[test]
+fn ends_with_the_command_not_with_a_child_holding_its_stderr() {
+    let t0 = Instant::now();
+    let o = Command::new(BIN)
+        .args(["watch", "-q", "--", "sh", "-c", "sleep 20 >/dev/null & echo $!; exit 4"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let out = String::from_utf8_lossy(&o.stdout);
+    if let Some(pid) = out.lines().next().and_then(|l| l.trim().parse::<i32>().ok()) {
+        kill(pid, libc::SIGKILL);
+    }
+    assert_eq!(o.status.code(), Some(4), "{out}");
+    assert!(took < Duration::from_secs(10), "watch took {took:?} for a command that exited at once");
+}
