@@ -507,8 +507,11 @@ fn watch(
     // its own; a second Ctrl-C exits now.
     let interrupted = Arc::new(AtomicBool::new(false));
     let i2 = interrupted.clone();
+    let dir2 = dir.clone();
     let _ = ctrlc::set_handler(move || {
         if i2.swap(true, Ordering::SeqCst) {
+            // Exiting now skips the cleanup below: the socket goes here.
+            let _ = std::fs::remove_dir_all(&dir2);
             std::process::exit(130);
         }
         sidecar::say!("\nsidecar: interrupted: waiting for the command to end (Ctrl-C again to quit now)");

@@ -45,3 +45,42 @@ fn ends_with_the_command_not_with_a_child_holding_its_stderr() {
     assert_eq!(o.status.code(), Some(4), "{out}");
     assert!(took < Duration::from_secs(10), "watch took {took:?} for a command that exited at once");
 }
+
+/// its private directory.
+#[test]
+fn a_second_ctrl_c_removes_the_socket_directory() {
+    // (a short TMPDIR: the socket's path must fit in sun_path)
+    let dir = PathBuf::from(format!("/tmp/swe{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut c = Command::new(BIN)
+        .args(["watch", "-q", "--", "sh", "-c", &script])
+        .env("TMPDIR", &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pidfile.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let child: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    kill(c.id() as i32, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    kill(c.id() as i32, libc::SIGINT);
+    let st = c.wait().unwrap();
+    kill(child, libc::SIGKILL);
+    assert_eq!(st.code(), Some(130));
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("sidecar-watch-"))
+        .collect();
+    assert!(left.is_empty(), "left behind in {}: {left:?}", dir.display());
+    let _ = std::fs::remove_dir_all(&dir);
+}
