@@ -435,6 +435,11 @@ fn run(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<data
             return (2, None);
         }
     };
+    run_with(settings, inputs, common, sink)
+}
+
+/// [`run`] with its outputs already set up.
+fn run_with(settings: Settings, inputs: Inputs, common: &Common, sink: Sink) -> (i32, Option<dataflow::RunStats>) {
     let t0 = std::time::Instant::now();
     match dataflow::run(settings, inputs, sink) {
         Ok(st) => {
@@ -478,6 +483,15 @@ fn watch(
     use std::io::BufRead;
     use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::process::ExitStatusExt;
+    // The outputs first: one that cannot be created is a setup error, found
+    // before the command runs (it would otherwise run untraced).
+    let outputs = match sink(&common) {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: {e}");
+            return 2;
+        }
+    };
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let dir = std::env::temp_dir().join(format!("sidecar-watch-{}-{nanos}", std::process::id()));
     if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
@@ -575,7 +589,7 @@ fn watch(
         progress_bar: false,
         sync: Default::default(),
     };
-    let (code, st) = run(settings, Inputs::Live { queues, stop, grace }, &common);
+    let (code, st) = run_with(settings, Inputs::Live { queues, stop, grace }, &common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");
     let _ = std::fs::remove_dir_all(&dir);
     let exit = match status {

@@ -84,3 +84,17 @@ fn a_second_ctrl_c_removes_the_socket_directory() {
     assert!(left.is_empty(), "left behind in {}: {left:?}", dir.display());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// exits 2 without running the command (which would run untraced).
+#[test]
+fn an_output_that_cannot_be_created_does_not_run_the_command() {
+    let dir = tmp("setup");
+    let marker = dir.join("ran");
+    let o = Command::new(BIN)
+        .args(["watch", "-q", "--perfetto", "/nonexistent/dir/t.pftrace", "--", "touch", marker.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!marker.exists(), "the command ran although the analysis could not be set up");
+    let _ = std::fs::remove_dir_all(&dir);
+}
