@@ -25,6 +25,17 @@ use crate::analyze::{ActivityKind, CriticalKind, WindowDetail};
 use crate::model::{MsgKind, Sid};
 use crate::perfetto::{Arg, Writer};
 
+/// A slice of a window, written once the window's slices are all known.
+struct Slice {
+    track: u64,
+    start: u64,
+    end: u64,
+    name: String,
+    category: &'static str,
+    flows_in: Vec<u64>,
+    args: Vec<(&'static str, Arg)>,
+}
+
 struct Worker {
     track: u64,
     lost: u64,
@@ -94,6 +105,41 @@ impl<W: Write> PerfettoExport<W> {
 
     /// Adds one window.
     pub fn window(&mut self, d: &WindowDetail) -> io::Result<()> {
+        let mut slices = Vec::new();
+        self.window_into(d, &mut slices)?;
+        self.write_slices(slices)
+    }
+
+    /// Writes a window's slices track by track in nesting order. A reader
+    /// orders events by time (ties: as written) and an end closes the
+    /// innermost open slice, so back-to-back slices (one ending where the
+    /// next begins) and the `critical path` slices nested in them cannot be
+    /// written one whole slice after another: at the shared instant the
+    /// ends must come first, innermost first, then the beginnings,
+    /// outermost first. Sorting by (start, end descending, order given)
+    /// and closing what ended before each beginning does that.
+    fn write_slices(&mut self, mut slices: Vec<Slice>) -> io::Result<()> {
+        slices.sort_by(|a, b| a.track.cmp(&b.track).then(a.start.cmp(&b.start)).then(b.end.cmp(&a.end)));
+        let mut open: Vec<(u64, u64)> = Vec::new(); // (track, end)
+        for s in slices {
+            while let Some(&(t, e)) = open.last() {
+                if t == s.track && e > s.start {
+                    break;
+                }
+                open.pop();
+                self.w.end(t, e)?;
+            }
+            let args: Vec<(&str, Arg)> = s.args.iter().map(|(k, v)| (*k, v.clone())).collect();
+            self.w.begin(s.track, s.start, &s.name, s.category, &[], &s.flows_in, &args)?;
+            open.push((s.track, s.end.max(s.start)));
+        }
+        while let Some((t, e)) = open.pop() {
+            self.w.end(t, e)?;
+        }
+        Ok(())
+    }
+
+    fn window_into(&mut self, d: &WindowDetail, out: &mut Vec<Slice>) -> io::Result<()> {
         self.windows += 1;
         let n = d.streams.len();
         let mut tracks = Vec::with_capacity(n);
@@ -122,19 +168,24 @@ impl<W: Write> PerfettoExport<W> {
             let i = a.stream as usize;
             let name = name_of(i, a.what);
             match a.what {
-                ActivityKind::Operator(op) => self.w.slice(
-                    tracks[i],
-                    a.start,
-                    a.end,
-                    &name,
-                    "operator",
-                    &[],
-                    &[],
-                    &[("operator", Arg::U(op as u64))],
-                )?,
-                ActivityKind::Span(id) => {
-                    self.w.slice(tracks[i], a.start, a.end, &name, "span", &[], &[], &[("span", Arg::U(id))])?
-                }
+                ActivityKind::Operator(op) => out.push(Slice {
+                    track: tracks[i],
+                    start: a.start,
+                    end: a.end,
+                    name,
+                    category: "operator",
+                    flows_in: vec![],
+                    args: vec![("operator", Arg::U(op as u64))],
+                }),
+                ActivityKind::Span(id) => out.push(Slice {
+                    track: tracks[i],
+                    start: a.start,
+                    end: a.end,
+                    name,
+                    category: "span",
+                    flows_in: vec![],
+                    args: vec![("span", Arg::U(id))],
+                }),
                 ActivityKind::Waiting { on, channel, kind } => {
                     let mut args = vec![("kind", Arg::S(kind.into()))];
                     if let Some(w) = on {
@@ -143,11 +194,25 @@ impl<W: Write> PerfettoExport<W> {
                     if let Some(c) = channel {
                         args.push(("channel", Arg::U(c as u64)));
                     }
-                    self.w.slice(tracks[i], a.start, a.end, &name, "wait", &[], &[], &args)?
+                    out.push(Slice {
+                        track: tracks[i],
+                        start: a.start,
+                        end: a.end,
+                        name,
+                        category: "wait",
+                        flows_in: vec![],
+                        args,
+                    })
                 }
-                ActivityKind::WaitingForInput => {
-                    self.w.slice(tracks[i], a.start, a.end, &name, "wait", &[], &[], &[])?
-                }
+                ActivityKind::WaitingForInput => out.push(Slice {
+                    track: tracks[i],
+                    start: a.start,
+                    end: a.end,
+                    name,
+                    category: "wait",
+                    flows_in: vec![],
+                    args: vec![],
+                }),
             }
         }
         for m in &d.messages {
@@ -186,26 +251,24 @@ impl<W: Write> PerfettoExport<W> {
                         _ => "unknown".into(),
                     };
                     let flows_in: Vec<u64> = pending_flow.take().into_iter().collect();
-                    self.w.slice(
-                        cp_track,
-                        p.start,
-                        p.end,
-                        &format!("w{w}: {label}"),
-                        "critical_path",
-                        &[],
-                        &[],
-                        &[("worker", Arg::U(w as u64))],
-                    )?;
-                    self.w.slice(
-                        tracks[i],
-                        p.start,
-                        p.end,
-                        "critical path",
-                        "critical_path",
-                        &[],
-                        &flows_in,
-                        &[("activity", Arg::S(label))],
-                    )?;
+                    out.push(Slice {
+                        track: cp_track,
+                        start: p.start,
+                        end: p.end,
+                        name: format!("w{w}: {label}"),
+                        category: "critical_path",
+                        flows_in: vec![],
+                        args: vec![("worker", Arg::U(w as u64))],
+                    });
+                    out.push(Slice {
+                        track: tracks[i],
+                        start: p.start,
+                        end: p.end,
+                        name: "critical path".into(),
+                        category: "critical_path",
+                        flows_in,
+                        args: vec![("activity", Arg::S(label))],
+                    });
                 }
             }
         }
@@ -222,5 +285,106 @@ impl<W: Write> PerfettoExport<W> {
 
     pub fn finish(self) -> io::Result<W> {
         self.w.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{Activity, CriticalPiece};
+    use crate::perfetto::proto::TracePacket;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Trace {
+        #[prost(message, repeated, tag = "1")]
+        packet: Vec<TracePacket>,
+    }
+
+    /// The slices trace_processor builds from `bytes`: track events sorted
+    /// by timestamp, ties in packet order (its sorter orders by
+    /// `(ts, allocation order)`); a SLICE_END closes the innermost slice
+    /// open on its track. (track, name, start, end, depth).
+    fn slices(bytes: &[u8]) -> Vec<(u64, String, u64, u64, usize)> {
+        use prost::Message as _;
+        let t = Trace::decode(bytes).unwrap();
+        let mut names: HashMap<u64, String> = HashMap::new();
+        let mut evs = Vec::new();
+        for (i, p) in t.packet.iter().enumerate() {
+            if let Some(d) = &p.interned_data {
+                names.extend(d.event_names.iter().map(|n| (n.iid.unwrap(), n.name.clone().unwrap())));
+            }
+            if let Some(e) = &p.track_event {
+                evs.push((p.timestamp.unwrap(), i, e.clone()));
+            }
+        }
+        evs.sort_by_key(|e| (e.0, e.1));
+        let mut open: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
+        let mut out = Vec::new();
+        for (ts, _, e) in evs {
+            let track = e.track_uuid.unwrap();
+            match e.r#type {
+                Some(1) => open.entry(track).or_default().push((names[&e.name_iid.unwrap()].clone(), ts)),
+                Some(2) => {
+                    let st = open.get_mut(&track).unwrap();
+                    let (name, start) = st.pop().expect("an end without an open slice");
+                    out.push((track, name, start, ts, st.len()));
+                }
+                _ => {}
+            }
+        }
+        assert!(open.values().all(|s| s.is_empty()), "slices left open: {open:?}");
+        out.sort_by_key(|s| (s.0, s.2, s.4));
+        out
+    }
+
+    /// Two operators back to back on one worker, both on the critical path:
+    /// each operator slice keeps its own extent at depth 0, with its
+    /// `critical path` slice nested inside it.
+    #[test]
+    fn back_to_back_slices_nest_as_written() {
+        let sid = Sid { host: 1, process: 7, worker: 0 };
+        let mut ops = rustc_hash::FxHashMap::default();
+        ops.insert(1u32, "A".to_string());
+        ops.insert(2u32, "B".to_string());
+        let d = WindowDetail {
+            host: 1,
+            window: 0,
+            span: (0, 100),
+            streams: vec![sid],
+            programs: vec!["p".into()],
+            op_names: vec![ops],
+            span_names: vec![Default::default()],
+            counters: vec![Default::default()],
+            activities: vec![
+                Activity { stream: 0, start: 0, end: 10, what: ActivityKind::Operator(1) },
+                Activity { stream: 0, start: 10, end: 20, what: ActivityKind::Operator(2) },
+            ],
+            messages: vec![],
+            // From the window's end backwards.
+            critical: vec![
+                CriticalPiece { stream: 0, start: 10, end: 20, what: CriticalKind::Operator(2) },
+                CriticalPiece { stream: 0, start: 0, end: 10, what: CriticalKind::Operator(1) },
+            ],
+        };
+        let mut x = PerfettoExport::new(Vec::new());
+        x.window(&d).unwrap();
+        let bytes = x.finish().unwrap();
+        let track = x_track(&bytes);
+        let got: Vec<(String, u64, u64, usize)> =
+            slices(&bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect();
+        let want = vec![
+            ("A".to_string(), 0, 10, 0),
+            ("critical path".to_string(), 0, 10, 1),
+            ("B".to_string(), 10, 20, 0),
+            ("critical path".to_string(), 10, 20, 1),
+        ];
+        assert_eq!(got, want);
+    }
+
+    /// The uuid of the (only) thread track.
+    fn x_track(bytes: &[u8]) -> u64 {
+        use prost::Message as _;
+        let t = Trace::decode(bytes).unwrap();
+        t.packet.iter().find_map(|p| p.track_descriptor.as_ref().filter(|d| d.thread.is_some())?.uuid).unwrap()
     }
 }

@@ -290,12 +290,36 @@ impl<W: Write> Writer<W> {
 
     /// A slice `[start, end]` on `track`. `flows_out` start flows here (a
     /// message sent), `flows_in` end flows here (a message received).
+    ///
+    /// Its end is written right after its beginning. Readers order a
+    /// track's events by time, ties in the order written, and an end closes
+    /// the innermost open slice: slices that touch or nest on one track
+    /// must go through [`Writer::begin`] and [`Writer::end`] in nesting
+    /// order instead.
     #[allow(clippy::too_many_arguments)]
     pub fn slice(
         &mut self,
         track: u64,
         start: u64,
         end: u64,
+        name: &str,
+        category: &str,
+        flows_out: &[u64],
+        flows_in: &[u64],
+        args: &[(&str, Arg)],
+    ) -> io::Result<()> {
+        self.begin(track, start, name, category, flows_out, flows_in, args)?;
+        self.end(track, end.max(start))
+    }
+
+    /// The beginning of a slice on `track` (it ends at the next
+    /// [`Writer::end`] on the track that is not taken by a slice begun
+    /// after it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin(
+        &mut self,
+        track: u64,
+        start: u64,
         name: &str,
         category: &str,
         flows_out: &[u64],
@@ -331,9 +355,13 @@ impl<W: Write> Writer<W> {
                 ..Default::default()
             }),
             ..Default::default()
-        })?;
+        })
+    }
+
+    /// Ends the innermost slice open on `track` at `ts`.
+    pub fn end(&mut self, track: u64, ts: u64) -> io::Result<()> {
         self.packet(TracePacket {
-            timestamp: Some(end.max(start)),
+            timestamp: Some(ts),
             track_event: Some(TrackEvent { r#type: Some(SLICE_END), track_uuid: Some(track), ..Default::default() }),
             ..Default::default()
         })
