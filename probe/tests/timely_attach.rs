@@ -464,10 +464,7 @@ fn records_before_a_park_are_published_while_parked() {
     let trace = read_trace(&std::fs::read(&path).unwrap());
     let _ = std::fs::remove_file(&path);
     let recs = &trace.workers[&0].records;
-    let park = recs
-        .iter()
-        .position(|r| matches!(r.event(), Some(Event::Park { .. })))
-        .expect("the worker parked");
+    let park = recs.iter().position(|r| matches!(r.event(), Some(Event::Park { .. }))).expect("the worker parked");
     assert!(
         during > park as u64,
         "while parked only {during} records were written; the Park is record {park} of {}",

@@ -3,7 +3,7 @@
 
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -328,8 +328,11 @@ impl std::str::FromStr for Listen {
 }
 
 /// Creates a Unix socket at `path` readable and writable by the owner only:
-/// bound inside a fresh private directory, then moved into place, so it is
-/// never reachable with wider permissions.
+/// bound, made owner-only, and only then listening, so nobody can connect
+/// while it has wider permissions (a connect before `listen` is refused).
+/// (Binding in a private directory and moving the socket into place made
+/// the bound path longer than `path`, failing paths near the 107-byte
+/// limit of `sun_path`.)
 pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if m.file_type().is_socket() {
@@ -350,22 +353,14 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
             ));
         }
     }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".sidecar-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-    ));
-    std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
-    let inner = tmp.join("s");
-    let res = (|| {
-        let l = UnixListener::bind(&inner)?;
-        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&inner, path)?;
-        Ok(l)
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    res
+    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    s.bind(&socket2::SockAddr::unix(path)?)?;
+    let listening = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).and_then(|()| s.listen(128));
+    if let Err(e) = listening {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(UnixListener::from(std::os::fd::OwnedFd::from(s)))
 }
 
 /// A bound, non-blocking listener for probe connections (`run`, `watch`,
@@ -780,5 +775,26 @@ mod tests {
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         std::fs::remove_file(&p).unwrap();
+    }
+
+    /// `sun_path` holds 107 bytes and a NUL: a path of 107 bytes binds, one
+    /// of 108 is refused with an error, and nothing is left behind.
+    #[test]
+    fn unix_socket_paths_up_to_the_limit() {
+        let dir = std::env::temp_dir().join(format!("sc-test-long-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = |len: usize| {
+            let base = dir.as_os_str().len() + 1;
+            dir.join("s".repeat(len - base))
+        };
+        let p = at(107);
+        assert_eq!(p.as_os_str().len(), 107);
+        let l = bind_unix(&p).unwrap();
+        assert!(std::os::unix::net::UnixStream::connect(&p).is_ok());
+        drop(l);
+        std::fs::remove_file(&p).unwrap();
+        assert!(bind_unix(&at(108)).is_err());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir(&dir).unwrap();
     }
 }

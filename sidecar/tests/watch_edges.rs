@@ -100,12 +100,11 @@ fn an_output_that_cannot_be_created_does_not_run_the_command() {
 }
 
 /// The socket's path is TMPDIR/sidecar-watch-PID-NANOS/probe.sock (91
-/// bytes here, sun_path holds 107), but `io::bind_unix` binds it first at
+/// bytes here, sun_path holds 107). `io::bind_unix` used to bind it first at
 /// TMPDIR/sidecar-watch-PID-NANOS/.sidecar-PID-NANOS/s, about 27 bytes
-/// longer, so watch fails ("path must be shorter than SUN_LEN", status 2)
+/// longer, so watch failed ("path must be shorter than SUN_LEN", status 2)
 /// with any TMPDIR longer than about 45 bytes.
 #[test]
-#[ignore = "bind_unix's temporary path is ~27 bytes longer than the socket's; fix belongs in io::bind_unix (shorter temporary name, or a fallback when only the final path fits)"]
 fn a_longer_tmpdir_still_fits_the_socket() {
     let dir = PathBuf::from(format!("/tmp/sidecar-watch-edges-long-tmpdir-{:08}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
