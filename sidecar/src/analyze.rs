@@ -547,13 +547,23 @@ pub fn analyze_detail(
     let mc = &mut rep.messages;
     let mut chan_ids = DenseIds::default();
     let mut worker_ids = DenseIds::default();
-    // data: (channel, from worker, to worker)
+    // A message's other end, as a group key names it: the stream that
+    // worker index resolves to from `process` (its local index), else (no
+    // stream here) past the streams, by worker index. Keys name streams,
+    // not worker indices: processes on one host may share worker indices
+    // (independent programs, each with its worker 0), and a group must hold
+    // the halves of one sending and one reading stream, whose tables'
+    // slots it indexes.
+    let side = |ids: &mut DenseIds, process: u32, worker: u32| -> u32 {
+        resolve(process, worker).map_or_else(|| n as u32 + ids.id(worker), |i| i as u32)
+    };
+    // data: (channel, sender, receiver)
     let mut data_ix = GroupIndex::default();
     let mut data: Vec<DataGroup> = Vec::new();
-    // progress sends: (channel, from worker) → (sender local, sends)
+    // progress sends: (channel, sender local) → (sender local, sends)
     let mut pg_ix = GroupIndex::default();
     let mut pg: Vec<ProgressSends> = Vec::new();
-    // progress reads: (channel, from worker, reader local) → reads
+    // progress reads: (channel, sender, reader local) → reads
     let mut pr_ix = GroupIndex::default();
     let mut pr: Vec<ProgressReads> = Vec::new();
     // Per stream: its intervals in the window (the fragment's items), and
@@ -562,7 +572,7 @@ pub fn analyze_detail(
     for (i, f) in frags.iter_mut().enumerate() {
         intervals_of.push(window_intervals(std::mem::take(&mut f.items), ws, we));
         let me = sids[i].worker;
-        let me_d = worker_ids.id(me);
+        let proc_i = sids[i].process;
         // The stream's message tables, grouped at ingest: each joins the
         // window's group of its (channel, sender, receiver).
         let mut m = std::mem::take(&mut f.msgs);
@@ -576,7 +586,11 @@ pub fn analyze_detail(
             match half {
                 Half::Send | Half::Recv => {
                     let (from, to) = if half == Half::Send { (me, other) } else { (other, me) };
-                    let key = [chan_ids.id(channel), worker_ids.id(from), worker_ids.id(to)];
+                    let key = if half == Half::Send {
+                        [chan_ids.id(channel), i as u32, side(&mut worker_ids, proc_i, to)]
+                    } else {
+                        [chan_ids.id(channel), side(&mut worker_ids, proc_i, from), i as u32]
+                    };
                     let g = data_ix.get(key, data.len());
                     if g == data.len() {
                         data.push(DataGroup::new((channel, from, to)));
@@ -592,7 +606,7 @@ pub fn analyze_detail(
                 }
                 Half::PSend => {
                     mc.progress_sent += entries.len() as u64;
-                    let g = pg_ix.get([chan_ids.id(channel), me_d, 0], pg.len());
+                    let g = pg_ix.get([chan_ids.id(channel), i as u32, 0], pg.len());
                     if g == pg.len() {
                         pg.push((channel, me, i, Vec::new()));
                     }
@@ -600,7 +614,7 @@ pub fn analyze_detail(
                 }
                 Half::PRecv => {
                     mc.progress_received += entries.len() as u64;
-                    let (cd, fd) = (chan_ids.id(channel), worker_ids.id(other));
+                    let (cd, fd) = (chan_ids.id(channel), side(&mut worker_ids, proc_i, other));
                     let g = pr_ix.get([cd, fd, i as u32], pr.len());
                     if g == pr.len() {
                         pr.push(ProgressReads {
@@ -621,8 +635,9 @@ pub fn analyze_detail(
     for (a, b) in arrivals.iter_mut().zip(&inbox) {
         a.list.reserve(b.reads.len() + psends);
     }
-    // Group order decides only the order of `detail.messages`: by key.
-    data.sort_unstable_by_key(|g| g.key);
+    // Group order decides only the order of `detail.messages`: by key
+    // (then by stream, for processes that share worker indices).
+    data.sort_unstable_by_key(|g| (g.key, g.si, g.ri));
     for DataGroup { key: (channel, from, to), si, mut sends, ri, mut reads } in data {
         if !sorted_by_seq(&sends, |s| s.seq) {
             sends.sort();
@@ -750,16 +765,16 @@ pub fn analyze_detail(
             }
         }
     }
-    for (channel, from, i, sends) in pg.iter_mut() {
+    for (channel, _, i, sends) in pg.iter_mut() {
         if !sorted_by_seq(sends, |s| s.seq) {
             sends.sort();
         }
-        let (cd, fd) = (chan_ids.id(*channel), worker_ids.id(*from));
+        let cd = chan_ids.id(*channel);
         for &j in &procs[&sids[*i].process] {
             if j == *i {
                 continue;
             }
-            let read_upto = pr_ix.find([cd, fd, j as u32]).map(|g| pr[g].max_seq);
+            let read_upto = pr_ix.find([cd, *i as u32, j as u32]).map(|g| pr[g].max_seq);
             arrivals[j].start_run();
             for &MsgEntry { seq: q, at: s } in sends.iter() {
                 arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress });

@@ -267,3 +267,53 @@ fn loss_disconnect_and_missing_streams_mark_windows_incomplete() {
     // w1's stream ended in window 0 without End: window 0 incomplete too
     assert!(!reps[0].complete);
 }
+
+/// Two independent programs traced into one sidecar on one host (two
+/// probes, README "run"): each numbers its workers from 0, so both have a
+/// worker 0 sending on channel 5 to itself and to its worker 1. Messages are
+/// matched within each program, and each worker 1 waits on its own
+/// program's worker 0. (The window's message groups were keyed by worker
+/// index alone: the two programs' tables joined, a read's slot indexed the
+/// other program's reads — index out of bounds, the analysis panicked.)
+#[test]
+fn programs_sharing_worker_indices_on_one_host_are_matched_apart() {
+    let tail = [(1100, start(1)), (1110, stop(1))];
+    let a0 = [
+        (0, start(1)),
+        (10, send(5, 0, 0)),
+        (20, send(5, 0, 1)),
+        (500, send(5, 1, 0)),
+        (510, stop(1)),
+        (520, start(2)),
+        (530, recv(5, 0, 0)),
+        (540, recv(5, 0, 1)),
+        (550, stop(2)),
+    ];
+    let a1 = [(0, start(1)), (100, stop(1)), (110, step()), (600, start(2)), (610, recv(5, 0, 0)), (700, stop(2))];
+    let b0 = [
+        (0, start(1)),
+        (10, send(5, 0, 0)),
+        (300, send(5, 1, 0)),
+        (310, stop(1)),
+        (320, start(2)),
+        (330, recv(5, 0, 0)),
+        (340, stop(2)),
+    ];
+    let b1 = [(0, start(1)), (100, stop(1)), (110, step()), (400, start(2)), (410, recv(5, 0, 0)), (500, stop(2))];
+    let w = |v: &[(u64, ringlog::Event)]| v.iter().chain(&tail).copied().collect::<Vec<_>>();
+    let a = encode_host(HOST, 1, 0, &[w(&a0), w(&a1)], true, &[]);
+    let b = encode_host(HOST, 2, 0, &[w(&b0), w(&b1)], true, &[]);
+    let (reps, errs) = analyze_bytes(&[("a", &a), ("b", &b)], 1000);
+    assert!(errs.is_empty(), "{errs:?}");
+    let r = reps.iter().find(|r| r.window == 0).unwrap();
+    assert!(r.complete, "{:?}", r.incomplete_reasons);
+    let m = &r.messages;
+    assert_eq!((m.data_matched, m.data_worker_local, m.data_in_flight, m.data_from_before), (5, 3, 0, 0));
+    let streams: Vec<(u32, u32)> = r.streams.iter().map(|s| (s.process, s.worker)).collect();
+    assert_eq!(streams, vec![(1, 0), (1, 1), (2, 0), (2, 1)]);
+    // A's worker 1 waits [110, 500], B's [110, 300], each on its worker 0.
+    let on = |ns| vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns, count: 1 }];
+    assert_eq!((r.waiting[1].waiting_ns, &r.waiting[1].on), (390, &on(390)));
+    assert_eq!((r.waiting[3].waiting_ns, &r.waiting[3].on), (190, &on(190)));
+    assert!(r.properties.wait_termination.ok, "{:?}", r.properties.wait_termination);
+}
