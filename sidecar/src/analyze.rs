@@ -510,14 +510,22 @@ pub fn analyze_detail(
         let missing = alive.saturating_sub(here.len());
         missing_of.insert(*p, missing);
         if missing > 0 {
-            let absent: Vec<String> = (base..base.saturating_add(expected))
-                .filter(|w| here.binary_search(w).is_err() && ended.binary_search(w).is_err())
-                .map(|w| w.to_string())
-                .collect();
-            let who = match absent.len() {
-                0 => String::new(),
-                1 => format!("worker {}: ", absent[0]),
-                _ => format!("workers {}: ", absent.join(", ")),
+            // The absent workers of the process's block, the first few by
+            // name: the block's size comes from the Hello, and a bogus one
+            // (billions of workers) must not be spelled out every window.
+            const NAMED: usize = 16;
+            let hi = base.saturating_add(expected);
+            let absent_of = |w: &u32| here.binary_search(w).is_err() && ended.binary_search(w).is_err();
+            let absent: Vec<String> = (base..hi).filter(absent_of).take(NAMED).map(|w| w.to_string()).collect();
+            let in_block = |w: &&u32| (base..hi).contains(*w);
+            let accounted = here.iter().filter(in_block).count()
+                + ended.iter().filter(in_block).filter(|w| here.binary_search(w).is_err()).count();
+            let more = ((hi - base) as usize).saturating_sub(accounted).saturating_sub(absent.len());
+            let who = match (absent.len(), more) {
+                (0, _) => String::new(),
+                (1, 0) => format!("worker {}: ", absent[0]),
+                (_, 0) => format!("workers {}: ", absent.join(", ")),
+                _ => format!("workers {} and {more} more: ", absent.join(", ")),
             };
             reasons.push(format!(
                 "process {p}: {} of {alive} worker streams present ({who}no stream in this window: missing, or not started yet)",

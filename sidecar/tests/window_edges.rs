@@ -207,3 +207,45 @@ fn a_stream_joined_mid_way_starts_at_its_first_record_with_that_window_marked() 
     );
     assert_eq!(reps.iter().map(|r| r.instrumentation.records).sum::<u64>(), 600);
 }
+
+/// A Hello that claims a bogus worker count (a corrupt or hostile probe:
+/// 50 M workers, one stream): every window is incomplete for the missing
+/// streams, and names the first few of them, not all 50 M. (Each window's
+/// reason spelled out every absent worker: 489 MB per window, 30 s for
+/// three windows.)
+#[test]
+fn a_bogus_worker_count_is_not_spelled_out_worker_by_worker() {
+    use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Hello, Record, StreamId, PROCESS_WIDE};
+    let dom = ClockDomain::MonotonicNs;
+    let (mut e, mut out) = (Encoder::new(), Vec::new());
+    let pw = StreamId { host: HOST, process: PID, worker: PROCESS_WIDE };
+    let hello = Hello {
+        host_name: "test".into(),
+        program: "bogus".into(),
+        pid: PID,
+        workers: 50_000_000,
+        invariant_tsc: false,
+        ticks_per_sec: 1_000_000_000,
+    };
+    e.hello(pw, 0, dom, &hello, &mut out);
+    e.clock(pw, 1, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 1_000_000 }], &mut out);
+    let sid = StreamId { host: HOST, process: PID, worker: 0 };
+    e.hello(sid, 0, dom, &hello, &mut out);
+    let evs = [(0, start(1)), (100, stop(1)), (2500, start(1)), (2600, stop(1))];
+    let recs: Vec<Record> = evs.iter().map(|&(t, ev)| Record::from_event(t, ev)).collect();
+    e.records(sid, 1, 0, dom, &[&recs], &mut out);
+    e.end(sid, 2, 0, dom, &EndStats::default(), &mut out);
+    e.end(pw, 2, 0, dom, &EndStats::default(), &mut out);
+    let t = std::time::Instant::now();
+    let reps = analyze(&out, 1000);
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(reps.len(), 3);
+    for r in &reps {
+        assert!(!r.complete);
+        let names: String = (1..=16).map(|w| w.to_string()).collect::<Vec<_>>().join(", ");
+        let want = format!(
+            "process {PID}: 1 of 50000000 worker streams present (workers {names} and 49999983 more: no stream in this window: missing, or not started yet)"
+        );
+        assert_eq!(r.incomplete_reasons, vec![want]);
+    }
+}
