@@ -808,7 +808,8 @@ pub fn analyze_detail(
     // not, the message came after the work that ended the gap had started
     // (the read is later in the same busy period), so that work had no
     // visible cause: Waiting-for-Input, not a wait without terminator.
-    // (A gap cut at the window's end keeps its later reader.)
+    // (A gap cut at the window's end keeps its later reader, unless that is
+    // the worker itself.)
     let max_w = sids.iter().map(|s| s.worker as usize + 1).max().unwrap_or(0).min(1 << 16);
     let mut present = vec![false; max_w];
     for s in &sids {
@@ -816,8 +817,14 @@ pub fn analyze_detail(
             *p = true;
         }
     }
-    let next_cause = |next: GapEnd, end: Ns| match next {
-        GapEnd::Read { from, .. } if end <= we && present.get(from as usize).copied().unwrap_or(false) => {
+    // A message the worker sent itself cannot have ended its gap, cut at
+    // the window's end or not: a worker sends nothing while idle (a send
+    // outside an execution ends the gap), so its own message came after the
+    // work that ended the gap had begun.
+    let next_cause = |next: GapEnd, end: Ns, me: u32| match next {
+        GapEnd::Read { from, .. }
+            if from == me || (end <= we && present.get(from as usize).copied().unwrap_or(false)) =>
+        {
             GapEnd::NoCause
         }
         n => n,
@@ -851,7 +858,7 @@ pub fn analyze_detail(
                     }
                 }
                 Item::Gap { start, end, cause_until, next } => {
-                    match finder.gap(start, end, cause_until, next_cause(next, end)) {
+                    match finder.gap(start, end, cause_until, next_cause(next, end, sids[j].worker)) {
                         None => gb.segment(j, start, end, EKind::Unknown),
                         Some(w) => {
                             gb.segment(j, start, w.start, EKind::Unknown);

@@ -249,3 +249,40 @@ fn a_bogus_worker_count_is_not_spelled_out_worker_by_worker() {
         assert_eq!(r.incomplete_reasons, vec![want]);
     }
 }
+
+/// A gap that crosses a window's end, ended by an execution that reads a
+/// message the worker sent itself inside that execution (a subgraph whose
+/// child sends to this worker and a later child reads it, as bfs does): the
+/// gap had no visible cause, Waiting-for-Input in both windows it touches,
+/// whatever the window width. (Window 0 called it a wait on the worker
+/// itself, 890 ns, so the one worker's path could not start at the window
+/// end: 110 ns of a 1000 ns span, `started_before_end`.)
+#[test]
+fn a_cut_gap_before_a_worker_local_read_is_waiting_for_input() {
+    let w0 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (1500, start(4)),
+        (1510, start(2)),
+        (1520, send(5, 0, 0)),
+        (1530, stop(2)),
+        (1530, start(3)),
+        (1540, recv(5, 0, 0)),
+        (1550, stop(3)),
+        (1560, stop(4)),
+        (2500, start(1)),
+        (2600, stop(1)),
+    ];
+    let bytes = encode(&[w0]);
+    let reps = analyze(&bytes, 1000);
+    let wfi: Vec<(u64, u64, u64)> =
+        reps.iter().map(|r| (r.waiting[0].waiting_ns, r.waiting[0].waiting_for_input_ns, r.waiting[0].waits)).collect();
+    assert_eq!(wfi, vec![(0, 890, 0), (0, 500, 0), (0, 0, 0)]);
+    let cp = &reps[0].critical_path;
+    assert_eq!((cp.length_ns, cp.span_ns, cp.started_before_end), (1000, 1000, false));
+    assert_eq!(cp.by_kind, ByKind { operator: 100, waiting_for_input: 890, unknown: 10, ..Default::default() });
+    // One window over all of it: the same 1390 ns of Waiting-for-Input.
+    let one = analyze(&bytes, 3000);
+    assert_eq!((one[0].waiting[0].waiting_ns, one[0].waiting[0].waiting_for_input_ns), (0, 1390));
+}
