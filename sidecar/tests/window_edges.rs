@@ -286,3 +286,54 @@ fn a_cut_gap_before_a_worker_local_read_is_waiting_for_input() {
     let one = analyze(&bytes, 3000);
     assert_eq!((one[0].waiting[0].waiting_ns, one[0].waiting[0].waiting_for_input_ns), (0, 1390));
 }
+
+/// A message sent two or more windows before it is read sits in the
+/// reader's buffer through the windows in between, so the reader is not
+/// waiting there (Sager §5.1 condition 2). Here w0 sends at 1500 (window 1)
+/// and w1, idle from 110, reads it at 3210 (window 3): window 2 reports w1
+/// waiting 1000 ns on w0. Neither half of the message is in window 2's
+/// fragments, so its owner cannot see the buffered message.
+#[test]
+#[ignore = "design: a window's owner sees only the messages sent or read in it; the fix needs \
+            each fragment to carry, per (channel, other worker), the last sequence number sent \
+            or read before the window, so that sent > read at the window start marks a message \
+            buffered from the window's start"]
+fn a_message_buffered_through_a_whole_window_is_no_wait_there() {
+    let w0 = vec![(0, start(1)), (100, stop(1)), (1400, start(1)), (1500, send(5, 1, 0)), (3500, stop(1))];
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (3200, start(2)),
+        (3210, recv(5, 0, 0)),
+        (3300, stop(2)),
+        (3500, start(1)),
+        (3510, stop(1)),
+    ];
+    let reps = analyze(&encode(&[w0, w1]), 1000);
+    let waits: Vec<u64> = reps.iter().map(|r| r.waiting[1].waiting_ns).collect();
+    // window 0: [110, 1000] cut; window 1: [1000, 1500] until the arrival;
+    // window 2: buffered all along; window 3: buffered until the read.
+    assert_eq!(waits, vec![890, 500, 0, 0]);
+}
+
+/// A gap that crosses a window's end, whose next execution reads a message
+/// from another worker sent after that execution began: by the README's
+/// rule the gap had no visible cause (Waiting-for-Input), and so it is in
+/// the window where it ends, but the window it is cut in calls it a wait on
+/// the sender (890 ns), since whether the message arrives inside the gap is
+/// only seen in the later window. A 2000 ns window gives 1390 ns of
+/// Waiting-for-Input.
+#[test]
+#[ignore = "design: the cut window's owner cannot know when the message read next was sent; \
+            the type of a cut gap would have to be decided where the gap ends (e.g. the later \
+            window reporting back) or the wait reported as provisional"]
+fn a_cut_gap_is_typed_alike_in_both_windows() {
+    let w0 = vec![(0, start(1)), (100, stop(1)), (1400, start(1)), (1550, send(5, 1, 0)), (1700, stop(1))];
+    let w1 =
+        vec![(0, start(1)), (100, stop(1)), (110, step()), (1500, start(2)), (1560, recv(5, 0, 0)), (1600, stop(2))];
+    let reps = analyze(&encode(&[w0, w1]), 1000);
+    let got: Vec<(u64, u64)> =
+        reps.iter().map(|r| (r.waiting[1].waiting_ns, r.waiting[1].waiting_for_input_ns)).collect();
+    assert_eq!(got, vec![(0, 890), (0, 500)]);
+}
