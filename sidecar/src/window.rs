@@ -86,7 +86,16 @@ pub struct Windower {
     /// its first window, not to a window at the epoch.
     pending_faults: Vec<String>,
     pending_counters: Counters,
+    /// The last window an item placed only in its first windows (it spans
+    /// more than `MAX_SPAN`) reaches: the windows after those it was placed
+    /// in are its silence, already spelled out for `MAX_SPAN` windows, so
+    /// `take_below` skips them rather than hand them over empty.
+    silent_to: Option<u64>,
 }
+
+/// Windows an item is placed in at most (a corrupt clock can make one span
+/// absurdly many); the rest of a longer one is silence, skipped.
+const MAX_SPAN: u64 = 10_000;
 
 impl Windower {
     pub fn new(stream: Sid, width: Ns) -> Windower {
@@ -106,6 +115,7 @@ impl Windower {
             late_msgs: 0,
             pending_faults: Vec::new(),
             pending_counters: Counters::default(),
+            silent_to: None,
         }
     }
 
@@ -359,7 +369,10 @@ impl Windower {
             let k1 = self.index(s);
             let k2 = if e > s { self.index(e - 1) } else { k1 };
             // A corrupt clock can make one item span absurdly many windows.
-            let k2 = k2.min(k1.saturating_add(10_000));
+            if k2 > k1.saturating_add(MAX_SPAN) {
+                self.silent_to = self.silent_to.max(Some(k2));
+            }
+            let k2 = k2.min(k1.saturating_add(MAX_SPAN));
             cur = None;
             for k in k1..=k2 {
                 match self.frag(k) {
@@ -453,7 +466,7 @@ impl Windower {
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
-            } else if empty_run < MAX_SKIP {
+            } else if empty_run < MAX_SKIP && !self.silent_to.is_some_and(|s| k <= s) {
                 out.push(Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
                     ..self.fragment(k)
@@ -466,8 +479,11 @@ impl Windower {
                 let data = self.open.iter().position(Option::is_some);
                 let to = data.map_or(upto, |i| k + 1 + i as u64).min(upto);
                 self.open.drain(..((to - k - 1) as usize).min(self.open.len()));
-                if let Some(f) = out.last_mut() {
-                    f.faults.push(format!("stream silent for {} more windows; they are not reported", to - k));
+                match out.last_mut() {
+                    Some(f) if f.stream == Some(self.stream) && f.window + 1 == k => {
+                        f.faults.push(format!("stream silent for {} more windows; they are not reported", to - k))
+                    }
+                    _ => {}
                 }
                 empty_run = 0;
                 k = to;

@@ -337,3 +337,25 @@ fn a_cut_gap_is_typed_alike_in_both_windows() {
         reps.iter().map(|r| (r.waiting[1].waiting_ns, r.waiting[1].waiting_for_input_ns)).collect();
     assert_eq!(got, vec![(0, 890), (0, 500)]);
 }
+
+/// A gap longer than 10,000 windows (100 ns windows, idle 1.5 ms: a worker
+/// idle 1.5 s under 100 us windows) is spelled out for 10,000 windows, then
+/// skipped as silence (README "Robustness"), the last window reported
+/// saying so. (The windows after the first 10,000 were handed over empty:
+/// another 4,998 windows with the stream present but no timeline in them,
+/// no wait and a critical path of 0 ns, where the ones before showed the
+/// gap: Waiting-for-Input and a 100 ns path.)
+#[test]
+fn a_gap_longer_than_ten_thousand_windows_is_skipped_after_them() {
+    let w0 = vec![(0, start(1)), (100, stop(1)), (110, step()), (1_500_000, start(1)), (1_500_100, stop(1))];
+    let reps = analyze(&encode(&[w0]), 100);
+    let inside: Vec<&WindowReport> = reps.iter().filter(|r| r.window >= 2 && r.window < 15_000).collect();
+    assert_eq!((inside.len(), inside.last().unwrap().window), (10_000, 10_001));
+    for r in &inside {
+        let shown = (r.waiting[0].waiting_for_input_ns, r.critical_path.length_ns);
+        assert_eq!(shown, (100, 100), "window {}", r.window);
+    }
+    let note = "stream silent for 4998 more windows; they are not reported";
+    assert_eq!(inside.last().unwrap().streams[0].faults, vec![note.to_string()]);
+    assert!(reps.iter().any(|r| r.window == 15_000), "the window with data after the gap");
+}
