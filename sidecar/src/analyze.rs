@@ -773,6 +773,17 @@ pub fn analyze_detail(
             }
         }
     }
+    // Processes in order, and whether two are processes of one timely
+    // cluster: each announced its worker count (Hello) and their blocks of
+    // global worker indices do not overlap.
+    let mut peer_procs: Vec<u32> = procs.keys().copied().collect();
+    peer_procs.sort_unstable();
+    let block = |p: u32| {
+        let e = expected_of[&p];
+        (e > 0).then(|| (base_of[&p], base_of[&p].saturating_add(e)))
+    };
+    let peers =
+        |p: u32, q: u32| p != q && matches!((block(p), block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0);
     for (channel, _, i, sends) in pg.iter_mut() {
         if !sorted_by_seq(sends, |s| s.seq) {
             sends.sort();
@@ -787,6 +798,28 @@ pub fn analyze_detail(
             for &MsgEntry { seq: q, at: s } in sends.iter() {
                 arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress });
                 if read_upto.is_none_or(|m| q > m) {
+                    inbox[j].push(s, Ns::MAX);
+                }
+            }
+        }
+        // The workers of the other processes of a timely cluster on this
+        // host get it too (arrival = send time on one host, as for data
+        // messages in flight): those a read matched above have their
+        // arrival; the rest arrived unread. A cluster's processes run
+        // disjoint blocks of global worker indices (independent programs
+        // each number theirs from 0, and do not exchange progress).
+        for &q in &peer_procs {
+            if !peers(sids[*i].process, q) {
+                continue;
+            }
+            for &j in &procs[&q] {
+                if sids[j].host != sids[*i].host {
+                    continue;
+                }
+                let read_upto = pr_ix.find([cd, *i as u32, j as u32]).map(|g| pr[g].max_seq);
+                arrivals[j].start_run();
+                for &MsgEntry { at: s, .. } in sends.iter().filter(|e| read_upto.is_none_or(|m| e.seq > m)) {
+                    arrivals[j].push(Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress });
                     inbox[j].push(s, Ns::MAX);
                 }
             }

@@ -317,3 +317,43 @@ fn programs_sharing_worker_indices_on_one_host_are_matched_apart() {
     assert_eq!((r.waiting[3].waiting_ns, &r.waiting[3].on), (190, &on(190)));
     assert!(r.properties.wait_termination.ok, "{:?}", r.properties.wait_termination);
 }
+
+/// A timely cluster of two processes on one host (process 1 runs worker 0,
+/// process 2 worker 1): worker 0 broadcasts progress at 900; worker 1, idle
+/// from 110, reads it at 1510, in the next 1000 ns window. On one host a
+/// message arrives when it is sent, as data messages in flight do: worker
+/// 1 waits [110, 900] on worker 0, whatever the window width. (Progress in
+/// flight reached only the sender's own process: with 1000 ns windows the
+/// wait ran on to the window's end, 890 ns; one 2000 ns window saw 790.)
+#[test]
+fn progress_in_flight_between_processes_of_a_cluster_arrives_when_sent() {
+    let w0 = vec![
+        (0, start(1)),
+        (850, stop(1)),
+        (900, ProgressSend { channel: 0, seq: 0 }),
+        (1700, start(1)),
+        (1800, stop(1)),
+    ];
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (1500, start(2)),
+        (1510, ProgressRecv { channel: 0, from: 0, seq: 0 }),
+        (1600, stop(2)),
+        (1800, start(1)),
+        (1810, stop(1)),
+    ];
+    let a = encode_host(HOST, 1, 0, &[w0], true, &[]);
+    let b = encode_host(HOST, 2, 1, &[w1], true, &[]);
+    let on = vec![WaitedOn { worker: Some(0), channel: Some(0), kind: "progress_message", ns: 790, count: 1 }];
+    for width in [1000, 2000] {
+        let (reps, errs) = analyze_bytes(&[("a", &a), ("b", &b)], width);
+        assert!(errs.is_empty(), "{errs:?}");
+        let r = &reps[0];
+        assert!(r.complete, "{:?}", r.incomplete_reasons);
+        assert_eq!((r.waiting[1].waiting_ns, &r.waiting[1].on), (790, &on), "{width} ns windows");
+        let cp = &r.critical_path;
+        assert!(cp.equals_span && cp.stuck.is_none(), "{cp:?}");
+    }
+}
