@@ -37,6 +37,12 @@ impl DenseIds {
         self.n += 1;
         self.n - 1
     }
+
+    /// The dense index of `v`, if it has one.
+    fn find(&self, v: u32) -> Option<u32> {
+        let d = if v < Self::SMALL { self.small.get(v as usize).copied() } else { self.big.get(&v).copied() };
+        d.filter(|&d| d != u32::MAX)
+    }
 }
 
 /// Group numbers by a key of three dense indices: a flat table while the
@@ -643,6 +649,30 @@ pub fn analyze_detail(
     for (a, b) in arrivals.iter_mut().zip(&inbox) {
         a.list.reserve(b.reads.len() + psends);
     }
+    // Messages buffered all through the window: sent before it and not
+    // read by its end, so neither half is here, yet the reader was not
+    // waiting (Sager §5.1 condition 2; Def. 3.5 projects such an edge onto
+    // the whole window). Seen from the last sequence numbers before the
+    // window (`Fragment::seq_before`): the sender's past everything the
+    // reader read by the window's end (a group's sequence numbers are sent
+    // and read in order: its last read is its highest).
+    let seq_before = |j: usize, half: Half, channel: u32, other: u32| {
+        let marks = &frags[j].seq_before;
+        marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
+    };
+    for i in 0..n {
+        for m in frags[i].seq_before.iter().filter(|m| m.half == Half::Send) {
+            let Some(j) = resolve(sids[i].process, m.other) else { continue };
+            let read_before = seq_before(j, Half::Recv, m.channel, sids[i].worker);
+            let read_here = chan_ids
+                .find(m.channel)
+                .and_then(|c| data_ix.find([c, i as u32, j as u32]))
+                .and_then(|g| data[g].reads.last().map(|r| r.seq));
+            if read_before.max(read_here).is_none_or(|r| m.seq > r) {
+                inbox[j].push(ws, Ns::MAX);
+            }
+        }
+    }
     // Group order decides only the order of `detail.messages`: by key
     // (then by stream, for processes that share worker indices).
     data.sort_unstable_by_key(|g| (g.key, g.si, g.ri));
@@ -784,6 +814,25 @@ pub fn analyze_detail(
     };
     let peers =
         |p: u32, q: u32| p != q && matches!((block(p), block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0);
+    // Progress buffered all through the window (as data above): every
+    // worker of the sender's process, and of the cluster's other processes
+    // on its host, gets each progress message.
+    for i in 0..n {
+        for m in frags[i].seq_before.iter().filter(|m| m.half == Half::PSend) {
+            let p = sids[i].process;
+            let cluster = peer_procs.iter().filter(|&&q| peers(p, q)).flat_map(|q| procs[q].iter());
+            let receivers =
+                procs[&p].iter().chain(cluster).copied().filter(|&j| j != i && sids[j].host == sids[i].host);
+            for j in receivers {
+                let read_before = seq_before(j, Half::PRecv, m.channel, sids[i].worker);
+                let read_here =
+                    chan_ids.find(m.channel).and_then(|c| pr_ix.find([c, i as u32, j as u32])).map(|g| pr[g].max_seq);
+                if read_before.max(read_here).is_none_or(|r| m.seq > r) {
+                    inbox[j].push(ws, Ns::MAX);
+                }
+            }
+        }
+    }
     for (channel, _, i, sends) in pg.iter_mut() {
         if !sorted_by_seq(sends, |s| s.seq) {
             sends.sort();

@@ -248,6 +248,15 @@ impl Counters {
     }
 }
 
+/// The last sequence number of a stream's message group before a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqMark {
+    pub half: Half,
+    pub channel: u32,
+    pub other: u32,
+    pub seq: u64,
+}
+
 /// A channel's metadata: id, (source operator, port), (target operator, port).
 pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
 
@@ -264,6 +273,13 @@ pub struct Fragment {
     /// Messages sent and read inside the window (clock sync's clamps may
     /// move some out: `Messages::moved`).
     pub msgs: Messages,
+    /// The last sequence number of each of the stream's message groups
+    /// (half, channel, other worker) in the windows before this one: a
+    /// message sent before the window and not read by its end lies in its
+    /// reader's buffer all through it, though neither half is in the
+    /// window (Sager §5.1 condition 2; Def. 3.5 projects its edge onto the
+    /// whole window).
+    pub seq_before: Vec<SeqMark>,
     pub counters: Counters,
     /// Part of the stream's timeline covered in this window.
     pub covered: (Ns, Ns),

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::model::{Counters, Fragment, Half, Item, Messages, Ns, Sid};
+use crate::model::{Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
 
 /// The groups of the window messages last went to, by (half, channel, other
 /// worker): direct-mapped, a miss asks the fragment. Most messages of a
@@ -91,6 +91,10 @@ pub struct Windower {
     /// in are its silence, already spelled out for `MAX_SPAN` windows, so
     /// `take_below` skips them rather than hand them over empty.
     silent_to: Option<u64>,
+    /// The last sequence number of each message group in the windows handed
+    /// over, and as the list each fragment gets (`Fragment::seq_before`).
+    last_seq: rustc_hash::FxHashMap<(Half, u32, u32), u64>,
+    seq_marks: Vec<SeqMark>,
 }
 
 /// Windows an item is placed in at most (a corrupt clock can make one span
@@ -116,6 +120,8 @@ impl Windower {
             pending_faults: Vec::new(),
             pending_counters: Counters::default(),
             silent_to: None,
+            last_seq: Default::default(),
+            seq_marks: Vec::new(),
         }
     }
 
@@ -463,12 +469,15 @@ impl Windower {
                 if f.covered.0 > f.covered.1 {
                     f.covered = (k.saturating_mul(w), k.saturating_mul(w));
                 }
+                f.seq_before = self.seq_marks.clone();
+                self.note_seqs(&f.msgs);
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
             } else if empty_run < MAX_SKIP && !self.silent_to.is_some_and(|s| k <= s) {
                 out.push(Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
+                    seq_before: self.seq_marks.clone(),
                     ..self.fragment(k)
                 });
                 empty_run += 1;
@@ -490,6 +499,29 @@ impl Windower {
             }
         }
         self.next = upto;
+    }
+
+    /// Notes the last sequence numbers of a window handed over, for the
+    /// windows after it.
+    fn note_seqs(&mut self, m: &Messages) {
+        let mut changed = false;
+        for g in &m.groups {
+            // (A group's sequence numbers rise in the stream's order.)
+            let Some(last) = g.entries.last().map(|e| e.seq) else { continue };
+            let e = self.last_seq.entry((g.half, g.channel, g.other)).or_insert(u64::MAX);
+            if *e == u64::MAX || last > *e {
+                *e = last;
+                changed = true;
+            }
+        }
+        if changed {
+            self.seq_marks.clear();
+            let marks =
+                self.last_seq.iter().map(|(&(half, channel, other), &seq)| SeqMark { half, channel, other, seq });
+            self.seq_marks.extend(marks);
+            // (Map order is arbitrary: sorted, so fragments do not depend on it.)
+            self.seq_marks.sort_unstable_by_key(|m| (m.half, m.channel, m.other));
+        }
     }
 
     /// The stream is over: hands over everything, marking the last window
