@@ -545,7 +545,7 @@ pub fn analyze_detail(
     let own_worker = |i: usize, w: u32| {
         let p = sids[i].process;
         let (e, b) = (expected_of[&p], base_of[&p]);
-        e > 0 && w >= b && w < b + e
+        e > 0 && w >= b && w < b.saturating_add(e)
     };
 
     // ---- messages ----

@@ -299,6 +299,9 @@ impl Ingest {
         let mut bytes_left = bytes;
         let width = self.width;
         let mut unknown = 0u64;
+        // Records whose time has no place on the timeline (the clock-sync
+        // model of their host broke in a way no exchange has shown yet).
+        let mut unplaced = 0u64;
         let mut cur_hi: Ns = 0;
         // (In a local while the loop runs: kept in a register.)
         let mut last_ts = st.last_ts;
@@ -310,7 +313,10 @@ impl Ingest {
             let t = if r.ts >= s_lo && r.ts < s_hi {
                 Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
             } else {
-                let Ok(t) = p.clock.to_ns(r.ts) else { continue };
+                let Ok(t) = p.clock.to_ns(r.ts) else {
+                    unplaced += 1;
+                    continue;
+                };
                 (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
                 t
             };
@@ -318,7 +324,10 @@ impl Ingest {
             let (t, width_iv) = match &conv {
                 None => (t, 0),
                 Some(cv) => {
-                    let Some(x) = cv.point(t) else { continue };
+                    let Some(x) = cv.point(t) else {
+                        unplaced += 1;
+                        continue;
+                    };
                     x
                 }
             };
@@ -403,6 +412,11 @@ impl Ingest {
         if unknown > 0 {
             let t = st.last_ts.unwrap_or(0);
             st.windower.fault(t, t, "records of unknown kind");
+        }
+        if unplaced > 0 {
+            let t = st.last_ts.unwrap_or(0);
+            let why = format!("{unplaced} records dropped: their time has no place on the timeline (clock conversion)");
+            st.windower.fault(t, t, &why);
         }
         Self::flush(st, &mut self.out, false);
         recs
