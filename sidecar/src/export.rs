@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::analyze::{ActivityKind, CriticalKind, WindowDetail};
-use crate::model::{MsgKind, Sid};
+use crate::model::{MsgKind, Ns, Sid};
 use crate::perfetto::{Arg, Writer};
 
 /// A slice of a window, written once the window's slices are all known.
@@ -107,7 +107,7 @@ impl<W: Write> PerfettoExport<W> {
     pub fn window(&mut self, d: &WindowDetail) -> io::Result<()> {
         let mut slices = Vec::new();
         self.window_into(d, &mut slices)?;
-        self.write_slices(slices)
+        self.write_slices(slices, d.span.0)
     }
 
     /// Writes a window's slices track by track in nesting order. A reader
@@ -118,7 +118,21 @@ impl<W: Write> PerfettoExport<W> {
     /// ends must come first, innermost first, then the beginnings,
     /// outermost first. Sorting by (start, end descending, order given)
     /// and closing what ended before each beginning does that.
-    fn write_slices(&mut self, mut slices: Vec<Slice>) -> io::Result<()> {
+    ///
+    /// Across windows the order cannot be kept: with `-w N` windows come as
+    /// their owners finish them, and a later window's slice beginning at
+    /// its start, written first, would be closed by the earlier window's
+    /// end at that instant (a slice cut at the boundary, or two activities
+    /// back to back across it). So a slice beginning at its window's start
+    /// (`ws`) begins 1 ns after it, after every end at that instant
+    /// whatever the order of the windows.
+    fn write_slices(&mut self, mut slices: Vec<Slice>, ws: Ns) -> io::Result<()> {
+        for s in &mut slices {
+            if s.start == ws {
+                s.start = ws + 1;
+                s.end = s.end.max(s.start);
+            }
+        }
         slices.sort_by(|a, b| a.track.cmp(&b.track).then(a.start.cmp(&b.start)).then(b.end.cmp(&a.end)));
         let mut open: Vec<(u64, u64)> = Vec::new(); // (track, end)
         for s in slices {
@@ -372,13 +386,63 @@ mod tests {
         let track = x_track(&bytes);
         let got: Vec<(String, u64, u64, usize)> =
             slices(&bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect();
+        // (A begins at the window's start: 1 ns later, see `write_slices`.)
         let want = vec![
-            ("A".to_string(), 0, 10, 0),
-            ("critical path".to_string(), 0, 10, 1),
+            ("A".to_string(), 1, 10, 0),
+            ("critical path".to_string(), 1, 10, 1),
             ("B".to_string(), 10, 20, 0),
             ("critical path".to_string(), 10, 20, 1),
         ];
         assert_eq!(got, want);
+    }
+
+    /// An operator cut at a window boundary (the first window's piece ends
+    /// at 100 where the second's begins), both pieces on the critical path,
+    /// with the windows written in either order (with `-w N` they come as
+    /// their owners finish them): each piece keeps its own extent, its
+    /// `critical path` slice nested in it.
+    #[test]
+    fn a_slice_cut_at_a_window_boundary_nests_whichever_window_comes_first() {
+        let sid = Sid { host: 1, process: 7, worker: 0 };
+        let mut ops = rustc_hash::FxHashMap::default();
+        ops.insert(1u32, "A".to_string());
+        let window = |k: u64, start: u64, end: u64| WindowDetail {
+            host: 1,
+            window: k,
+            span: (k * 100, k * 100 + 100),
+            streams: vec![sid],
+            programs: vec!["p".into()],
+            op_names: vec![ops.clone()],
+            span_names: vec![Default::default()],
+            counters: vec![Default::default()],
+            activities: vec![Activity { stream: 0, start, end, what: ActivityKind::Operator(1) }],
+            messages: vec![],
+            critical: vec![CriticalPiece { stream: 0, start, end, what: CriticalKind::Operator(1) }],
+        };
+        for first_window_first in [true, false] {
+            let (w0, w1) = (window(0, 50, 100), window(1, 100, 150));
+            let mut x = PerfettoExport::new(Vec::new());
+            if first_window_first {
+                x.window(&w0).unwrap();
+                x.window(&w1).unwrap();
+            } else {
+                x.window(&w1).unwrap();
+                x.window(&w0).unwrap();
+            }
+            let bytes = x.finish().unwrap();
+            let track = x_track(&bytes);
+            let got: Vec<(String, u64, u64, usize)> =
+                slices(&bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect();
+            // (A piece beginning at its window's start is written 1 ns later:
+            // see `write_slices`.)
+            let want = vec![
+                ("A".to_string(), 50, 100, 0),
+                ("critical path".to_string(), 50, 100, 1),
+                ("A".to_string(), 101, 150, 0),
+                ("critical path".to_string(), 101, 150, 1),
+            ];
+            assert_eq!(got, want, "first window written first: {first_window_first}");
+        }
     }
 
     /// The uuid of the (only) thread track.
