@@ -279,6 +279,12 @@ const JOIN_HOLD_NS: i128 = 2_000_000_000;
 /// its 20 ms calibration); the margin covers a slow thread start or accept.
 const JOIN_MARGIN_NS: i128 = 100_000_000;
 
+/// How far behind the wall clock windows close when no stream is open: a
+/// little more than the grace, so that a stream connecting now is not late.
+fn idle_lag(grace: Ns) -> Ns {
+    grace + grace / 2
+}
+
 /// The window (in timely time, read off the wall clock) that connections
 /// accepted at `joined` (Unix ns) and not yet showing a stream hold back:
 /// their first records may fall in it. `None` when none is recent.
@@ -485,7 +491,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             // hosts seen (in their timely time), a little more
                             // than the grace behind so that a stream
                             // connecting now is not late.
-                            let back = *grace as i128 + *grace as i128 / 2;
+                            let back = idle_lag(*grace) as i128;
                             let k = hosts
                                 .iter()
                                 .map(|(_, (o, sh))| (((now - o - back).max(0) as u64) / width) + sh)
@@ -603,12 +609,16 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     } else if let Inputs::Live { grace, .. } = &*inputs {
                         // Data wakes this operator (the I/O thread); without
                         // data it must still run when a window's deadline
-                        // passes, and now and then to see a stop.
+                        // passes, and now and then to see a stop. (With no
+                        // stream left the deadline is the idle lag's: waking
+                        // at the grace's found the window not yet due, and
+                        // the next wake came up to 100 ms later.)
                         let now = now_unix_ns();
+                        let lag = if readers.iter().all(|r| r.done) { idle_lag(*grace) } else { *grace };
                         let next = hosts
                             .iter()
                             .map(|(_, (o, _))| {
-                                let t = (now - o - *grace as i128).max(0) as u64;
+                                let t = (now - o - lag as i128).max(0) as u64;
                                 (t / width + 1) * width - t
                             })
                             .min()
