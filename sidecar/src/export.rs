@@ -382,10 +382,7 @@ mod tests {
         };
         let mut x = PerfettoExport::new(Vec::new());
         x.window(&d).unwrap();
-        let bytes = x.finish().unwrap();
-        let track = x_track(&bytes);
-        let got: Vec<(String, u64, u64, usize)> =
-            slices(&bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect();
+        let got = worker_slices(&x.finish().unwrap());
         // (A begins at the window's start: 1 ns later, see `write_slices`.)
         let want = vec![
             ("A".to_string(), 1, 10, 0),
@@ -429,10 +426,7 @@ mod tests {
                 x.window(&w1).unwrap();
                 x.window(&w0).unwrap();
             }
-            let bytes = x.finish().unwrap();
-            let track = x_track(&bytes);
-            let got: Vec<(String, u64, u64, usize)> =
-                slices(&bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect();
+            let got = worker_slices(&x.finish().unwrap());
             // (A piece beginning at its window's start is written 1 ns later:
             // see `write_slices`.)
             let want = vec![
@@ -443,6 +437,12 @@ mod tests {
             ];
             assert_eq!(got, want, "first window written first: {first_window_first}");
         }
+    }
+
+    /// The slices of the (only) worker track: (name, start, end, depth).
+    fn worker_slices(bytes: &[u8]) -> Vec<(String, u64, u64, usize)> {
+        let track = x_track(bytes);
+        slices(bytes).into_iter().filter(|s| s.0 == track).map(|s| (s.1, s.2, s.3, s.4)).collect()
     }
 
     /// The uuid of the (only) thread track.

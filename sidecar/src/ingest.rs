@@ -699,19 +699,24 @@ mod tests {
     use super::*;
     use ringlog::{ClockSample, Decoder, Encoder, EndStats, Event, Hello, Record, StreamId};
 
-    fn bytes(with_end: bool) -> Vec<u8> {
-        let mut e = Encoder::new();
-        let mut out = Vec::new();
-        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
-        let w0 = StreamId { host: 7, process: 1, worker: 0 };
-        let hello = Hello {
+    /// A one-worker process's Hello (TSC at 1 GHz).
+    fn hello() -> Hello {
+        Hello {
             host_name: "h".into(),
             program: "p".into(),
             pid: 1,
             workers: 1,
             invariant_tsc: true,
             ticks_per_sec: 1_000_000_000,
-        };
+        }
+    }
+
+    fn bytes(with_end: bool) -> Vec<u8> {
+        let mut e = Encoder::new();
+        let mut out = Vec::new();
+        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+        let w0 = StreamId { host: 7, process: 1, worker: 0 };
+        let hello = hello();
         e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
         e.clock(pw, 1, ClockDomain::Tsc, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
         e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
@@ -792,14 +797,7 @@ mod tests {
         let mut out = Vec::new();
         let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
         let w0 = StreamId { host: 7, process: 1, worker: 0 };
-        let hello = Hello {
-            host_name: "h".into(),
-            program: "p".into(),
-            pid: 1,
-            workers: 1,
-            invariant_tsc: true,
-            ticks_per_sec: 1_000_000_000,
-        };
+        let hello = hello();
         let cs = |ticks: u64, ns: u64| ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns };
         let marks = |from: u64| -> Vec<Record> {
             (0..40).map(|i| Record::from_event(from + i * 10_000_000, Event::Mark { id: 1 })).collect()
