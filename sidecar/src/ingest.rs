@@ -69,8 +69,6 @@ struct Stream {
     last_ts: Option<Ns>,
     done: bool,
     elided_seen: u64,
-    /// The process clock's `went_back` count this stream has reported.
-    clock_went_back: u64,
 }
 
 impl Stream {
@@ -152,7 +150,6 @@ impl Ingest {
             last_ts: None,
             done: false,
             elided_seen: 0,
-            clock_went_back: 0,
         })
     }
 
@@ -284,9 +281,10 @@ impl Ingest {
             return recs;
         }
         let st = self.streams.get_mut(&sid).unwrap();
-        let went_back = p.clock.went_back();
-        let clock_fault = (went_back > st.clock_went_back).then(|| {
-            st.clock_went_back = went_back;
+        // A stream clock that went back: every frame from then on is
+        // faulted (once the TSC passes its old value, samples are accepted
+        // again, but the segment across the reset maps wrongly).
+        let clock_fault = (p.clock.went_back() > 0).then(|| {
             "the stream clock went back (a TSC reset or write): its times from here on are not on the host's \
              timeline"
                 .to_string()
@@ -824,6 +822,64 @@ mod tests {
             .map(|f| (f.window, f.counters.records, f.faults.iter().any(|x| x.contains("stream clock went back"))))
             .collect();
         assert!(at.iter().any(|&(w, n, fault)| w >= 23 && n > 0 && fault), "{at:?}");
+    }
+
+    /// The TSC goes back by 1.5 s at 2.5 s (a reset or write) and the probe
+    /// goes on with a sample a second and a Records frame every 100 ms. Once
+    /// the TSC passes the last accepted sample's ticks again (after 1.5 s)
+    /// its samples are accepted, yet the mapping across the reset is wrong:
+    /// every window from the reset on carries the fault (only those of the
+    /// frames right after a rejected sample did).
+    #[test]
+    fn a_stream_clock_that_went_back_faults_every_later_window() {
+        let mut e = Encoder::new();
+        let mut out = Vec::new();
+        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+        let w0 = StreamId { host: 7, process: 1, worker: 0 };
+        let hello = hello();
+        let cs = |ticks: u64, ns: u64| ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns };
+        const BACK: u64 = 1_500_000_000;
+        e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.clock(pw, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
+        e.clock(pw, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
+        e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
+        let (mut pseq, mut wseq) = (3, 1);
+        // True time t (ns) from 2.0 s to 6.0 s, a frame of 10 marks each 100 ms.
+        let mut t = 2_000_000_000u64;
+        while t < 6_000_000_000 {
+            if t % 1_000_000_000 == 0 && t > 2_000_000_000 {
+                let ticks = if t >= 2_500_000_000 { t - BACK } else { t };
+                e.clock(pw, pseq, ClockDomain::Tsc, &[cs(ticks, t)], &mut out);
+                pseq += 1;
+            }
+            let recs: Vec<Record> = (0..10)
+                .map(|i| {
+                    let tt = t + i * 10_000_000;
+                    let ticks = if tt >= 2_500_000_000 { tt - BACK } else { tt };
+                    Record::from_event(ticks, Event::Mark { id: 1 })
+                })
+                .collect();
+            e.records(w0, wseq, 0, ClockDomain::Tsc, &[&recs], &mut out);
+            wseq += 1;
+            t += 100_000_000;
+        }
+        e.end(w0, wseq, 0, ClockDomain::Tsc, &EndStats { produced: 400, lost: 0, elided: 0 }, &mut out);
+        let mut ing = Ingest::new("test", 100_000_000);
+        for f in Decoder::new(&out[..]) {
+            let before = ing.out.len();
+            ing.frame(f.unwrap(), 1);
+            ing.finish_batch(before);
+        }
+        ing.eof();
+        let at: Vec<(u64, u64, bool)> = ing
+            .out
+            .iter()
+            .filter(|f| f.counters.records > 0)
+            .map(|f| (f.window, f.counters.records, f.faults.iter().any(|x| x.contains("stream clock went back"))))
+            .collect();
+        // Every window with records from the reset on carries the fault.
+        let first = at.iter().position(|x| x.2).expect("a fault");
+        assert!(at[first..].iter().all(|x| x.2), "{at:?}");
     }
 
     #[test]
