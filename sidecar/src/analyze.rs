@@ -655,7 +655,11 @@ pub fn analyze_detail(
     // the whole window). Seen from the last sequence numbers before the
     // window (`Fragment::seq_before`): the sender's past everything the
     // reader read by the window's end (a group's sequence numbers are sent
-    // and read in order: its last read is its highest).
+    // and read in order: its last read is its highest). Only where the
+    // reader's record is whole since the send (`Fragment::clean_since`): a
+    // read lost, late, or made before its stream began would otherwise
+    // leave it "buffered" window after window. (A sender whose stream has
+    // ended has no fragment here: its messages are not seen.)
     let seq_before = |j: usize, half: Half, channel: u32, other: u32| {
         let marks = &frags[j].seq_before;
         marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
@@ -663,6 +667,9 @@ pub fn analyze_detail(
     for i in 0..n {
         for m in frags[i].seq_before.iter().filter(|m| m.half == Half::Send) {
             let Some(j) = resolve(sids[i].process, m.other) else { continue };
+            if m.at < frags[j].clean_since {
+                continue;
+            }
             let read_before = seq_before(j, Half::Recv, m.channel, sids[i].worker);
             let read_here = chan_ids
                 .find(m.channel)
@@ -823,7 +830,7 @@ pub fn analyze_detail(
             let cluster = peer_procs.iter().filter(|&&q| peers(p, q)).flat_map(|q| procs[q].iter());
             let receivers =
                 procs[&p].iter().chain(cluster).copied().filter(|&j| j != i && sids[j].host == sids[i].host);
-            for j in receivers {
+            for j in receivers.filter(|&j| m.at >= frags[j].clean_since) {
                 let read_before = seq_before(j, Half::PRecv, m.channel, sids[i].worker);
                 let read_here =
                     chan_ids.find(m.channel).and_then(|c| pr_ix.find([c, i as u32, j as u32])).map(|g| pr[g].max_seq);

@@ -248,13 +248,15 @@ impl Counters {
     }
 }
 
-/// The last sequence number of a stream's message group before a window.
+/// The last sequence number of a stream's message group before a window,
+/// and when that message was sent or read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeqMark {
     pub half: Half,
     pub channel: u32,
     pub other: u32,
     pub seq: u64,
+    pub at: Ns,
 }
 
 /// A channel's metadata: id, (source operator, port), (target operator, port).
@@ -280,6 +282,10 @@ pub struct Fragment {
     /// window (Sager §5.1 condition 2; Def. 3.5 projects its edge onto the
     /// whole window).
     pub seq_before: Vec<SeqMark>,
+    /// From when the stream's record of its message halves is whole: its
+    /// first record, or its latest fault (records lost, frames missing,
+    /// late data). A mark older than this is not compared with its reads.
+    pub clean_since: Ns,
     pub counters: Counters,
     /// Part of the stream's timeline covered in this window.
     pub covered: (Ns, Ns),

@@ -91,11 +91,19 @@ pub struct Windower {
     /// in are its silence, already spelled out for `MAX_SPAN` windows, so
     /// `take_below` skips them rather than hand them over empty.
     silent_to: Option<u64>,
-    /// The last sequence number of each message group in the windows handed
-    /// over, and as the list each fragment gets (`Fragment::seq_before`).
-    last_seq: rustc_hash::FxHashMap<(Half, u32, u32), u64>,
+    /// The last sequence number (and its time) of each message group in the
+    /// windows handed over, the last `MARK_AGE` windows only, and as the
+    /// list each fragment gets (`Fragment::seq_before`).
+    last_seq: rustc_hash::FxHashMap<(Half, u32, u32), (u64, Ns)>,
     seq_marks: Vec<SeqMark>,
+    /// See `Fragment::clean_since`.
+    clean_since: Ns,
 }
+
+/// Windows a group's last message counts in `seq_before`: a message left
+/// unread longer (in flight when its dataflow was dropped) must not mark
+/// its reader buffered for the rest of the run; older groups are dropped.
+const MARK_AGE: u64 = 16;
 
 /// Windows an item is placed in at most (a corrupt clock can make one span
 /// absurdly many); the rest of a longer one is silence, skipped.
@@ -122,6 +130,7 @@ impl Windower {
             silent_to: None,
             last_seq: Default::default(),
             seq_marks: Vec::new(),
+            clean_since: 0,
         }
     }
 
@@ -134,6 +143,7 @@ impl Windower {
             _ => {
                 if !self.messages_at(t) {
                     self.late_msgs += 1;
+                    self.clean_since = self.clean_since.max(t);
                     return;
                 }
             }
@@ -146,6 +156,7 @@ impl Windower {
     /// The stream's first record is at `t`: its first window.
     pub fn start_at(&mut self, t: Ns) {
         if !self.started {
+            self.clean_since = self.clean_since.max(t);
             self.begin(self.index(t));
         }
     }
@@ -419,6 +430,7 @@ impl Windower {
     /// Marks the windows overlapping `[from, to]` with a fault (before the
     /// stream's first record: its first window).
     pub fn fault(&mut self, from: Ns, to: Ns, why: &str) {
+        self.clean_since = self.clean_since.max(to);
         if !self.started {
             if !self.pending_faults.iter().any(|x| x == why) {
                 self.pending_faults.push(why.to_string());
@@ -469,15 +481,19 @@ impl Windower {
                 if f.covered.0 > f.covered.1 {
                     f.covered = (k.saturating_mul(w), k.saturating_mul(w));
                 }
+                self.age_seqs(k);
                 f.seq_before = self.seq_marks.clone();
+                f.clean_since = self.clean_since;
                 self.note_seqs(&f.msgs);
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
             } else if empty_run < MAX_SKIP && !self.silent_to.is_some_and(|s| k <= s) {
+                self.age_seqs(k);
                 out.push(Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
                     seq_before: self.seq_marks.clone(),
+                    clean_since: self.clean_since,
                     ..self.fragment(k)
                 });
                 empty_run += 1;
@@ -507,21 +523,32 @@ impl Windower {
         let mut changed = false;
         for g in &m.groups {
             // (A group's sequence numbers rise in the stream's order.)
-            let Some(last) = g.entries.last().map(|e| e.seq) else { continue };
-            let e = self.last_seq.entry((g.half, g.channel, g.other)).or_insert(u64::MAX);
-            if *e == u64::MAX || last > *e {
-                *e = last;
-                changed = true;
-            }
+            let Some(e) = g.entries.last() else { continue };
+            let last = (e.seq, m.time(g.half, e));
+            let old = self.last_seq.insert((g.half, g.channel, g.other), last);
+            changed |= old != Some(last);
         }
         if changed {
-            self.seq_marks.clear();
-            let marks =
-                self.last_seq.iter().map(|(&(half, channel, other), &seq)| SeqMark { half, channel, other, seq });
-            self.seq_marks.extend(marks);
-            // (Map order is arbitrary: sorted, so fragments do not depend on it.)
-            self.seq_marks.sort_unstable_by_key(|m| (m.half, m.channel, m.other));
+            self.rebuild_marks();
         }
+    }
+
+    /// Drops the groups quiet for `MARK_AGE` windows before window `k`.
+    fn age_seqs(&mut self, k: u64) {
+        let horizon = k.saturating_sub(MARK_AGE).saturating_mul(self.width);
+        if self.seq_marks.iter().any(|m| m.at < horizon) {
+            self.last_seq.retain(|_, &mut (_, at)| at >= horizon);
+            self.rebuild_marks();
+        }
+    }
+
+    fn rebuild_marks(&mut self) {
+        self.seq_marks.clear();
+        let marks =
+            self.last_seq.iter().map(|(&(half, channel, other), &(seq, at))| SeqMark { half, channel, other, seq, at });
+        self.seq_marks.extend(marks);
+        // (Map order is arbitrary: sorted, so fragments do not depend on it.)
+        self.seq_marks.sort_unstable_by_key(|m| (m.half, m.channel, m.other));
     }
 
     /// The stream is over: hands over everything, marking the last window

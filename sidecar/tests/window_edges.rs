@@ -396,3 +396,194 @@ fn a_gap_longer_than_ten_thousand_windows_is_skipped_after_them() {
     assert_eq!(inside.last().unwrap().streams[0].faults, vec![note.to_string()]);
     assert!(reps.iter().any(|r| r.window == 15_000), "the window with data after the gap");
 }
+
+// The marks of `Fragment::seq_before` count only where the reader's
+// record is whole (a review found these).
+
+fn w1_waits(reps: &[WindowReport]) -> Vec<(u64, bool, u64)> {
+    reps.iter().map(|r| (r.window, r.complete, r.waiting.iter().find(|w| w.worker == 1).unwrap().waiting_ns)).collect()
+}
+
+/// One lost record (w1's read of w0's seq 0, in window 0) must not make the
+/// later windows, in which w1 reads nothing on that channel, treat w1 as
+/// having a message buffered all through them (its waits vanished, in
+/// windows marked complete): they show w1 waiting 1000 ns on w0 as without
+/// the loss.
+#[test]
+fn a_lost_read_does_not_make_later_windows_buffered() {
+    let w0 = vec![
+        (0, start(1)),
+        (100, send(5, 1, 0)),
+        (200, stop(1)),
+        (210, step()),
+        (3400, start(1)),
+        (3500, send(5, 1, 1)),
+        (3600, stop(1)),
+        (3610, step()),
+    ];
+    let w1_full = vec![
+        (0, start(2)),
+        (100, stop(2)),
+        (120, start(3)),
+        (200, stop(3)),
+        // frame 1
+        (300, start(4)),
+        (350, recv(5, 0, 0)),
+        (400, stop(4)),
+        (405, start(1)),
+        // frame 2
+        (408, stop(1)),
+        (410, step()),
+        (3700, start(2)),
+        (3710, recv(5, 0, 1)),
+        // frame 3
+        (3800, stop(2)),
+        (3810, step()),
+    ];
+    // The same, w1's read at 350 lost (frame 1 says 1 record lost).
+    let w1_lost = vec![
+        (0, start(2)),
+        (100, stop(2)),
+        (120, start(3)),
+        (200, stop(3)),
+        // frame 1 (1 lost)
+        (300, start(4)),
+        (400, stop(4)),
+        (405, start(1)),
+        (408, stop(1)),
+        // frame 2
+        (410, step()),
+        (3700, start(2)),
+        (3710, recv(5, 0, 1)),
+        (3800, stop(2)),
+        // frame 3
+        (3810, step()),
+    ];
+    let full = analyze(&encode(&[w0.clone(), w1_full]), 1000);
+    let lost = analyze(&encode_opts(&[w0, w1_lost], true, &[(1, 1, 1)]), 1000);
+    eprintln!("full: {:?}", w1_waits(&full));
+    eprintln!("lost: {:?}", w1_waits(&lost));
+    for r in &lost {
+        eprintln!("lost window {}: {:?}", r.window, r.incomplete_reasons);
+    }
+    // Window 0 is incomplete (the loss); windows 1 and 2 are complete and
+    // must not depend on a record lost in window 0.
+    assert!(!lost[0].complete);
+    assert!(lost[1].complete && lost[2].complete);
+    assert_eq!(w1_waits(&full)[1..], w1_waits(&lost)[1..]);
+}
+
+/// w0 sends at 400 and its stream ends at 500; w1, idle from 110, reads the
+/// message at 3210. Windows 1 and 2: the message is in w1's buffer all
+/// through them, as when w0 goes on idling, but w0 has no fragment there
+/// (its stream ended), so no mark says so and w1 is reported waiting on w0.
+#[test]
+#[ignore = "limit: a sender whose stream ended has no fragment in later windows, so its last \
+            sequence numbers are not there; its end marker could carry them"]
+fn a_message_from_a_sender_that_ended_is_buffered_through_later_windows() {
+    let w0_end = vec![(0, start(1)), (400, send(5, 1, 0)), (500, stop(1))];
+    let w0_on =
+        vec![(0, start(1)), (400, send(5, 1, 0)), (500, stop(1)), (510, step()), (3500, start(1)), (3510, stop(1))];
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (3200, start(2)),
+        (3210, recv(5, 0, 0)),
+        (3300, stop(2)),
+        (3500, start(1)),
+        (3510, stop(1)),
+    ];
+    let ended = analyze(&encode(&[w0_end, w1.clone()]), 1000);
+    let on = analyze(&encode(&[w0_on, w1]), 1000);
+    eprintln!("w0 ended: {:?}", w1_waits(&ended));
+    eprintln!("w0 on:    {:?}", w1_waits(&on));
+    for r in &ended {
+        eprintln!(
+            "ended window {}: {:?} {:?}",
+            r.window,
+            r.incomplete_reasons,
+            r.waiting.iter().find(|w| w.worker == 1).unwrap().on
+        );
+    }
+    assert_eq!(w1_waits(&ended), w1_waits(&on));
+}
+
+/// A timely cluster on one host (process 1 runs worker 0, process 2 worker
+/// 1). Process 2's probe reached the sidecar late (it started before the
+/// sidecar and retried; a reconnect is the same): its stream begins at 2000,
+/// after it had read w0's messages 0 and 1 (those records were dropped and
+/// counted by the probe). From then on w0's marks say seq 1 was sent, w1's
+/// say nothing was read; window 3 (complete) must still show w1 waiting
+/// 1000 ns on w0, as it does when its earlier reads are seen (it showed no
+/// wait, "buffered" all through).
+#[test]
+fn a_reader_that_joined_late_is_not_buffered_by_messages_it_read_before() {
+    let w0 = vec![
+        (0, start(1)),
+        (100, send(5, 1, 0)),
+        (200, send(5, 1, 1)),
+        (300, stop(1)),
+        (310, step()),
+        (4400, start(1)),
+        (4500, send(5, 1, 2)),
+        (4600, stop(1)),
+        (4610, step()),
+    ];
+    let w1_late = vec![
+        (2000, start(1)),
+        (2100, stop(1)),
+        (2110, step()),
+        (4510, start(2)),
+        (4520, recv(5, 0, 2)),
+        (4600, stop(2)),
+        (4610, step()),
+    ];
+    let mut w1_all = vec![(0, start(2)), (150, recv(5, 0, 0)), (250, recv(5, 0, 1)), (300, stop(2))];
+    w1_all.extend(w1_late.iter().copied());
+    let a = encode_host(HOST, 1, 0, &[w0], true, &[]);
+    let late = encode_host(HOST, 2, 1, &[w1_late], true, &[(0, 0, 4)]);
+    let all = encode_host(HOST, 2, 1, &[w1_all], true, &[]);
+    let run = |b: &[u8]| {
+        let (reps, errs) = analyze_bytes(&[("a", &a), ("b", b)], 1000);
+        assert!(errs.is_empty(), "{errs:?}");
+        reps
+    };
+    let (late, all) = (run(&late), run(&all));
+    let w3 = |reps: &[WindowReport]| {
+        let r = reps.iter().find(|r| r.window == 3).unwrap();
+        (r.complete, r.waiting.iter().find(|w| w.worker == 1).unwrap().waiting_ns)
+    };
+    eprintln!("late: {:?}  all: {:?}", w3(&late), w3(&all));
+    assert_eq!(w3(&late), w3(&all));
+}
+
+/// A message never read (in flight when its dataflow was dropped) marks its
+/// reader buffered for `MARK_AGE` (16) windows after it was sent, not for
+/// the rest of the run: w0 sends on channel 5 at 100 and w1 never reads it;
+/// w1, idle from 110, reads w0's message on channel 6 (sent at 25,500) at
+/// 25,600. Windows 1-16: buffered, no wait; windows 17-24: waiting on w0.
+#[test]
+fn a_message_never_read_stops_counting_after_sixteen_windows() {
+    let w0 = vec![
+        (0, start(1)),
+        (100, send(5, 1, 0)),
+        (200, stop(1)),
+        (25_400, start(1)),
+        (25_500, send(6, 1, 0)),
+        (25_700, stop(1)),
+    ];
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (25_590, start(2)),
+        (25_600, recv(6, 0, 0)),
+        (25_650, stop(2)),
+        (25_700, step()),
+    ];
+    let reps = analyze(&encode(&[w0, w1]), 1000);
+    let waits: Vec<u64> = reps.iter().map(|r| r.waiting[1].waiting_ns).collect();
+    assert!(waits[1..=16].iter().all(|&w| w == 0), "{waits:?}");
+    assert!(waits[17..=24].iter().all(|&w| w == 1000), "{waits:?}");
+}
