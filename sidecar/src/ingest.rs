@@ -743,7 +743,12 @@ mod tests {
     }
 
     fn run(b: &[u8]) -> Ingest {
-        let mut ing = Ingest::new("test", 250);
+        run_width(b, 250)
+    }
+
+    /// Ingests `b` whole into windows of `width` ns (a decode error ends it).
+    fn run_width(b: &[u8], width: Ns) -> Ingest {
+        let mut ing = Ingest::new("test", width);
         for f in Decoder::new(b) {
             match f {
                 Ok(f) => {
@@ -809,13 +814,7 @@ mod tests {
         e.clock(pw, 3, ClockDomain::Tsc, &[cs(1_000, 2_500_000_000)], &mut out);
         e.records(w0, 2, 0, ClockDomain::Tsc, &[&marks(1_000)], &mut out);
         e.end(w0, 3, 0, ClockDomain::Tsc, &EndStats { produced: 80, lost: 0, elided: 0 }, &mut out);
-        let mut ing = Ingest::new("test", 100_000_000);
-        for f in Decoder::new(&out[..]) {
-            let before = ing.out.len();
-            ing.frame(f.unwrap(), 1);
-            ing.finish_batch(before);
-        }
-        ing.eof();
+        let ing = run_width(&out, 100_000_000);
         let at: Vec<(u64, u64, bool)> = ing
             .out
             .iter()
@@ -864,13 +863,7 @@ mod tests {
             t += 100_000_000;
         }
         e.end(w0, wseq, 0, ClockDomain::Tsc, &EndStats { produced: 400, lost: 0, elided: 0 }, &mut out);
-        let mut ing = Ingest::new("test", 100_000_000);
-        for f in Decoder::new(&out[..]) {
-            let before = ing.out.len();
-            ing.frame(f.unwrap(), 1);
-            ing.finish_batch(before);
-        }
-        ing.eof();
+        let ing = run_width(&out, 100_000_000);
         let at: Vec<(u64, u64, bool)> = ing
             .out
             .iter()
