@@ -172,7 +172,7 @@ fn bfs_passes_the_property_checks() {
 
 #[test]
 fn pagerank_passes_the_property_checks() {
-    let ws = traced("pagerank", &["-w", "2", "--nodes", "20000", "--edges", "200000", "--iters", "10"], "20ms");
+    let ws = traced("pagerank", &["-w", "2", "--nodes", "20000", "--edges", "200000", "--iters", "30"], "10ms");
     assert_properties("pagerank", &ws);
 }
 
