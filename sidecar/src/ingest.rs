@@ -788,6 +788,27 @@ mod tests {
         assert!(ing.errors.is_empty());
     }
 
+    const PW: StreamId = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+    const W0: StreamId = StreamId { host: 7, process: 1, worker: 0 };
+
+    /// A clock sample with CLOCK_REALTIME = CLOCK_MONOTONIC.
+    fn cs(ticks: u64, ns: u64) -> ClockSample {
+        ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns }
+    }
+
+    /// Process `PW` and its worker `W0` started, with clock samples at 1 s
+    /// and 2 s where the TSC reads CLOCK_MONOTONIC (process frames #0-#2,
+    /// the worker's Hello #0).
+    fn tsc_stream_at_2s() -> (Encoder, Vec<u8>) {
+        let (mut e, mut out) = (Encoder::new(), Vec::new());
+        let hello = hello();
+        e.hello(PW, 0, ClockDomain::Tsc, &hello, &mut out);
+        e.clock(PW, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
+        e.clock(PW, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
+        e.hello(W0, 0, ClockDomain::Tsc, &hello, &mut out);
+        (e, out)
+    }
+
     /// A stream clock that goes back (a TSC reset or write: a sample whose
     /// ticks are lower than the last one's while CLOCK_MONOTONIC went on)
     /// cannot be mapped any more: the samples after it are ignored, and the
@@ -796,19 +817,11 @@ mod tests {
     /// windows from there on carry a fault.
     #[test]
     fn a_stream_clock_that_goes_back_is_a_fault() {
-        let mut e = Encoder::new();
-        let mut out = Vec::new();
-        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
-        let w0 = StreamId { host: 7, process: 1, worker: 0 };
-        let hello = hello();
-        let cs = |ticks: u64, ns: u64| ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns };
+        let (mut e, mut out) = tsc_stream_at_2s();
+        let (pw, w0) = (PW, W0);
         let marks = |from: u64| -> Vec<Record> {
             (0..40).map(|i| Record::from_event(from + i * 10_000_000, Event::Mark { id: 1 })).collect()
         };
-        e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
-        e.clock(pw, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
-        e.clock(pw, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
-        e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
         e.records(w0, 1, 0, ClockDomain::Tsc, &[&marks(2_000_000_000)], &mut out);
         // At 2.5 s the TSC restarts from 1000.
         e.clock(pw, 3, ClockDomain::Tsc, &[cs(1_000, 2_500_000_000)], &mut out);
@@ -831,17 +844,9 @@ mod tests {
     /// frames right after a rejected sample did).
     #[test]
     fn a_stream_clock_that_went_back_faults_every_later_window() {
-        let mut e = Encoder::new();
-        let mut out = Vec::new();
-        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
-        let w0 = StreamId { host: 7, process: 1, worker: 0 };
-        let hello = hello();
-        let cs = |ticks: u64, ns: u64| ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns };
+        let (mut e, mut out) = tsc_stream_at_2s();
+        let (pw, w0) = (PW, W0);
         const BACK: u64 = 1_500_000_000;
-        e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
-        e.clock(pw, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
-        e.clock(pw, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
-        e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
         let (mut pseq, mut wseq) = (3, 1);
         // True time t (ns) from 2.0 s to 6.0 s, a frame of 10 marks each 100 ms.
         let mut t = 2_000_000_000u64;
