@@ -275,7 +275,7 @@ struct ProgressReads {
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
 use crate::model::{
     give_entries, give_items, take_items, Busy, Fragment, GapEnd, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind,
-    Ns, Sid,
+    Ns, SeqMark, Sid,
 };
 use crate::properties;
 use crate::summary::*;
@@ -405,6 +405,20 @@ pub fn analyze_detail(
     for e in ended_of.values_mut() {
         e.sort_unstable();
         e.dedup();
+    }
+    // The last sequence numbers of senders that ended before this window
+    // (their markers carry them): their messages may lie unread in a
+    // reader's buffer all through it (see `Fragment::seq_before`).
+    let horizon = crate::model::mark_horizon(index, width);
+    let mut ended_marks: Vec<(Sid, Vec<SeqMark>)> = Vec::new();
+    for f in frags.iter_mut().filter(|f| f.marker && f.window <= index) {
+        if let Some(s) = f.stream {
+            let mut marks = std::mem::take(&mut f.seq_before);
+            marks.retain(|m| m.at >= horizon);
+            if !marks.is_empty() && !ended_marks.iter().any(|(e, _)| *e == s) {
+                ended_marks.push((s, marks));
+            }
+        }
     }
     frags.retain(|f| !f.marker);
     // One fragment per stream (merge duplicates defensively).
@@ -658,22 +672,37 @@ pub fn analyze_detail(
     // and read in order: its last read is its highest). Only where the
     // reader's record is whole since the send (`Fragment::clean_since`): a
     // read lost, late, or made before its stream began would otherwise
-    // leave it "buffered" window after window. (A sender whose stream has
-    // ended has no fragment here: its messages are not seen.)
+    // leave it "buffered" window after window.
     let seq_before = |j: usize, half: Half, channel: u32, other: u32| {
         let marks = &frags[j].seq_before;
         marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
     };
-    for i in 0..n {
-        for m in frags[i].seq_before.iter().filter(|m| m.half == Half::Send) {
-            let Some(j) = resolve(sids[i].process, m.other) else { continue };
+    // Every sender's marks: each stream's here, then those of the streams
+    // that ended before the window and have none here (their end markers'),
+    // with the sender's side in the readers' group keys (as `side` gave it;
+    // None: the reader read nothing of it here).
+    ended_marks.retain(|(s, _)| !sids.contains(s));
+    let senders: Vec<(Option<usize>, Sid, &[SeqMark])> = (0..n)
+        .map(|i| (Some(i), sids[i], &frags[i].seq_before[..]))
+        .chain(ended_marks.iter().map(|(s, m)| (None, *s, &m[..])))
+        .collect();
+    let sender_side = |i: Option<usize>, reader: usize, worker: u32| match i {
+        Some(i) => Some(i as u32),
+        None => resolve(sids[reader].process, worker)
+            .map(|x| x as u32)
+            .or_else(|| worker_ids.find(worker).map(|d| n as u32 + d)),
+    };
+    for &(i, sender, marks) in &senders {
+        for m in marks.iter().filter(|m| m.half == Half::Send) {
+            let Some(j) = resolve(sender.process, m.other) else { continue };
             if m.at < frags[j].clean_since {
                 continue;
             }
-            let read_before = seq_before(j, Half::Recv, m.channel, sids[i].worker);
+            let read_before = seq_before(j, Half::Recv, m.channel, sender.worker);
             let read_here = chan_ids
                 .find(m.channel)
-                .and_then(|c| data_ix.find([c, i as u32, j as u32]))
+                .zip(sender_side(i, j, sender.worker))
+                .and_then(|(c, s)| data_ix.find([c, s, j as u32]))
                 .and_then(|g| data[g].reads.last().map(|r| r.seq));
             if read_before.max(read_here).is_none_or(|r| m.seq > r) {
                 inbox[j].push(ws, Ns::MAX);
@@ -815,25 +844,31 @@ pub fn analyze_detail(
     // global worker indices do not overlap.
     let mut peer_procs: Vec<u32> = procs.keys().copied().collect();
     peer_procs.sort_unstable();
+    // (None for a process without a stream here: its block is unknown.)
     let block = |p: u32| {
-        let e = expected_of[&p];
+        let e = *expected_of.get(&p)?;
         (e > 0).then(|| (base_of[&p], base_of[&p].saturating_add(e)))
     };
     let peers =
         |p: u32, q: u32| p != q && matches!((block(p), block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0);
     // Progress buffered all through the window (as data above): every
     // worker of the sender's process, and of the cluster's other processes
-    // on its host, gets each progress message.
-    for i in 0..n {
-        for m in frags[i].seq_before.iter().filter(|m| m.half == Half::PSend) {
-            let p = sids[i].process;
+    // on its host, gets each progress message. (A sender that ended, of a
+    // process with no stream left here, has no known worker block: its
+    // progress reaches its own process only.)
+    for &(i, sender, marks) in &senders {
+        for m in marks.iter().filter(|m| m.half == Half::PSend) {
+            let p = sender.process;
             let cluster = peer_procs.iter().filter(|&&q| peers(p, q)).flat_map(|q| procs[q].iter());
-            let receivers =
-                procs[&p].iter().chain(cluster).copied().filter(|&j| j != i && sids[j].host == sids[i].host);
+            let own = procs.get(&p).map_or(&[][..], |v| &v[..]);
+            let receivers = own.iter().chain(cluster).copied().filter(|&j| Some(j) != i && sids[j].host == sender.host);
             for j in receivers.filter(|&j| m.at >= frags[j].clean_since) {
-                let read_before = seq_before(j, Half::PRecv, m.channel, sids[i].worker);
-                let read_here =
-                    chan_ids.find(m.channel).and_then(|c| pr_ix.find([c, i as u32, j as u32])).map(|g| pr[g].max_seq);
+                let read_before = seq_before(j, Half::PRecv, m.channel, sender.worker);
+                let read_here = chan_ids
+                    .find(m.channel)
+                    .zip(sender_side(i, j, sender.worker))
+                    .and_then(|(c, s)| pr_ix.find([c, s, j as u32]))
+                    .map(|g| pr[g].max_seq);
                 if read_before.max(read_here).is_none_or(|r| m.seq > r) {
                     inbox[j].push(ws, Ns::MAX);
                 }
@@ -1336,8 +1371,8 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
             }
         }
         errors.append(&mut ing.errors);
-        for (sid, k) in ing.ended.drain(..) {
-            ended.note(sid, k);
+        for (sid, k, marks) in ing.ended.drain(..) {
+            ended.note(sid, k, marks);
         }
         for f in ing.out.drain(..) {
             let host = crate::sync::window_host(&f);
@@ -1349,7 +1384,7 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
     let reps = by_window
         .into_iter()
         .map(|((w, h), mut frags)| {
-            ended.apply(w, &mut frags);
+            ended.apply(w, width, &mut frags);
             for f in &mut frags {
                 f.other_hosts = timelines.iter().copied().filter(|&o| o != h).collect();
             }

@@ -505,7 +505,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     for r in readers.iter_mut() {
                         // Ended streams: a note to every owner (see
                         // `Fragment::marker`), at the first window without it.
-                        for (sid, k) in r.ingest.ended.drain(..) {
+                        for (sid, k, marks) in r.ingest.ended.drain(..) {
                             // On the timeline its windows were on (clock sync).
                             let tl = Some(r.ingest.sync.timeline(sid.host, sid.process)).filter(|&h| h != sid.host);
                             for p in 0..peers {
@@ -515,6 +515,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                     timeline: tl,
                                     marker: true,
                                     route: p as u64,
+                                    seq_before: marks.clone(),
                                     ..Default::default()
                                 });
                             }
@@ -650,7 +651,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 for (h, w, f) in v.drain(..) {
                                     if f.marker {
                                         if let Some(sid) = f.stream {
-                                            ended.note(sid, f.window);
+                                            ended.note(sid, f.window, f.seq_before);
                                         }
                                         continue;
                                     }
@@ -673,7 +674,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 continue;
                             }
                             let window = frags[0].window;
-                            ended.apply(window, &mut frags);
+                            ended.apply(window, width, &mut frags);
                             let rep = match &perfetto {
                                 None => crate::sync::analyze_window(key.1, window, width, frags, None),
                                 Some(p) => {

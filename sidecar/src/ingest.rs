@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::activity::Builder;
 use crate::clock::Clock;
-use crate::model::{Counters, Fragment, Half, Ns, Sid};
+use crate::model::{Counters, Fragment, Half, Ns, SeqMark, Sid};
 use crate::window::Windower;
 
 /// `Record::event`, inlined into the per-record loop (the same mapping; the
@@ -98,9 +98,10 @@ pub struct Ingest {
     pub records: u64,
     pub bytes: u64,
     failed: bool,
-    /// Streams that ended, with the first window they are absent from; the
-    /// caller hands these to every window owner.
-    pub ended: Vec<(Sid, u64)>,
+    /// Streams that ended, with the first window they are absent from and
+    /// their last sequence numbers; the caller hands these to every window
+    /// owner.
+    pub ended: Vec<(Sid, u64, Vec<SeqMark>)>,
     /// Clock sync: which processes are converted to the reference timeline.
     pub sync: crate::sync::StreamSync,
 }
@@ -627,7 +628,7 @@ impl Ingest {
     /// owners of later windows do not count it as missing.
     fn mark_ended(&mut self, sid: Sid) {
         if let Some(st) = self.streams.get(&sid) {
-            self.ended.push((sid, st.windower.next_window()));
+            self.ended.push((sid, st.windower.next_window(), st.windower.last_marks()));
         }
     }
 

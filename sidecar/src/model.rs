@@ -440,27 +440,67 @@ pub fn give_reads(v: Vec<Ns>) {
 }
 
 /// Ended streams as window owners track them: (host, process) → (the first
-/// window each ended stream is absent from, its worker index).
+/// window each ended stream is absent from, its worker index, the last
+/// sequence numbers of its message groups).
 #[derive(Default, Debug)]
-pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<(u64, u32)>>);
+pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<(u64, u32, Vec<SeqMark>)>>);
 
 impl EndedStreams {
-    pub fn note(&mut self, s: Sid, absent_from: u64) {
-        self.0.entry((s.host, s.process)).or_default().push((absent_from, s.worker));
+    pub fn note(&mut self, s: Sid, absent_from: u64, marks: Vec<SeqMark>) {
+        let v = self.0.entry((s.host, s.process)).or_default();
+        // (One marker per route: a stream may be noted more than once.)
+        if !v.iter().any(|&(a, w, _)| (a, w) == (absent_from, s.worker)) {
+            v.push((absent_from, s.worker, marks));
+        }
     }
+
     /// Sets `peers_ended` on the window's fragments (sorted, each worker
-    /// once).
-    pub fn apply(&self, window: u64, frags: &mut [Fragment]) {
-        for f in frags {
+    /// once), and adds an end marker for each stream that ended before the
+    /// window with messages sent in its last `MARK_AGE` windows (of
+    /// `width`) on a host of the window: the marks of a sender with no
+    /// fragment here (`Fragment::seq_before`).
+    pub fn apply(&self, window: u64, width: Ns, frags: &mut Vec<Fragment>) {
+        let mut hosts: Vec<u64> = frags.iter().filter(|f| !f.marker).filter_map(|f| f.stream.map(|s| s.host)).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        for f in frags.iter_mut() {
             if let Some(s) = f.stream {
                 if let Some(v) = self.0.get(&(s.host, s.process)) {
-                    f.peers_ended.extend(v.iter().filter(|&&(a, _)| a <= window).map(|&(_, w)| w));
+                    f.peers_ended.extend(v.iter().filter(|&&(a, ..)| a <= window).map(|&(_, w, _)| w));
                     f.peers_ended.sort_unstable();
                     f.peers_ended.dedup();
                 }
             }
         }
+        let horizon = mark_horizon(window, width);
+        for (&(host, process), v) in &self.0 {
+            if hosts.binary_search(&host).is_err() {
+                continue;
+            }
+            for (a, worker, marks) in v.iter().filter(|&&(a, ..)| a <= window) {
+                if marks.iter().any(|m| m.at >= horizon) {
+                    frags.push(Fragment {
+                        stream: Some(Sid { host, process, worker: *worker }),
+                        window: *a,
+                        marker: true,
+                        seq_before: marks.iter().filter(|m| m.at >= horizon).copied().collect(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
     }
+}
+
+/// Windows a group's last message counts in `Fragment::seq_before`: a
+/// message left unread longer (in flight when its dataflow was dropped)
+/// must not mark its reader buffered for the rest of the run; older groups
+/// are dropped.
+pub const MARK_AGE: u64 = 16;
+
+/// The time before which marks are too old for window `k` (see `MARK_AGE`).
+pub fn mark_horizon(k: u64, width: Ns) -> Ns {
+    k.saturating_sub(MARK_AGE).saturating_mul(width)
 }
 
 #[cfg(test)]
@@ -471,16 +511,39 @@ mod tests {
     fn ended_streams_are_named_per_process_from_their_first_absent_window() {
         let sid = |process, worker| Sid { host: 1, process, worker };
         let mut e = EndedStreams::default();
-        e.note(sid(7, 2), 3);
-        e.note(sid(7, 0), 5);
-        e.note(sid(7, 2), 3); // noted twice (a marker per route): one stream
-        e.note(sid(8, 1), 1);
+        e.note(sid(7, 2), 3, vec![]);
+        e.note(sid(7, 0), 5, vec![]);
+        e.note(sid(7, 2), 3, vec![]); // noted twice (a marker per route): one stream
+        e.note(sid(8, 1), 1, vec![]);
         let frag = |s| Fragment { stream: Some(s), ..Default::default() };
         let mut frags = vec![frag(sid(7, 1)), frag(sid(8, 0))];
-        e.apply(2, &mut frags);
+        e.apply(2, 10, &mut frags);
         assert_eq!((frags[0].peers_ended.clone(), frags[1].peers_ended.clone()), (vec![], vec![1]));
-        e.apply(5, &mut frags);
+        e.apply(5, 10, &mut frags);
         assert_eq!(frags[0].peers_ended, vec![0, 2]);
+        assert_eq!(frags.len(), 2, "no marks: no marker");
+    }
+
+    #[test]
+    fn an_ended_stream_brings_its_recent_marks_to_windows_of_its_host() {
+        let sid = |host, worker| Sid { host, process: 7, worker };
+        let mark = |seq, at| SeqMark { half: Half::Send, channel: 5, other: 1, seq, at };
+        let mut e = EndedStreams::default();
+        e.note(sid(1, 0), 3, vec![mark(4, 250), mark(9, 290)]);
+        e.note(sid(1, 0), 3, vec![mark(4, 250), mark(9, 290)]);
+        let frag = |s| Fragment { stream: Some(s), ..Default::default() };
+        let markers = |window, host| {
+            let mut frags = vec![frag(sid(host, 1))];
+            e.apply(window, 10, &mut frags);
+            frags.into_iter().filter(|f| f.marker).map(|f| (f.window, f.seq_before)).collect::<Vec<_>>()
+        };
+        assert_eq!(markers(2, 1), vec![], "before it ended: its own fragments carry them");
+        assert_eq!(markers(3, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])], "once");
+        assert_eq!(markers(41, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])]);
+        assert_eq!(markers(42, 1), vec![(3, vec![mark(9, 290)])], "window 26 starts at 260");
+        assert_eq!(markers(45, 1), vec![(3, vec![mark(9, 290)])]);
+        assert_eq!(markers(46, 1), vec![], "all older than MARK_AGE windows");
+        assert_eq!(markers(3, 2), vec![], "another host's window");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::model::{Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
+use crate::model::{mark_horizon, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
 
 /// The groups of the window messages last went to, by (half, channel, other
 /// worker): direct-mapped, a miss asks the fragment. Most messages of a
@@ -99,11 +99,6 @@ pub struct Windower {
     /// See `Fragment::clean_since`.
     clean_since: Ns,
 }
-
-/// Windows a group's last message counts in `seq_before`: a message left
-/// unread longer (in flight when its dataflow was dropped) must not mark
-/// its reader buffered for the rest of the run; older groups are dropped.
-const MARK_AGE: u64 = 16;
 
 /// Windows an item is placed in at most (a corrupt clock can make one span
 /// absurdly many); the rest of a longer one is silence, skipped.
@@ -535,7 +530,7 @@ impl Windower {
 
     /// Drops the groups quiet for `MARK_AGE` windows before window `k`.
     fn age_seqs(&mut self, k: u64) {
-        let horizon = k.saturating_sub(MARK_AGE).saturating_mul(self.width);
+        let horizon = mark_horizon(k, self.width);
         if self.seq_marks.iter().any(|m| m.at < horizon) {
             self.last_seq.retain(|_, &mut (_, at)| at >= horizon);
             self.rebuild_marks();
@@ -566,6 +561,13 @@ impl Windower {
             }
             self.take_below(last + 1, out);
         }
+    }
+
+    /// The last sequence numbers of the windows handed over (see
+    /// `Fragment::seq_before`): after `finish`, what the stream's end marker
+    /// carries to the windows after it.
+    pub fn last_marks(&self) -> Vec<SeqMark> {
+        self.seq_marks.clone()
     }
 
     /// Index of the first window not handed over yet.

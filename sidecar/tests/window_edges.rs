@@ -475,11 +475,10 @@ fn a_lost_read_does_not_make_later_windows_buffered() {
 
 /// w0 sends at 400 and its stream ends at 500; w1, idle from 110, reads the
 /// message at 3210. Windows 1 and 2: the message is in w1's buffer all
-/// through them, as when w0 goes on idling, but w0 has no fragment there
-/// (its stream ended), so no mark says so and w1 is reported waiting on w0.
+/// through them, as when w0 goes on idling. w0 has no fragment there (its
+/// stream ended): its end marker carries its last sequence numbers (w1 was
+/// reported waiting on w0).
 #[test]
-#[ignore = "limit: a sender whose stream ended has no fragment in later windows, so its last \
-            sequence numbers are not there; its end marker could carry them"]
 fn a_message_from_a_sender_that_ended_is_buffered_through_later_windows() {
     let w0_end = vec![(0, start(1)), (400, send(5, 1, 0)), (500, stop(1))];
     let w0_on =
@@ -494,8 +493,33 @@ fn a_message_from_a_sender_that_ended_is_buffered_through_later_windows() {
         (3500, start(1)),
         (3510, stop(1)),
     ];
-    let ended = analyze(&encode(&[w0_end, w1.clone()]), 1000);
+    let ended_bytes = encode(&[w0_end, w1.clone()]);
+    let ended = analyze(&ended_bytes, 1000);
     let on = analyze(&encode(&[w0_on, w1]), 1000);
+    // The binary's timely pipeline sends the end marker to every window
+    // owner: the same with one analysis worker and with two.
+    let file = std::env::temp_dir().join(format!("sidecar-ended-sender-{}.rlog", std::process::id()));
+    std::fs::write(&file, &ended_bytes).unwrap();
+    for workers in ["1", "2"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sidecar"))
+            .args(["analyze", "--window", "1000ns", "-q", "--json", "-", "-w", workers])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut got: Vec<(u64, bool, u64)> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let w1 = v["waiting"].as_array().unwrap().iter().find(|w| w["worker"] == 1).unwrap();
+                (v["window"].as_u64().unwrap(), v["complete"].as_bool().unwrap(), w1["waiting_ns"].as_u64().unwrap())
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, w1_waits(&on), "-w {workers}");
+    }
+    std::fs::remove_file(&file).unwrap();
     eprintln!("w0 ended: {:?}", w1_waits(&ended));
     eprintln!("w0 on:    {:?}", w1_waits(&on));
     for r in &ended {
@@ -507,6 +531,32 @@ fn a_message_from_a_sender_that_ended_is_buffered_through_later_windows() {
         );
     }
     assert_eq!(w1_waits(&ended), w1_waits(&on));
+}
+
+/// The same with progress: w0 broadcasts at 400 and its stream ends at
+/// 500; w1 reads it at 3210. Windows 1 and 2 see it in w1's buffer as when
+/// w0 goes on.
+#[test]
+fn progress_from_a_sender_that_ended_is_buffered_through_later_windows() {
+    let psend = |channel, seq| Event::ProgressSend { channel, seq };
+    let precv = |channel, from, seq| Event::ProgressRecv { channel, from, seq };
+    let w0_end = vec![(0, start(1)), (400, psend(9, 0)), (500, stop(1))];
+    let w0_on =
+        vec![(0, start(1)), (400, psend(9, 0)), (500, stop(1)), (510, step()), (3500, start(1)), (3510, stop(1))];
+    let w1 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (3200, start(2)),
+        (3210, precv(9, 0, 0)),
+        (3300, stop(2)),
+        (3500, start(1)),
+        (3510, stop(1)),
+    ];
+    let ended = analyze(&encode(&[w0_end, w1.clone()]), 1000);
+    let on = analyze(&encode(&[w0_on, w1]), 1000);
+    assert_eq!(w1_waits(&ended), w1_waits(&on));
+    assert_eq!(w1_waits(&ended)[1..3], [(1, true, 0), (2, true, 0)]);
 }
 
 /// A timely cluster on one host (process 1 runs worker 0, process 2 worker
