@@ -458,8 +458,10 @@ impl EndedStreams {
     /// once), and adds an end marker for each stream that ended before the
     /// window with messages sent in its last `MARK_AGE` windows (of
     /// `width`) on a host of the window: the marks of a sender with no
-    /// fragment here (`Fragment::seq_before`).
-    pub fn apply(&self, window: u64, width: Ns, frags: &mut Vec<Fragment>) {
+    /// fragment here (`Fragment::seq_before`). Marks too old for the window
+    /// are dropped: an owner takes a host's windows in order, and memory
+    /// stays bounded however many streams come and go.
+    pub fn apply(&mut self, window: u64, width: Ns, frags: &mut Vec<Fragment>) {
         let mut hosts: Vec<u64> = frags.iter().filter(|f| !f.marker).filter_map(|f| f.stream.map(|s| s.host)).collect();
         hosts.sort_unstable();
         hosts.dedup();
@@ -473,20 +475,23 @@ impl EndedStreams {
             }
         }
         let horizon = mark_horizon(window, width);
-        for (&(host, process), v) in &self.0 {
+        for (&(host, process), v) in self.0.iter_mut() {
             if hosts.binary_search(&host).is_err() {
                 continue;
             }
-            for (a, worker, marks) in v.iter().filter(|&&(a, ..)| a <= window) {
-                if marks.iter().any(|m| m.at >= horizon) {
-                    frags.push(Fragment {
-                        stream: Some(Sid { host, process, worker: *worker }),
-                        window: *a,
-                        marker: true,
-                        seq_before: marks.iter().filter(|m| m.at >= horizon).copied().collect(),
-                        ..Default::default()
-                    });
+            for (a, worker, marks) in v.iter_mut().filter(|(a, ..)| *a <= window) {
+                marks.retain(|m| m.at >= horizon);
+                if marks.is_empty() {
+                    *marks = Vec::new();
+                    continue;
                 }
+                frags.push(Fragment {
+                    stream: Some(Sid { host, process, worker: *worker }),
+                    window: *a,
+                    marker: true,
+                    seq_before: marks.clone(),
+                    ..Default::default()
+                });
             }
         }
     }
@@ -532,18 +537,19 @@ mod tests {
         e.note(sid(1, 0), 3, vec![mark(4, 250), mark(9, 290)]);
         e.note(sid(1, 0), 3, vec![mark(4, 250), mark(9, 290)]);
         let frag = |s| Fragment { stream: Some(s), ..Default::default() };
-        let markers = |window, host| {
+        let markers = |e: &mut EndedStreams, window, host| {
             let mut frags = vec![frag(sid(host, 1))];
             e.apply(window, 10, &mut frags);
             frags.into_iter().filter(|f| f.marker).map(|f| (f.window, f.seq_before)).collect::<Vec<_>>()
         };
-        assert_eq!(markers(2, 1), vec![], "before it ended: its own fragments carry them");
-        assert_eq!(markers(3, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])], "once");
-        assert_eq!(markers(41, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])]);
-        assert_eq!(markers(42, 1), vec![(3, vec![mark(9, 290)])], "window 26 starts at 260");
-        assert_eq!(markers(45, 1), vec![(3, vec![mark(9, 290)])]);
-        assert_eq!(markers(46, 1), vec![], "all older than MARK_AGE windows");
-        assert_eq!(markers(3, 2), vec![], "another host's window");
+        assert_eq!(markers(&mut e, 2, 1), vec![], "before it ended: its own fragments carry them");
+        assert_eq!(markers(&mut e, 3, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])], "once");
+        assert_eq!(markers(&mut e, 50, 2), vec![], "another host's window");
+        assert_eq!(markers(&mut e, 41, 1), vec![(3, vec![mark(4, 250), mark(9, 290)])], "not pruned by host 2");
+        assert_eq!(markers(&mut e, 42, 1), vec![(3, vec![mark(9, 290)])], "window 26 starts at 260");
+        assert_eq!(markers(&mut e, 45, 1), vec![(3, vec![mark(9, 290)])]);
+        assert_eq!(markers(&mut e, 46, 1), vec![], "all older than MARK_AGE windows");
+        assert!(e.0.values().flatten().all(|(.., m)| m.capacity() == 0), "and dropped");
     }
 
     #[test]
