@@ -556,7 +556,8 @@ fn watch(
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let _ = std::io::stderr().write_all(line.as_bytes());
             if let Some(p) = sidecar::watch::ProbeLine::parse(&line) {
-                *pl.lock().unwrap() = Some(p);
+                // (Every traced program of the command prints one.)
+                pl.lock().unwrap().get_or_insert_with(Default::default).add(&p);
             }
             line.clear();
         }

@@ -20,9 +20,12 @@ pub const NS_PER_RECORD: f64 = 12.0;
 pub const NS_PER_ELIDED: f64 = 10.0;
 
 /// The figures of a workload's `probe: ...` stderr line (see
-/// `examples::stats_line`).
+/// `examples::stats_line`), or the sum of several (a command that runs
+/// more than one traced program, each printing its own).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ProbeLine {
+    /// How many `probe:` lines were summed.
+    pub lines: u64,
     pub workers: Option<u64>,
     pub produced: Option<u64>,
     pub written: Option<u64>,
@@ -53,7 +56,27 @@ impl ProbeLine {
             }
             any = true;
         }
+        p.lines = 1;
         any.then_some(p)
+    }
+
+    /// Adds another program's figures: a figure is known if any line gave
+    /// it.
+    pub fn add(&mut self, o: &ProbeLine) {
+        fn sum<T: Copy + std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            }
+        }
+        self.lines += o.lines;
+        self.workers = sum(self.workers, o.workers);
+        self.produced = sum(self.produced, o.produced);
+        self.written = sum(self.written, o.written);
+        self.lost = sum(self.lost, o.lost);
+        self.elided = sum(self.elided, o.elided);
+        self.bytes = sum(self.bytes, o.bytes);
+        self.writer_cpu_ms = sum(self.writer_cpu_ms, o.writer_cpu_ms);
     }
 }
 
@@ -226,8 +249,26 @@ mod tests {
         assert_eq!(p.elided, Some(7));
         assert_eq!(p.bytes, Some(1234));
         assert_eq!(p.writer_cpu_ms, Some(3.5));
+        assert_eq!(p.lines, 1);
         assert!(ProbeLine::parse("probe: off (PROBE_SINK unset or off)").is_none());
         assert!(ProbeLine::parse("Compiling x").is_none());
+    }
+
+    #[test]
+    fn probe_lines_of_several_programs_add_up() {
+        let mut p = ProbeLine::parse("probe: workers=2 written=98 lost=2 bytes=1000 writer_cpu=3.5ms").unwrap();
+        p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 bytes=200 writer_cpu=0.5ms").unwrap());
+        let want = ProbeLine {
+            lines: 2,
+            workers: Some(3),
+            produced: None,
+            written: Some(108),
+            lost: Some(2),
+            elided: Some(4),
+            bytes: Some(1200),
+            writer_cpu_ms: Some(4.0),
+        };
+        assert_eq!(p, want);
     }
 
     #[test]
