@@ -451,17 +451,16 @@ pub fn analyze_detail(
         }
     }
 
-    // Worker index → local index: same process first, else any process on
-    // this host (timely worker indices are global across processes).
+    // Streams by (process, worker), by worker, and by process (see
+    // `resolve` below).
     let mut by_pw: FxHashMap<(u32, u32), usize> = FxHashMap::default();
-    let mut by_w: FxHashMap<u32, usize> = FxHashMap::default();
+    let mut by_w: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
     let mut procs: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
     for (i, s) in sids.iter().enumerate() {
         by_pw.insert((s.process, s.worker), i);
-        by_w.entry(s.worker).or_insert(i);
+        by_w.entry(s.worker).or_default().push(i);
         procs.entry(s.process).or_default().push(i);
     }
-    let resolve = |process: u32, worker: u32| by_pw.get(&(process, worker)).or_else(|| by_w.get(&worker)).copied();
 
     // ---- completeness and instrumentation ----
     let mut reasons: Vec<String> = Vec::new();
@@ -553,6 +552,28 @@ pub fn analyze_detail(
             ));
         }
     }
+    // Processes in order, and whether two are processes of one timely
+    // cluster: each announced its worker count (Hello) and their blocks of
+    // global worker indices do not overlap.
+    let mut peer_procs: Vec<u32> = procs.keys().copied().collect();
+    peer_procs.sort_unstable();
+    // (None for a process without a stream here: its block is unknown.)
+    let block = |p: u32| {
+        let e = *expected_of.get(&p)?;
+        (e > 0).then(|| (base_of[&p], base_of[&p].saturating_add(e)))
+    };
+    let peers =
+        |p: u32, q: u32| p != q && matches!((block(p), block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0);
+    // Worker index → local index, from `process`: its own stream, else the
+    // stream of a cluster peer's worker (timely worker indices are global
+    // across a cluster's processes). Not another program's: independent
+    // programs on one host number their workers alike.
+    let resolve = |process: u32, worker: u32| {
+        by_pw
+            .get(&(process, worker))
+            .copied()
+            .or_else(|| by_w.get(&worker)?.iter().copied().find(|&i| peers(process, sids[i].process)))
+    };
     // A worker of this process without a stream here: its messages are not
     // "another timeline" (counted in flight or from before, in a window
     // marked incomplete above unless its stream ended).
@@ -839,18 +860,6 @@ pub fn analyze_detail(
             }
         }
     }
-    // Processes in order, and whether two are processes of one timely
-    // cluster: each announced its worker count (Hello) and their blocks of
-    // global worker indices do not overlap.
-    let mut peer_procs: Vec<u32> = procs.keys().copied().collect();
-    peer_procs.sort_unstable();
-    // (None for a process without a stream here: its block is unknown.)
-    let block = |p: u32| {
-        let e = *expected_of.get(&p)?;
-        (e > 0).then(|| (base_of[&p], base_of[&p].saturating_add(e)))
-    };
-    let peers =
-        |p: u32, q: u32| p != q && matches!((block(p), block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0);
     // Progress buffered all through the window (as data above): every
     // worker of the sender's process, and of the cluster's other processes
     // on its host, gets each progress message. (A sender that ended, of a

@@ -637,3 +637,65 @@ fn a_message_never_read_stops_counting_after_sixteen_windows() {
     assert!(waits[1..=16].iter().all(|&w| w == 0), "{waits:?}");
     assert!(waits[17..=24].iter().all(|&w| w == 1000), "{waits:?}");
 }
+
+/// Two independent programs on one host, each with workers 0 and 1
+/// (process A = 1, B = 2). A's worker 1 has ended; A's worker 0 then sends
+/// to its worker 1 (in flight). B's worker 1 waits in window 1 for B's
+/// worker 0 (sent at 1550). A's message is not B's: B's waits are the
+/// same with and without A (a worker index names a stream of another
+/// process only in a cluster, whose processes' worker blocks are disjoint).
+#[test]
+fn a_message_to_an_absent_worker_is_not_another_programs() {
+    let a = encode_host(
+        HOST,
+        1,
+        0,
+        &[
+            vec![
+                (0, start(1)),
+                (100, stop(1)),
+                (110, step()),
+                (1000, start(1)),
+                (1050, send(5, 1, 0)),
+                (1100, stop(1)),
+            ],
+            vec![(0, start(1)), (100, stop(1))],
+        ],
+        true,
+        &[],
+    );
+    let b = encode_host(
+        HOST,
+        2,
+        0,
+        &[
+            vec![
+                (0, start(1)),
+                (100, stop(1)),
+                (110, step()),
+                (1500, start(1)),
+                (1550, send(5, 1, 0)),
+                (1600, stop(1)),
+            ],
+            vec![
+                (0, start(1)),
+                (100, stop(1)),
+                (110, step()),
+                (1650, start(2)),
+                (1700, recv(5, 0, 0)),
+                (1750, stop(2)),
+            ],
+        ],
+        true,
+        &[],
+    );
+    let b1 = |inputs: &[(&str, &[u8])]| {
+        let (reps, errs) = analyze_bytes(inputs, 1000);
+        assert!(errs.is_empty(), "{errs:?}");
+        let r = reps.iter().find(|r| r.window == 1).unwrap();
+        let w = r.waiting.iter().find(|w| w.worker == 1 && r.streams.iter().any(|s| s.process == 2)).unwrap();
+        eprintln!("{:?}", r.waiting);
+        (w.waiting_ns, w.waiting_for_input_ns)
+    };
+    assert_eq!(b1(&[("a", &a), ("b", &b)]), b1(&[("b", &b)]));
+}
