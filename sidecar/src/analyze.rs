@@ -392,10 +392,10 @@ pub fn analyze_detail(
     // Streams known to have ended before this window, per process: their
     // worker indices (a marker names its own stream), sorted. Then the
     // markers are dropped: they carry no data.
-    let mut ended_of: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let mut ended_of: FxHashMap<(u64, u32), Vec<u32>> = FxHashMap::default();
     for f in &frags {
         if let Some(s) = f.stream {
-            let e = ended_of.entry(s.process).or_default();
+            let e = ended_of.entry((s.host, s.process)).or_default();
             e.extend_from_slice(&f.peers_ended);
             if f.marker && f.window <= index {
                 e.push(s.worker);
@@ -453,13 +453,21 @@ pub fn analyze_detail(
 
     // Streams by (process, worker), by worker, and by process (see
     // `resolve` below).
+    // Process ids are per host (every host of a containerized cluster may
+    // run its engine as process 1): the window's processes are keyed by
+    // (host, id), `pk` per stream; `proc_keys` names them.
+    let mut proc_keys: Vec<(u64, u32)> = sids.iter().map(|s| (s.host, s.process)).collect();
+    proc_keys.sort_unstable();
+    proc_keys.dedup();
+    let key_of = |s: Sid| proc_keys.binary_search(&(s.host, s.process)).map_or(u32::MAX, |k| k as u32);
+    let pk: Vec<u32> = sids.iter().map(|&s| key_of(s)).collect();
     let mut by_pw: FxHashMap<(u32, u32), usize> = FxHashMap::default();
     let mut by_w: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
     let mut procs: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
     for (i, s) in sids.iter().enumerate() {
-        by_pw.insert((s.process, s.worker), i);
+        by_pw.insert((pk[i], s.worker), i);
         by_w.entry(s.worker).or_default().push(i);
-        procs.entry(s.process).or_default().push(i);
+        procs.entry(pk[i]).or_default().push(i);
     }
 
     // ---- completeness and instrumentation ----
@@ -510,24 +518,25 @@ pub fn analyze_detail(
     let mut expected_of: FxHashMap<u32, u32> = FxHashMap::default();
     let mut base_of: FxHashMap<u32, u32> = FxHashMap::default();
     let mut missing_of: FxHashMap<u32, usize> = FxHashMap::default();
-    for (p, members) in &procs {
+    // (In (host, id) order: the reasons' order does not depend on a map's.)
+    for (p, members) in (0..proc_keys.len() as u32).map(|p| (p, &procs[&p])) {
         let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
-        expected_of.insert(*p, expected);
+        expected_of.insert(p, expected);
         let e = expected.max(1);
         let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
         let base = lo / e * e;
-        base_of.insert(*p, base);
+        base_of.insert(p, base);
         if expected == 0 {
             continue; // no Hello seen: nothing to hold the streams against
         }
         let mut here: Vec<u32> = members.iter().map(|&i| sids[i].worker).collect();
         here.sort_unstable();
         here.dedup();
-        let ended = ended_of.get(p).map_or(&[][..], |v| v.as_slice());
+        let ended = ended_of.get(&proc_keys[p as usize]).map_or(&[][..], |v| v.as_slice());
         let gone = ended.iter().filter(|w| here.binary_search(w).is_err()).count();
         let alive = (expected as usize).saturating_sub(gone);
         let missing = alive.saturating_sub(here.len());
-        missing_of.insert(*p, missing);
+        missing_of.insert(p, missing);
         if missing > 0 {
             // The absent workers of the process's block, the first few by
             // name: the block's size comes from the Hello, and a bogus one
@@ -546,8 +555,11 @@ pub fn analyze_detail(
                 (_, 0) => format!("workers {}: ", absent.join(", ")),
                 _ => format!("workers {} and {more} more: ", absent.join(", ")),
             };
+            let (host_p, pid) = proc_keys[p as usize];
+            let on =
+                if proc_keys.iter().any(|k| k.0 != host_p) { format!(" on host {host_p:016x}") } else { String::new() };
             reasons.push(format!(
-                "process {p}: {} of {alive} worker streams present ({who}no stream in this window: missing, or not started yet)",
+                "process {pid}{on}: {} of {alive} worker streams present ({who}no stream in this window: missing, or not started yet)",
                 here.len()
             ));
         }
@@ -572,13 +584,13 @@ pub fn analyze_detail(
         by_pw
             .get(&(process, worker))
             .copied()
-            .or_else(|| by_w.get(&worker)?.iter().copied().find(|&i| peers(process, sids[i].process)))
+            .or_else(|| by_w.get(&worker)?.iter().copied().find(|&i| peers(process, pk[i])))
     };
     // A worker of this process without a stream here: its messages are not
     // "another timeline" (counted in flight or from before, in a window
     // marked incomplete above unless its stream ended).
     let own_worker = |i: usize, w: u32| {
-        let p = sids[i].process;
+        let p = pk[i];
         let (e, b) = (expected_of[&p], base_of[&p]);
         e > 0 && w >= b && w < b.saturating_add(e)
     };
@@ -621,7 +633,7 @@ pub fn analyze_detail(
     for (i, f) in frags.iter_mut().enumerate() {
         intervals_of.push(window_intervals(std::mem::take(&mut f.items), ws, we));
         let me = sids[i].worker;
-        let proc_i = sids[i].process;
+        let proc_i = pk[i];
         // The stream's message tables, grouped at ingest: each joins the
         // window's group of its (channel, sender, receiver).
         let mut m = std::mem::take(&mut f.msgs);
@@ -709,13 +721,11 @@ pub fn analyze_detail(
         .collect();
     let sender_side = |i: Option<usize>, reader: usize, worker: u32| match i {
         Some(i) => Some(i as u32),
-        None => resolve(sids[reader].process, worker)
-            .map(|x| x as u32)
-            .or_else(|| worker_ids.find(worker).map(|d| n as u32 + d)),
+        None => resolve(pk[reader], worker).map(|x| x as u32).or_else(|| worker_ids.find(worker).map(|d| n as u32 + d)),
     };
     for &(i, sender, marks) in &senders {
         for m in marks.iter().filter(|m| m.half == Half::Send) {
-            let Some(j) = resolve(sender.process, m.other) else { continue };
+            let Some(j) = resolve(key_of(sender), m.other) else { continue };
             if m.at < frags[j].clean_since {
                 continue;
             }
@@ -743,8 +753,8 @@ pub fn analyze_detail(
             reads.sort();
         }
         // The worker each side is on (the reader may be absent: another host).
-        let src = si.or_else(|| ri.and_then(|j| resolve(sids[j].process, from)));
-        let dst = ri.or_else(|| si.and_then(|i| resolve(sids[i].process, to)));
+        let src = si.or_else(|| ri.and_then(|j| resolve(pk[j], from)));
+        let dst = ri.or_else(|| si.and_then(|i| resolve(pk[i], to)));
         if let Some(j) = dst {
             arrivals[j].start_run();
         }
@@ -845,12 +855,12 @@ pub fn analyze_detail(
                         mc.read_before_send += 1;
                     }
                     inbox[j].arrived[slot as usize] = s.min(r);
-                    if sids[i].process != sids[j].process {
+                    if pk[i] != pk[j] {
                         arrivals[j].push(Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress });
                     }
                 }
                 _ => {
-                    if resolve(sids[j].process, from).is_some() || own_worker(j, from) {
+                    if resolve(pk[j], from).is_some() || own_worker(j, from) {
                         mc.progress_from_before += 1;
                     } else {
                         mc.progress_unmatched += 1;
@@ -867,7 +877,7 @@ pub fn analyze_detail(
     // progress reaches its own process only.)
     for &(i, sender, marks) in &senders {
         for m in marks.iter().filter(|m| m.half == Half::PSend) {
-            let p = sender.process;
+            let p = key_of(sender);
             let cluster = peer_procs.iter().filter(|&&q| peers(p, q)).flat_map(|q| procs[q].iter());
             let own = procs.get(&p).map_or(&[][..], |v| &v[..]);
             let receivers = own.iter().chain(cluster).copied().filter(|&j| Some(j) != i && sids[j].host == sender.host);
@@ -889,7 +899,7 @@ pub fn analyze_detail(
             sends.sort();
         }
         let cd = chan_ids.id(*channel);
-        for &j in &procs[&sids[*i].process] {
+        for &j in &procs[&pk[*i]] {
             if j == *i {
                 continue;
             }
@@ -909,7 +919,7 @@ pub fn analyze_detail(
         // disjoint blocks of global worker indices (independent programs
         // each number theirs from 0, and do not exchange progress).
         for &q in &peer_procs {
-            if !peers(sids[*i].process, q) {
+            if !peers(pk[*i], q) {
                 continue;
             }
             for &j in &procs[&q] {

@@ -122,6 +122,42 @@ fn two_hosts_known_answer_synchronized() {
     assert!(op(1, 3).is_some_and(|ns| ns.abs_diff(100_000) <= u), "{cp:?}");
 }
 
+/// Process ids are per host: the two hosts' processes are two processes of
+/// the cluster when their ids are equal too (as in containers, where the
+/// engine is often process 1 on every host). A runs workers 0 and 1, B 2
+/// and 3; A's worker 0 sends to B's worker 2, and B's worker 3 starts in
+/// window 1, so window 0 lacks it. With equal ids the two processes were
+/// one: four streams for its two announced workers, window 0 complete.
+#[test]
+fn processes_of_two_hosts_with_the_same_id_are_not_merged() {
+    let run = |pid_b| {
+        let a0 = vec![(0, start(1)), (490_000, send(5, 2, 0)), (500_000, stop(1)), (505_000, step())];
+        let a1 = vec![(0, start(1)), (100_000, stop(1)), (110_000, step())];
+        let a = encode_host(A, 10, 0, &[a0, a1], true, &[]);
+        let b2 = vec![
+            (b_clock(0), start(1)),
+            (b_clock(100_000), stop(1)),
+            (b_clock(110_000), step()),
+            (b_clock(600_000), start(2)),
+            (b_clock(601_000), recv(5, 0, 0)),
+            (b_clock(900_000), stop(2)),
+        ];
+        let b3 = vec![(b_clock(1_500_000), start(1)), (b_clock(1_600_000), stop(1))];
+        let b = [exchanges(), encode_host(B, pid_b, 2, &[b2, b3], true, &[])].concat();
+        let (reps, errs) = analyze_bytes(&[("host a", &a), ("host b via relay", &b)], 1_000_000);
+        assert!(errs.is_empty(), "{errs:?}");
+        reps.iter()
+            .map(|r| {
+                let waits: Vec<_> = r.waiting.iter().map(|w| (w.worker, w.waiting_ns / 1000, w.on.len())).collect();
+                (r.window, r.complete, r.messages.data_matched, waits)
+            })
+            .collect::<Vec<_>>()
+    };
+    let distinct = run(20);
+    assert_eq!((distinct[0].1, distinct[0].2), (false, 1), "window 0 lacks worker 3; the message matched");
+    assert_eq!(run(10), distinct);
+}
+
 #[test]
 fn two_hosts_without_exchanges_stay_unsynchronized() {
     let (a, b) = two_hosts(false);
