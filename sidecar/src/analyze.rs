@@ -451,11 +451,10 @@ pub fn analyze_detail(
         }
     }
 
-    // Streams by (process, worker), by worker, and by process (see
-    // `resolve` below).
     // Process ids are per host (every host of a containerized cluster may
     // run its engine as process 1): the window's processes are keyed by
-    // (host, id), `pk` per stream; `proc_keys` names them.
+    // (host, id), `pk` per stream, `proc_keys` naming them. Streams are
+    // found by (process key, worker), by worker and by process (`resolve`).
     let mut proc_keys: Vec<(u64, u32)> = sids.iter().map(|s| (s.host, s.process)).collect();
     proc_keys.sort_unstable();
     proc_keys.dedup();
