@@ -253,7 +253,10 @@ pub fn main_with<O: std::fmt::Display>(
 ) -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help") {
-        println!("usage: {name} [-w THREADS] [--no-probe] {usage}\nenv: PROBE_SINK, PROBE_ATTACH=0, TIMELY_LOG_FILE");
+        println!(
+            "usage: {name} [-w THREADS] [--no-probe] {usage}\n\
+             env: PROBE_SINK, PROBE_ATTACH=0, TIMELY_LOG_FILE, TIMELY_LOG_DROP=1 (with --no-probe)"
+        );
         return std::process::ExitCode::SUCCESS;
     }
     let result = Opts::parse(args, known).and_then(|opts| {

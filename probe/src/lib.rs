@@ -1,6 +1,9 @@
 //! The engine-facing half of the tracer: per-worker event rings stamped with
-//! the TSC, inactive-schedule elision at the source, and one writer thread
-//! that ships [`ringlog`] frames (zstd-compressed unless the sidecar is local) to a sidecar, a socket or a file.
+//! the TSC (CLOCK_MONOTONIC where it is not invariant), inactive-schedule
+//! elision at the source, and one writer thread that ships [`ringlog`]
+//! frames to a sidecar (Unix socket or TCP) or a file, their records
+//! zstd-compressed except into a Unix socket (`PROBE_COMPRESS` or
+//! [`Builder::compression`] to choose).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), probe::Error> {

@@ -18,7 +18,10 @@
 //! ```
 //!
 //! The byte layout is documented in `FORMAT.md` next to this crate's
-//! `Cargo.toml`; [`frame::VERSION`] is bumped on any change to it.
+//! `Cargo.toml`. [`frame::VERSION`] is bumped on a change that readers of
+//! the current version would misread; a new frame kind (ClockSync) left it
+//! at 1, since older readers stop at it with a named error (FORMAT.md,
+//! *Version*).
 
 pub mod decode;
 pub mod frame;

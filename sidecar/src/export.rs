@@ -5,8 +5,8 @@
 //!   `host HHHH pid P program`; one thread track per engine worker (`worker N`);
 //! * operator executions as slices named after the operator (category
 //!   `operator`), spans likewise (`span`); waits as slices named
-//!   `wait on wN` (category `wait`, args: worker, channel, kind) and
-//!   `waiting for input`;
+//!   `wait on wN` (category `wait`, args: worker, channel, kind),
+//!   `wait (cause not visible)` and `waiting for input`;
 //! * messages between workers as flows (send → read; data messages matched
 //!   in the window and the progress messages that ended a wait);
 //! * the critical path twice: a `critical path` track per process with one

@@ -12,7 +12,9 @@
 //! `sidecar watch` and what tracing cost. [`sync`] converts synchronized
 //! hosts' times to the reference host's timeline (clock sync, FreeZer);
 //! [`relay`] is the per-host agent that forwards streams and makes the
-//! clock exchanges.
+//! clock exchanges. [`model`] holds the types the stages share, [`dump`] is
+//! `sidecar dump`, and [`synth`] writes synthetic traces for tests and
+//! benchmarks.
 
 /// A line to standard error that never panics (`eprintln!` does when stderr
 /// is closed or full): a failed diagnostic must not end a run whose results

@@ -72,8 +72,8 @@ enum Cmd {
         /// reference: relayed hosts, once calibrated, are analyzed on it.
         #[arg(long, value_name = "udp:[ADDR:]PORT", value_parser = parse_clock_listen)]
         clock_listen: Option<String>,
-        /// This host's id as its probes write it (default: the machine-id
-        /// hash, as the probe computes it; hex 0x… or decimal).
+        /// This host's id as its probes write it, for --clock-listen (default:
+        /// the machine-id hash, as the probe computes it; hex 0x… or decimal).
         #[arg(long, value_parser = ringlog::parse_host_id)]
         host_id: Option<u64>,
         #[command(flatten)]

@@ -7,12 +7,15 @@
 //!   (`TIMELY_LOG_FILE`, how ST2 and ddshow collect),
 //!
 //! and, with `--idle-sidecar`, (b') as (b) with the sidecar at `SCHED_IDLE`
-//! (`chrt --idle 0`: it runs only on cores the engine leaves idle),
-//! and reports, per workload, the median over rounds of each mode's wall
-//! time and CPU time (the traced process, all its threads, writer included)
-//! relative to (a) in the same round, the sidecar's CPU time, engine events
-//! (records written plus the two events of each elided schedule pair) and
-//! records per second, bytes on the wire per event and per record, and the share of schedule pairs
+//! (`chrt --idle 0`: it runs only on cores the engine leaves idle), and with
+//! `--breakdown`, (b0) the probe into a Unix socket whose bytes the harness
+//! discards, (bf) the probe into a file and (bt) no probe, timely's events
+//! built and dropped (`TIMELY_LOG_DROP=1`); and reports, per workload, the
+//! median over rounds of each mode's wall time and CPU time (the traced
+//! process, all its threads, writer included) relative to (a) in the same
+//! round, the sidecar's CPU time, engine events (records written plus the
+//! two events of each elided schedule pair) and records per second, bytes
+//! on the wire per event and per record, and the share of schedule pairs
 //! elided (from one extra, untimed run into a file that is decoded).
 //!
 //! Each median ratio comes with a distribution-free 95 % interval for the
@@ -24,7 +27,7 @@
 //! noisy machine the harness says "undecided" rather than guess from a
 //! median.
 //!
-//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [-- WORKLOAD ARGS]`
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [--breakdown] [-- WORKLOAD ARGS]`
 
 use std::collections::BTreeMap;
 
@@ -98,8 +101,9 @@ struct Args {
     #[arg(long)]
     idle_sidecar: bool,
     /// Also run (b0) the probe into a Unix socket whose bytes a reader
-    /// thread of the harness discards, and (bf) the probe into a file:
-    /// what (b) costs without the sidecar's analysis.
+    /// thread of the harness discards, (bf) the probe into a file: what (b)
+    /// costs without the sidecar's analysis; and (bt) no probe, timely's
+    /// events built and dropped: the floor of any logger on timely.
     #[arg(long)]
     breakdown: bool,
     /// Arguments passed to every workload (after `--`), e.g. `-- --iters 60`.
