@@ -323,8 +323,10 @@ impl Encoder {
 
     pub fn hello(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, h: &Hello, out: &mut Vec<u8>) {
         self.raw.clear();
-        varint::put_bytes(&mut self.raw, h.host_name.as_bytes());
-        varint::put_bytes(&mut self.raw, h.program.as_bytes());
+        // Cut as metadata names are: a reader refuses longer ones, and with
+        // them the whole stream.
+        varint::put_bytes(&mut self.raw, truncate_utf8(&h.host_name, MAX_NAME).as_bytes());
+        varint::put_bytes(&mut self.raw, truncate_utf8(&h.program, MAX_NAME).as_bytes());
         varint::put_u64(&mut self.raw, h.pid as u64);
         varint::put_u64(&mut self.raw, h.workers as u64);
         self.raw.push(h.invariant_tsc as u8);
@@ -1054,5 +1056,33 @@ mod fast_path_tests {
             let (f, _) = decode_frame(&bytes).unwrap().unwrap();
             proptest::prop_assert_eq!(f.body, Body::Records(recs));
         }
+    }
+}
+
+#[cfg(test)]
+mod name_limit_tests {
+    use super::*;
+
+    /// A program or host name over the readers' limit is cut (on a char
+    /// boundary), as metadata names are; written whole, it made the whole
+    /// stream unreadable ("bad program: length over its limit").
+    #[test]
+    fn hello_names_over_the_limit_are_cut_to_it() {
+        let h = Hello {
+            host_name: "é".repeat(3000),
+            program: "x".repeat(5000),
+            pid: 7,
+            workers: 2,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000,
+        };
+        let mut bytes = Vec::new();
+        let s = StreamId { host: 1, process: 7, worker: PROCESS_WIDE };
+        Encoder::new().hello(s, 0, ClockDomain::Tsc, &h, &mut bytes);
+        let (f, _) = decode_frame(&bytes).unwrap().unwrap();
+        let Body::Hello(got) = f.body else { panic!("{:?}", f.body) };
+        assert_eq!(got.program, "x".repeat(MAX_NAME));
+        assert_eq!(got.host_name, "é".repeat(MAX_NAME / 2));
+        assert_eq!((got.pid, got.workers, got.ticks_per_sec), (7, 2, 1_000_000_000));
     }
 }
