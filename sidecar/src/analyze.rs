@@ -490,6 +490,7 @@ pub fn analyze_detail(
             reasons.push(format!("worker {}: {} records lost", sids[i].worker, c.lost));
         }
         rep.streams.push(StreamInfo {
+            host: format!("{:016x}", sids[i].host),
             process: sids[i].process,
             worker: sids[i].worker,
             program: f.program.clone(),

@@ -42,6 +42,8 @@ pub struct WindowReport {
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StreamInfo {
+    /// The stream's host (hex): process ids are per host.
+    pub host: String,
     pub process: u32,
     pub worker: u32,
     pub program: String,
@@ -252,7 +254,7 @@ impl RunTotals {
         a.steps += b.steps;
         a.unpaired += b.unpaired;
         for s in &r.streams {
-            self.streams.insert((r.host.clone(), s.process, s.worker));
+            self.streams.insert((s.host.clone(), s.process, s.worker));
             self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
         }
         self.critical_path_ns += r.critical_path.length_ns;

@@ -95,6 +95,8 @@ fn two_hosts_known_answer_synchronized() {
     assert_eq!(r.synchronized_hosts, vec![format!("{B:016x}")]);
     assert!(r.unsynchronized_hosts.is_empty());
     assert_eq!(r.streams.len(), 2);
+    let hosts: Vec<&str> = r.streams.iter().map(|s| s.host.as_str()).collect();
+    assert_eq!(hosts, [format!("{A:016x}"), format!("{B:016x}")], "each stream names its own host");
     // Converted times are known to within a few round trips (2 µs each).
     let u = r.clock_uncertainty_ns.expect("converted streams");
     assert!(u > 0 && u < 10_000, "uncertainty {u} ns");
