@@ -52,16 +52,19 @@ struct Proc {
     clock: Clock,
     program: String,
     workers: u32,
-    /// The frame number expected next (None: no frame seen yet).
-    next_seq: Option<u64>,
+    /// The frame number expected next (None: no frame seen yet). Wider
+    /// than a frame number: the one after #2⁶⁴−1 (a corrupt header) is not
+    /// #0.
+    next_seq: Option<u128>,
     ended: bool,
 }
 
 struct Stream {
     builder: Builder,
     windower: Windower,
-    /// The frame number expected next (None: no frame seen yet).
-    next_seq: Option<u64>,
+    /// The frame number expected next (None: no frame seen yet; wider
+    /// than a frame number, as in `Proc`).
+    next_seq: Option<u128>,
     ops: Vec<(u32, String)>,
     channels: Vec<crate::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
@@ -202,9 +205,9 @@ impl Ingest {
         // (A first frame numbered past 0 is a process joined mid-way: a
         // probe that reconnected to a restarted sidecar. Its worker streams
         // say what that means for their windows.)
-        let expected = p.next_seq.unwrap_or(h.seq);
-        let gap = h.seq != expected;
-        p.next_seq = Some(h.seq + 1);
+        let expected = p.next_seq.unwrap_or(h.seq as u128);
+        let gap = h.seq as u128 != expected;
+        p.next_seq = Some(h.seq as u128 + 1);
         match body {
             Some(Body::Hello(hello)) => {
                 p.program = hello.program.clone();
@@ -246,13 +249,13 @@ impl Ingest {
                 0,
                 format!("joined the stream mid-way (first frame #{}): earlier frames not seen", h.seq),
             )),
-            Some(n) if h.seq != n => {
+            Some(n) if h.seq as u128 != n => {
                 let from = st.last_ts.unwrap_or(0);
                 faults.push((from, from, format!("frames missing (got #{} expected #{n})", h.seq)));
             }
             _ => {}
         }
-        st.next_seq = Some(h.seq + 1);
+        st.next_seq = Some(h.seq as u128 + 1);
         Some(faults)
     }
 
@@ -879,6 +882,25 @@ mod tests {
         // Every window with records from the reset on carries the fault.
         let first = at.iter().position(|x| x.2).expect("a fault");
         assert!(at[first..].iter().all(|x| x.2), "{at:?}");
+    }
+
+    /// Frame numbers at the end of their range (a corrupt header behind
+    /// sound checksums): the frame after #2⁶⁴−1 is out of sequence, in a
+    /// worker stream and a process alike. Computing the next one overflowed
+    /// (a panic where overflow is checked; elsewhere it wrapped to #0 and a
+    /// following #0 passed as in sequence).
+    #[test]
+    fn the_frame_after_the_last_frame_number_is_out_of_sequence() {
+        let (mut e, mut out) = tsc_stream_at_2s();
+        let mark = [Record::from_event(2_000_000_000, Event::Mark { id: 1 })];
+        e.records(W0, u64::MAX, 0, ClockDomain::Tsc, &[&mark], &mut out);
+        e.end(W0, 0, 0, ClockDomain::Tsc, &EndStats { produced: 1, lost: 0, elided: 0 }, &mut out);
+        e.clock(PW, u64::MAX, ClockDomain::Tsc, &[cs(3_000_000_000, 3_000_000_000)], &mut out);
+        e.end(PW, 0, 0, ClockDomain::Tsc, &EndStats::default(), &mut out);
+        let ing = run(&out);
+        let after_last = "#0 expected #18446744073709551616";
+        assert!(ing.out.iter().any(|f| f.faults.iter().any(|x| x.contains(after_last))), "{:?}", ing.out);
+        assert!(ing.errors.iter().any(|x| x.contains("frame #0 after #18446744073709551616")), "{:?}", ing.errors);
     }
 
     #[test]

@@ -434,7 +434,14 @@ impl Windower {
         }
         let k1 = self.index(from).max(self.next);
         let k2 = self.index(to).max(k1);
-        for k in k1..=k2.min(k1 + 100_000) {
+        // As for an item (see `place`): a fault over more than `MAX_SPAN`
+        // windows (the records lost before a bogus timestamp far ahead)
+        // marks the windows spelled out; the rest is silence, skipped, not
+        // a fragment each.
+        if k2 > k1.saturating_add(MAX_SPAN) {
+            self.silent_to = self.silent_to.max(Some(k2));
+        }
+        for k in k1..=k2.min(k1.saturating_add(MAX_SPAN)) {
             if let Some(f) = self.frag(k) {
                 if !f.faults.iter().any(|x| x == why) {
                     f.faults.push(why.to_string());
@@ -668,6 +675,26 @@ mod tests {
         assert_eq!(notes, 2, "one note per silence cut short");
         assert!(out.windows(2).all(|p| p[0].window < p[1].window));
         assert_eq!(w.next_window(), 40_001);
+    }
+
+    /// A fault over a long silence (records lost before a bogus timestamp
+    /// far ahead) marks the windows spelled out and no more: it marked a
+    /// window each up to 100,000 (a 2 KB file took a gigabyte and minutes).
+    #[test]
+    fn a_fault_over_a_long_silence_marks_only_the_windows_spelled_out() {
+        let (mut w, mut items) = started_at_0();
+        // 9 records lost between window 0 and the next record, 5 M windows on.
+        w.fault(5, 50_000_000, "9 records lost");
+        items.push(busy(50_000_000, 50_000_005));
+        w.add(&mut items);
+        let mut out = vec![];
+        w.finish(true, None, &mut items, &mut out);
+        let windows: Vec<u64> = out.iter().map(|f| f.window).collect();
+        assert_eq!(windows.len() as u64, MAX_SPAN + 2, "{:?}", &windows[windows.len().saturating_sub(3)..]);
+        assert_eq!(windows.last(), Some(&5_000_000));
+        let silence = &out[MAX_SPAN as usize];
+        assert!(silence.faults.iter().any(|x| x == "9 records lost"), "{:?}", silence.faults);
+        assert!(silence.faults.iter().any(|x| x.contains("not reported")), "{:?}", silence.faults);
     }
 
     /// A bogus timestamp far ahead costs a pointer per window in between,

@@ -1,0 +1,200 @@
+//! Untrusted bytes as recorded probe streams, through what `sidecar analyze`
+//! does with them, minus timely: the reader (framing, decode), the clock,
+//! the ingest into per-window fragments, clock sync, and every window's
+//! analysis with its Perfetto detail.
+//!
+//! Checked: nothing panics; a byte stream the decoder finds a fault in is
+//! reported as an error; the same bytes read whole or in small pieces give
+//! the same reports (a live socket hands them over in any pieces).
+//! Unbounded time or memory on a small input shows as a libFuzzer timeout
+//! or an out-of-memory.
+//!
+//! Every frame's checksums are made sound before most runs: a mutation
+//! would otherwise stop at the checksum and never reach what is behind it.
+//! The raw bytes are run as well, so the checksum faults stay covered.
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use libfuzzer_sys::fuzz_target;
+use ringlog::frame::MAGIC;
+use ringlog::{Decoder, HEADER_LEN};
+use sidecar::io::{Polled, Reader};
+use sidecar::model::{EndedStreams, Fragment, Ns};
+use sidecar::sync::SharedSync;
+
+/// Window widths tried (picked by the input's length): a tiny trace then
+/// spans one window or hundreds.
+const WIDTHS: [Ns; 4] = [250_000, 1_000_000, 10_000_000, 1_000_000_000];
+/// Piece sizes a reader gets its bytes in (also picked by the length).
+const PIECES: [usize; 3] = [61, 1000, 1 << 20];
+
+fuzz_target!(|data: &[u8]| {
+    let width = WIDTHS[data.len() % WIDTHS.len()];
+    let piece = PIECES[data.len() % PIECES.len()];
+    let sound = with_sound_checksums(data);
+
+    let raw = analyze(&[data], width, piece, false);
+    check_faults_reported(&[data], &raw);
+    let whole = analyze(&[&sound], width, usize::MAX, true);
+    check_faults_reported(&[&sound], &whole);
+    if sound == data {
+        assert_eq!(raw.reports, whole.reports, "reports depend on how the bytes were read");
+        assert_eq!(raw.errors, whole.errors, "faults depend on how the bytes were read");
+    }
+
+    // Two byte streams analyzed together (two files, or a probe that
+    // reconnected): messages and progress are matched across them.
+    let (a, b) = split(&sound);
+    let two = analyze(&[a, b], width, piece, true);
+    check_faults_reported(&[a, b], &two);
+});
+
+struct Outcome {
+    /// Each window's JSON report and terminal line, in window order.
+    reports: Vec<(String, String)>,
+    /// Per byte stream, the faults it reported.
+    errors: Vec<Vec<String>>,
+}
+
+/// `sidecar analyze` of `inputs` (one reader each, sharing the clock-sync
+/// registry) with windows of `width` ns, each reader fed at most `piece`
+/// bytes at a time; with `detail`, the windows also go to a Perfetto trace.
+fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool) -> Outcome {
+    let sync = SharedSync::default();
+    let mut readers: Vec<Reader> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let src = Pieces { data: b.to_vec(), at: 0, piece };
+            Reader::new(format!("input{i}"), Box::new(src), width, None).with_sync(sync.clone())
+        })
+        .collect();
+    let mut errors = vec![Vec::new(); readers.len()];
+    let mut frags: Vec<Fragment> = Vec::new();
+    let mut ended = EndedStreams::default();
+    // As the dataflow's source: every reader polled in turn until all are
+    // done, fragments, ended streams and faults taken after each pass.
+    while readers.iter().any(|r| !r.done) {
+        for (r, errs) in readers.iter_mut().zip(&mut errors) {
+            if !r.done {
+                // Only the I/O of a file ends a poll early: never idle here.
+                assert!(!matches!(r.poll(piece.min(4 << 20)), Polled::Idle));
+            }
+            for (sid, k) in r.ingest.ended.drain(..) {
+                ended.note(sid, k);
+            }
+            r.take_fragments(&mut frags);
+            errs.append(&mut r.ingest.errors);
+        }
+    }
+    // As the window owners do: a window is its fragments on one timeline.
+    let mut windows: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
+    for f in frags {
+        windows.entry((sidecar::sync::window_host(&f), f.window)).or_default().push(f);
+    }
+    let timelines: std::collections::BTreeSet<u64> = windows.keys().map(|k| k.0).collect();
+    let mut trace = detail.then(|| sidecar::export::PerfettoExport::new(Vec::new()));
+    let mut reports = Vec::new();
+    for ((host, window), mut frags) in windows {
+        ended.apply(window, &mut frags);
+        for f in &mut frags {
+            f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
+        }
+        let rep = match &mut trace {
+            None => sidecar::sync::analyze_window(host, window, width, frags, None),
+            Some(t) => {
+                let mut d = sidecar::analyze::WindowDetail::default();
+                let rep = sidecar::sync::analyze_window(host, window, width, frags, Some(&mut d));
+                t.window(&d).expect("writing into memory");
+                rep
+            }
+        };
+        reports.push((serde_json::to_string(&rep).expect("a report serializes"), rep.line()));
+    }
+    if let Some(t) = trace {
+        t.finish().expect("writing into memory");
+    }
+    Outcome { reports, errors }
+}
+
+/// A byte stream the decoder finds a fault in (a bad frame, one cut short)
+/// must have been reported by its reader.
+fn check_faults_reported(inputs: &[&[u8]], got: &Outcome) {
+    for (bytes, errs) in inputs.iter().zip(&got.errors) {
+        if let Some(Err(e)) = Decoder::new(*bytes).find(|f| f.is_err()) {
+            assert!(!errs.is_empty(), "fault not reported: {e}");
+        }
+    }
+}
+
+/// A file read in pieces of at most `piece` bytes.
+struct Pieces {
+    data: Vec<u8>,
+    at: usize,
+    piece: usize,
+}
+
+impl Read for Pieces {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = (self.data.len() - self.at).min(out.len()).min(self.piece);
+        out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+// Header layout (ringlog/FORMAT.md): the payload length, the payload's
+// checksum, and the checksum of the bytes before it.
+const PAYLOAD_LEN_AT: usize = 56;
+const PROCESS_AT: usize = 8; // host (8 bytes), then process (4)
+const PAYLOAD_CRC_AT: usize = 64;
+const HEADER_CRC_AT: usize = 68;
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// The frames of `data` (start, end), up to the first bytes that are not a
+/// whole frame behind a magic number.
+fn frames(data: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while data.len() - at >= HEADER_LEN && data[at..at + 4] == MAGIC {
+        let end = at + HEADER_LEN + u32_at(data, at + PAYLOAD_LEN_AT) as usize;
+        if end > data.len() {
+            break;
+        }
+        out.push((at, end));
+        at = end;
+    }
+    out
+}
+
+/// `data` with each frame's checksums rewritten to match its bytes.
+fn with_sound_checksums(data: &[u8]) -> Vec<u8> {
+    let mut out = data.to_vec();
+    for (at, end) in frames(data) {
+        let payload = crc32fast::hash(&out[at + HEADER_LEN..end]);
+        out[at + PAYLOAD_CRC_AT..at + PAYLOAD_CRC_AT + 4].copy_from_slice(&payload.to_le_bytes());
+        let header = crc32fast::hash(&out[at..at + HEADER_CRC_AT]);
+        out[at + HEADER_CRC_AT..at + HEADER_CRC_AT + 4].copy_from_slice(&header.to_le_bytes());
+    }
+    out
+}
+
+/// Two byte streams from one, cut at a frame boundary: before the first
+/// frame of a second process (the files of two processes, one after the
+/// other), else at the boundary nearest the middle (a probe that
+/// reconnected).
+fn split(data: &[u8]) -> (&[u8], &[u8]) {
+    let fs = frames(data);
+    let process = |&(at, _): &(usize, usize)| &data[at + PROCESS_AT..at + PROCESS_AT + 12];
+    let Some(first) = fs.first().map(process) else { return (data, &[]) };
+    let cut = match fs.iter().position(|f| process(f) != first) {
+        Some(i) => fs[i].0,
+        None => fs.iter().map(|f| f.0).min_by_key(|&at| at.abs_diff(data.len() / 2)).unwrap_or(0),
+    };
+    data.split_at(cut)
+}
