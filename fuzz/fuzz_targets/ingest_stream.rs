@@ -82,8 +82,8 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool) -> Outcome {
                 // Only the I/O of a file ends a poll early: never idle here.
                 assert!(!matches!(r.poll(piece.min(4 << 20)), Polled::Idle));
             }
-            for (sid, k) in r.ingest.ended.drain(..) {
-                ended.note(sid, k);
+            for (sid, k, marks) in r.ingest.ended.drain(..) {
+                ended.note(sid, k, marks);
             }
             r.take_fragments(&mut frags);
             errs.append(&mut r.ingest.errors);
@@ -98,7 +98,7 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool) -> Outcome {
     let mut trace = detail.then(|| sidecar::export::PerfettoExport::new(Vec::new()));
     let mut reports = Vec::new();
     for ((host, window), mut frags) in windows {
-        ended.apply(window, &mut frags);
+        ended.apply(window, width, &mut frags);
         for f in &mut frags {
             f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
         }
