@@ -440,7 +440,9 @@ pub fn analyze_detail(
     let mut frags = merged;
     let n = frags.len();
     let sids: Vec<Sid> = frags.iter().map(|f| f.stream.unwrap_or(Sid { host, process: 0, worker: 0 })).collect();
-    rep.start_unix_ns = frags.iter().find_map(|f| f.realtime_offset).map(|o| ws as i64 + o);
+    // (A corrupt clock sample can put it past what an i64 holds: unknown.)
+    rep.start_unix_ns =
+        frags.iter().find_map(|f| f.realtime_offset).and_then(|o| i64::try_from(ws as i128 + o as i128).ok());
     if let Some(d) = detail.as_deref_mut() {
         *d = WindowDetail { host, window: index, span: (ws, we), streams: sids.clone(), ..Default::default() };
         for f in &frags {
@@ -1416,6 +1418,43 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A window's UNIX start from a corrupt clock sample (CLOCK_REALTIME far
+    /// from CLOCK_MONOTONIC) that an i64 cannot hold is unknown: the sum
+    /// overflowed (a panic where overflow is checked, a wrapped time
+    /// elsewhere), and an offset past i64 was truncated.
+    #[test]
+    fn a_window_start_past_the_unix_range_is_unknown() {
+        use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Record, StreamId, PROCESS_WIDE};
+        let pw = StreamId { host: 1, process: 2, worker: PROCESS_WIDE };
+        let w0 = StreamId { host: 1, process: 2, worker: 0 };
+        let hello = Hello {
+            host_name: "h".into(),
+            program: "p".into(),
+            pid: 2,
+            workers: 1,
+            invariant_tsc: false,
+            ticks_per_sec: 1_000_000_000,
+        };
+        // Window 0 starts at i64::MAX, window 1 past it; an offset of
+        // 2⁶⁴−1 is past an i64 itself.
+        let max = Some(i64::MAX);
+        for (realtime_ns, want) in [(i64::MAX as u64, [(0, max), (1, None)]), (u64::MAX, [(0, None), (1, None)])] {
+            let (mut e, mut out) = (Encoder::new(), Vec::new());
+            let dom = ClockDomain::MonotonicNs;
+            e.hello(pw, 0, dom, &hello, &mut out);
+            e.clock(pw, 1, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns }], &mut out);
+            e.hello(w0, 0, dom, &hello, &mut out);
+            let marks: Vec<Record> =
+                (1..4).map(|i| Record::from_event(i * 500_000_000, Event::Mark { id: 1 })).collect();
+            e.records(w0, 1, 0, dom, &[&marks], &mut out);
+            e.end(w0, 2, 0, dom, &EndStats { produced: 3, lost: 0, elided: 0 }, &mut out);
+            let (reps, errors) = analyze_bytes(&[("t", &out)], 1_000_000_000);
+            assert!(errors.is_empty(), "{errors:?}");
+            let starts: Vec<_> = reps.iter().map(|r| (r.window, r.start_unix_ns)).collect();
+            assert_eq!(starts, want, "realtime {realtime_ns}");
+        }
+    }
 
     #[test]
     fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {

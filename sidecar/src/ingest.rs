@@ -48,6 +48,12 @@ fn event_of(r: &ringlog::Record) -> Option<ringlog::Event> {
     })
 }
 
+/// A realtime − monotonic offset as fragments carry it; one an i64 cannot
+/// hold (a corrupt clock sample) is unknown rather than truncated.
+fn offset_i64(o: i128) -> Option<i64> {
+    i64::try_from(o).ok()
+}
+
 struct Proc {
     clock: Clock,
     program: String,
@@ -526,7 +532,7 @@ impl Ingest {
         for f in &mut self.out[before..] {
             if let Some(s) = f.stream {
                 f.realtime_offset =
-                    self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).map(|o| o as i64);
+                    self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).and_then(offset_i64);
             }
         }
     }
@@ -544,7 +550,7 @@ impl Ingest {
         for f in &mut self.out[before..] {
             if let Some(s) = f.stream.filter(|s| self.sync.converted(s.host, s.process)) {
                 f.timeline = Some(self.sync.timeline(s.host, s.process));
-                f.realtime_offset = self.sync.shared.lock().reference_realtime_offset.map(|o| o as i64);
+                f.realtime_offset = self.sync.shared.lock().reference_realtime_offset.and_then(offset_i64);
             }
         }
     }
