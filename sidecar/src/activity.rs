@@ -228,7 +228,7 @@ impl Builder {
             Event::ProgressSend { .. } => self.point(t, None, true),
             Event::ProgressRecv { channel, from, .. } => self.point(t, Some((from, channel)), true),
             Event::Step { elided, .. } => {
-                self.elided += elided;
+                self.elided = self.elided.saturating_add(elided);
                 self.step(t)
             }
             Event::Park { .. } | Event::Unpark | Event::Mark { .. } => {}

@@ -476,13 +476,14 @@ pub fn analyze_detail(
     for (i, f) in frags.iter().enumerate() {
         let c = &f.counters;
         rep.events += c.records;
-        rep.lost_records += c.lost;
+        // (Stated by the streams, so saturating: see `Counters::add`.)
+        rep.lost_records = rep.lost_records.saturating_add(c.lost);
         let ins = &mut rep.instrumentation;
         ins.records += c.records;
-        ins.elided_schedules += c.elided;
-        ins.spin_ns += c.spin_ns;
+        ins.elided_schedules = ins.elided_schedules.saturating_add(c.elided);
+        ins.spin_ns = ins.spin_ns.saturating_add(c.spin_ns);
         ins.bytes += c.bytes;
-        ins.records_lost += c.lost;
+        ins.records_lost = ins.records_lost.saturating_add(c.lost);
         ins.steps += c.steps;
         ins.unpaired += c.unpaired;
         for why in &f.faults {

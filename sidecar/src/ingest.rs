@@ -380,9 +380,11 @@ impl Ingest {
                     let w = &mut st.windower;
                     match ev {
                         Step { elided, spin_ticks } => {
-                            c.elided += elided;
+                            // (Both come from the stream's bytes: a
+                            // corrupt count must not overflow the sum.)
+                            c.elided = c.elided.saturating_add(elided);
                             c.steps += 1;
-                            c.spin_ns += p.clock.span_ns(spin_ticks);
+                            c.spin_ns = c.spin_ns.saturating_add(p.clock.span_ns(spin_ticks));
                         }
                         MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
                         MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
@@ -895,6 +897,25 @@ mod tests {
     /// worker stream and a process alike. Computing the next one overflowed
     /// (a panic where overflow is checked; elsewhere it wrapped to #0 and a
     /// following #0 passed as in sequence).
+    /// Counts a stream states (elided schedules, their spin time, lost
+    /// records) near 2⁶⁴, from a corrupt header or record behind sound
+    /// checksums: their sums in a window saturate. Found by the
+    /// `ingest_stream` fuzz target, where the sum of two Steps' spin time
+    /// panicked ('attempt to add with overflow'); release builds wrapped.
+    #[test]
+    fn stated_counts_near_the_limit_saturate_in_their_window() {
+        let (mut e, mut out) = tsc_stream_at_2s();
+        let step = |t| Record::from_event(t, Event::Step { elided: u64::MAX - 1, spin_ticks: u64::MAX });
+        let recs = [step(2_000_000_000), step(2_000_000_100)];
+        e.records(W0, 1, u64::MAX, ClockDomain::Tsc, &[&recs], &mut out);
+        e.records(W0, 2, u64::MAX, ClockDomain::Tsc, &[&[step(2_000_000_200)]], &mut out);
+        e.end(W0, 3, 0, ClockDomain::Tsc, &EndStats { produced: 3, lost: 0, elided: 0 }, &mut out);
+        let ing = run_width(&out, 1_000_000_000);
+        let w = ing.out.iter().find(|f| f.counters.steps == 3).expect("one window holds the three steps");
+        let c = &w.counters;
+        assert_eq!((c.elided, c.spin_ns, c.lost), (u64::MAX, u64::MAX, u64::MAX), "{c:?}");
+    }
+
     #[test]
     fn the_frame_after_the_last_frame_number_is_out_of_sequence() {
         let (mut e, mut out) = tsc_stream_at_2s();

@@ -238,9 +238,12 @@ pub struct Counters {
 impl Counters {
     pub fn add(&mut self, o: &Counters) {
         self.records += o.records;
-        self.elided += o.elided;
-        self.spin_ns += o.spin_ns;
-        self.lost += o.lost;
+        // Elided schedules, their time and lost records are counts a
+        // stream states, not things we counted: a corrupt one near 2⁶⁴
+        // saturates rather than overflowing the sum.
+        self.elided = self.elided.saturating_add(o.elided);
+        self.spin_ns = self.spin_ns.saturating_add(o.spin_ns);
+        self.lost = self.lost.saturating_add(o.lost);
         self.bytes += o.bytes;
         self.steps += o.steps;
         self.unpaired += o.unpaired;

@@ -247,10 +247,11 @@ impl RunTotals {
             !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
         let (a, b) = (&mut self.instrumentation, &r.instrumentation);
         a.records += b.records;
-        a.elided_schedules += b.elided_schedules;
-        a.spin_ns += b.spin_ns;
+        // (Stated by the streams, so saturating: see `Counters::add`.)
+        a.elided_schedules = a.elided_schedules.saturating_add(b.elided_schedules);
+        a.spin_ns = a.spin_ns.saturating_add(b.spin_ns);
         a.bytes += b.bytes;
-        a.records_lost += b.records_lost;
+        a.records_lost = a.records_lost.saturating_add(b.records_lost);
         a.steps += b.steps;
         a.unpaired += b.unpaired;
         for s in &r.streams {

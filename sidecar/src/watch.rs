@@ -63,20 +63,23 @@ impl ProbeLine {
     /// Adds another program's figures: a figure is known if any line gave
     /// it.
     pub fn add(&mut self, o: &ProbeLine) {
-        fn sum<T: Copy + std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+        fn sum<T: Copy>(a: Option<T>, b: Option<T>, add: fn(T, T) -> T) -> Option<T> {
             match (a, b) {
-                (Some(x), Some(y)) => Some(x + y),
+                (Some(x), Some(y)) => Some(add(x, y)),
                 (x, y) => x.or(y),
             }
         }
-        self.lines += o.lines;
-        self.workers = sum(self.workers, o.workers);
-        self.produced = sum(self.produced, o.produced);
-        self.written = sum(self.written, o.written);
-        self.lost = sum(self.lost, o.lost);
-        self.elided = sum(self.elided, o.elided);
-        self.bytes = sum(self.bytes, o.bytes);
-        self.writer_cpu_ms = sum(self.writer_cpu_ms, o.writer_cpu_ms);
+        // (The figures are parsed from the command's output: saturating,
+        // so that absurd ones cannot overflow.)
+        let add = u64::saturating_add;
+        self.lines = self.lines.saturating_add(o.lines);
+        self.workers = sum(self.workers, o.workers, add);
+        self.produced = sum(self.produced, o.produced, add);
+        self.written = sum(self.written, o.written, add);
+        self.lost = sum(self.lost, o.lost, add);
+        self.elided = sum(self.elided, o.elided, add);
+        self.bytes = sum(self.bytes, o.bytes, add);
+        self.writer_cpu_ms = sum(self.writer_cpu_ms, o.writer_cpu_ms, |x, y| x + y);
     }
 }
 
@@ -269,6 +272,9 @@ mod tests {
             writer_cpu_ms: Some(4.0),
         };
         assert_eq!(p, want);
+        // Absurd figures saturate instead of overflowing the sum.
+        p.add(&ProbeLine::parse(&format!("probe: lost={}", u64::MAX)).unwrap());
+        assert_eq!(p.lost, Some(u64::MAX));
     }
 
     #[test]
