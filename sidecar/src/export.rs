@@ -48,9 +48,15 @@ pub struct PerfettoExport<W: Write> {
     procs: HashMap<(u64, u32), (u64, u64, u32)>, // → (process uuid, critical path track, pid)
     workers: HashMap<Sid, Worker>,
     next_pid: u32,
+    next_spare_tid: u32,
     next_flow: u64,
     pub windows: u64,
 }
+
+/// Thread ids from here up go to workers whose readable tid (pid·1000 +
+/// worker + 1, for a worker below 999 in one of the first 999,999
+/// processes) would collide with another's or overflow.
+const SPARE_TIDS: u32 = 1_000_000_000;
 
 impl PerfettoExport<Box<dyn Write + Send>> {
     /// A trace written to a new file at `path` (its write errors name it).
@@ -68,6 +74,7 @@ impl<W: Write> PerfettoExport<W> {
             procs: HashMap::new(),
             workers: HashMap::new(),
             next_pid: 1,
+            next_spare_tid: SPARE_TIDS,
             next_flow: 1,
             windows: 0,
         }
@@ -78,7 +85,7 @@ impl<W: Write> PerfettoExport<W> {
             return Ok(*p);
         }
         let pid = self.next_pid;
-        self.next_pid += 1;
+        self.next_pid = self.next_pid.wrapping_add(1).max(1);
         let name = format!("host {:04x} pid {} {}", s.host & 0xffff, s.process, program);
         let uuid = self.w.process(pid, name.trim_end())?;
         let cp = self.w.track(uuid, "critical path")?;
@@ -91,7 +98,16 @@ impl<W: Write> PerfettoExport<W> {
             return Ok(w.track);
         }
         let (p, _, pid) = self.process(s, program)?;
-        let track = self.w.thread(p, pid, pid * 1000 + s.worker + 1, &format!("worker {}", s.worker))?;
+        // (The worker index comes from the stream: any u32.)
+        let tid = if s.worker < 999 && pid < 1_000_000 {
+            pid * 1000 + s.worker + 1
+        } else {
+            let t = self.next_spare_tid;
+            // (Perfetto's tids are i32: stay below 2³¹.)
+            self.next_spare_tid = if t < i32::MAX as u32 { t + 1 } else { SPARE_TIDS };
+            t
+        };
+        let track = self.w.thread(p, pid, tid, &format!("worker {}", s.worker))?;
         let lost = self.w.counter_track(p, &format!("w{} records lost", s.worker))?;
         let elided = self.w.counter_track(p, &format!("w{} schedules elided", s.worker))?;
         self.workers.insert(s, Worker { track, lost, elided });
@@ -437,6 +453,31 @@ mod tests {
             ];
             assert_eq!(got, want, "first window written first: {first_window_first}");
         }
+    }
+
+    /// Worker thread ids are unique and in i32's range whatever the worker
+    /// indices: the readable pid·1000 + worker + 1 for low indices, spare
+    /// ones above for the rest. An index near 2³² overflowed the tid (a
+    /// panic found by the `ingest_stream` fuzz target); 999 and up
+    /// collided with the next process's workers.
+    #[test]
+    fn worker_thread_ids_are_unique_for_any_worker_index() {
+        use prost::Message as _;
+        let sids = [(7, 0), (7, 998), (7, 999), (7, 1000), (7, u32::MAX - 1), (8, 0), (8, 1)];
+        let mut x = PerfettoExport::new(Vec::new());
+        for (process, worker) in sids {
+            x.worker(Sid { host: 1, process, worker }, "p").unwrap();
+        }
+        let t = Trace::decode(&x.finish().unwrap()[..]).unwrap();
+        let tids: Vec<i32> =
+            t.packet.iter().filter_map(|p| p.track_descriptor.as_ref()?.thread.as_ref()?.tid).collect();
+        assert_eq!(&tids[..2], &[1001, 1999]);
+        assert_eq!(&tids[5..], &[2001, 2002]);
+        let mut seen = tids.clone();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), sids.len(), "{tids:?}");
+        assert!(tids.iter().all(|&t| t > 0), "{tids:?}");
     }
 
     /// The slices of the (only) worker track: (name, start, end, depth).
