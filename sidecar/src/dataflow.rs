@@ -664,9 +664,13 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 }
                             }
                         });
-                        // Windows the frontier has passed are whole.
+                        // Windows the frontier has passed are whole. (Times
+                        // are totally ordered: those are the first keys.
+                        // Scanning on past them made an activation cost all
+                        // the windows in flight, quadratic when a stream's
+                        // fragments span very many.)
                         let ready: Vec<(u64, u64)> =
-                            stash.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
+                            stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         for key in ready {
                             let mut frags = stash.remove(&key).unwrap();
                             if outputs_analyze.stopped() && prints_reports {
@@ -710,7 +714,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                                 output.session(&c).give((key.0, key.1, json.to_string(), line, rep.complete));
                             }
                         }
-                        caps.retain(|w, _| stash.keys().any(|(sw, _)| sw == w));
+                        caps.retain(|&w, _| stash.range((w, 0)..=(w, u64::MAX)).next().is_some());
                     }
                 },
             );
@@ -726,7 +730,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         p.insert((w, h), (json, line, complete));
                     }
                 });
-                let ready: Vec<(u64, u64)> = p.keys().filter(|(w, _)| !frontier.less_equal(w)).copied().collect();
+                let ready: Vec<(u64, u64)> = p.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
                 if ready.is_empty() {
                     return;
                 }
