@@ -44,6 +44,27 @@ struct Segment {
     slope: f64,
 }
 
+/// How far a sample's rate may be from the stream's nominal rate (or, with
+/// none, from the last segment's) before the sample is taken as corrupt.
+const MAX_RATE_RATIO: f64 = 10.0;
+
+/// A clock sample ignored: since the last one it puts the stream clock's
+/// rate at `ratio` times what it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ImplausibleSample {
+    pub ratio: f64,
+}
+
+impl std::fmt::Display for ImplausibleSample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a clock sample implausible (it puts the stream clock's rate at {:.3e} times the expected one), ignored",
+            self.ratio
+        )
+    }
+}
+
 /// Why a timestamp cannot be converted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClockError {
@@ -68,14 +89,33 @@ impl Clock {
         self.latest_slope = self.slope(self.samples.len().saturating_sub(1));
     }
 
-    /// Adds a sample; samples going backwards (in ticks or ns) are ignored.
-    pub fn add(&mut self, s: ClockSample) {
+    /// Adds a sample; samples going backwards (in ticks or ns) are ignored,
+    /// and so is one whose rate since the last is implausible (the error
+    /// says how far off it is).
+    pub fn add(&mut self, s: ClockSample) -> Result<(), ImplausibleSample> {
         if let Some(l) = self.samples.last() {
             if s.ticks <= l.ticks || s.monotonic_ns < l.monotonic_ns {
                 if s.ticks < l.ticks && s.monotonic_ns > l.monotonic_ns {
                     self.went_back += 1;
                 }
-                return;
+                return Ok(());
+            }
+            // A TSC runs at one rate (the probe measured it for the Hello;
+            // drift is parts per million): a sample that puts it an order
+            // of magnitude off is corrupt, and taking it would stretch or
+            // squeeze every later time by as much (a stream of a few
+            // records then spanned millions of windows).
+            let slope = (s.monotonic_ns - l.monotonic_ns) as f64 / (s.ticks - l.ticks) as f64;
+            let expected = if self.ticks_per_sec > 0 {
+                Some(1e9 / self.ticks_per_sec as f64)
+            } else {
+                (self.samples.len() >= 2).then_some(self.latest_slope)
+            };
+            if let Some(e) = expected.filter(|_| self.domain == ClockDomain::Tsc) {
+                let ratio = slope / e;
+                if !(1.0 / MAX_RATE_RATIO..=MAX_RATE_RATIO).contains(&ratio) {
+                    return Err(ImplausibleSample { ratio });
+                }
             }
         }
         self.seg = None;
@@ -87,6 +127,7 @@ impl Clock {
         }
         self.samples.push(s);
         self.latest_slope = self.slope(self.samples.len() - 1);
+        Ok(())
     }
 
     /// How many samples showed the stream clock going back (see `went_back`).
@@ -202,12 +243,12 @@ mod tests {
     fn interpolates_and_extrapolates() {
         let mut c = Clock::new(ClockDomain::Tsc, 2_000_000_000); // 2 GHz estimate
         assert_eq!(c.to_ns(5), Err(ClockError::NoSample));
-        c.add(cs(1_000, 10_000));
+        c.add(cs(1_000, 10_000)).unwrap();
         // one sample: ticks_per_sec slope (0.5 ns/tick)
         assert_eq!(c.to_ns(3_000).unwrap(), 11_000);
-        c.add(cs(5_000, 14_000)); // 1 ns/tick between samples
+        c.add(cs(5_000, 14_000)).unwrap(); // 1 ns/tick between samples
         assert_eq!(c.to_ns(3_000).unwrap(), 12_000);
-        c.add(cs(7_000, 20_000)); // 3 ns/tick
+        c.add(cs(7_000, 20_000)).unwrap(); // 3 ns/tick
         assert_eq!(c.to_ns(6_000).unwrap(), 17_000);
         // past the last sample: last slope
         assert_eq!(c.to_ns(8_000).unwrap(), 23_000);
@@ -224,18 +265,19 @@ mod tests {
         #[test]
         fn the_cached_segment_converts_like_a_fresh_search(
             base in proptest::prop_oneof![0u64..1 << 40, (7u64 << 60)..(8u64 << 60), ((1u64 << 63) - (1 << 40))..(1u64 << 63)],
-            steps in proptest::collection::vec((1u64..1 << 32, 0u64..1 << 34), 1..4),
+            // (Between a fifth and five times the nominal rate.)
+            steps in proptest::collection::vec((1u64..1 << 32, 200u64..5_000), 1..4),
             mut at in proptest::collection::vec(proptest::prop_oneof![0u64..1 << 36, proptest::num::u64::ANY], 1..40),
         ) {
             let mut samples = vec![cs(1_000, base)];
-            for &(dt, dns) in &steps {
+            for &(dt, rate_milli) in &steps {
                 let l = *samples.last().unwrap();
-                samples.push(cs(l.ticks + dt, l.monotonic_ns + dns));
+                samples.push(cs(l.ticks + dt, l.monotonic_ns + dt * rate_milli / 1000));
             }
             let clock = || {
-                let mut c = Clock::new(ClockDomain::Tsc, 3_000_000_000);
+                let mut c = Clock::new(ClockDomain::Tsc, 1_000_000_000);
                 for &s in &samples {
-                    c.add(s);
+                    c.add(s).unwrap();
                 }
                 c
             };
@@ -255,9 +297,35 @@ mod tests {
         let mut c = Clock::new(ClockDomain::MonotonicNs, 0);
         assert_eq!(c.to_ns(123).unwrap(), 123);
         let mut t = Clock::new(ClockDomain::Tsc, 0);
-        t.add(cs(100, 100));
-        t.add(cs(50, 200)); // backwards in ticks: dropped
-        t.add(cs(200, 300));
+        t.add(cs(100, 100)).unwrap();
+        t.add(cs(50, 200)).unwrap(); // backwards in ticks: dropped
+        t.add(cs(200, 300)).unwrap();
         assert_eq!(t.to_ns(150).unwrap(), 200);
+    }
+
+    /// A sample that puts the clock's rate an order of magnitude off its
+    /// nominal one (a corrupt sample behind sound checksums: found by the
+    /// `ingest_stream` fuzz target, where one made a 3 KB stream span
+    /// 600,000 windows) is refused, and the conversion goes on from the
+    /// samples around it. With no nominal rate, the last segment's rate is
+    /// the reference.
+    #[test]
+    fn a_sample_with_an_implausible_rate_is_refused() {
+        for tps in [1_000_000_000, 0] {
+            let mut c = Clock::new(ClockDomain::Tsc, tps);
+            c.add(cs(1_000, 1_000)).unwrap();
+            c.add(cs(2_000, 2_050)).unwrap(); // 1.05 ns/tick
+            let e = c.add(cs(3_000, 500_000)).unwrap_err(); // 497.95 ns/tick
+            assert!(e.ratio > 450.0, "{e:?} (nominal {tps})");
+            assert!(e.to_string().contains("implausible"), "{e}");
+            assert!(c.add(cs(3_000, 1_000_000_000)).is_err());
+            assert!(c.add(cs(3_000, 2_060)).unwrap_err().ratio < 0.1); // nearly stopped
+            c.add(cs(4_000, 4_000)).unwrap();
+            assert_eq!(c.to_ns(3_000).unwrap(), 3_025);
+        }
+        // Only a TSC has a rate to check.
+        let mut m = Clock::new(ClockDomain::MonotonicNs, 1_000_000_000);
+        m.add(cs(1_000, 1_000)).unwrap();
+        m.add(cs(2_000, 900_000)).unwrap();
     }
 }

@@ -220,7 +220,12 @@ impl Ingest {
                 p.workers = hello.workers;
                 p.clock.set_ticks_per_sec(hello.ticks_per_sec);
             }
-            Some(Body::Clock(samples)) => samples.into_iter().for_each(|s| p.clock.add(s)),
+            Some(Body::Clock(samples)) => {
+                let bad: Vec<_> = samples.into_iter().filter_map(|s| p.clock.add(s).err()).collect();
+                for why in bad {
+                    self.fault(format!("{}: clock #{}: {why}", h.stream, h.seq));
+                }
+            }
             Some(Body::End(_)) => p.ended = true,
             _ => {}
         }
@@ -890,6 +895,22 @@ mod tests {
         // Every window with records from the reset on carries the fault.
         let first = at.iter().position(|x| x.2).expect("a fault");
         assert!(at[first..].iter().all(|x| x.2), "{at:?}");
+    }
+
+    /// A clock sample that puts the TSC's rate far off is ignored and named;
+    /// the records go on being converted with the samples around it.
+    #[test]
+    fn an_implausible_clock_sample_is_named_and_ignored() {
+        let (mut e, mut out) = tsc_stream_at_2s();
+        e.clock(PW, 3, ClockDomain::Tsc, &[cs(2_100_000_000, 900_000_000_000_000)], &mut out);
+        let mark = [Record::from_event(2_500_000_000, Event::Mark { id: 1 })];
+        e.records(W0, 1, 0, ClockDomain::Tsc, &[&mark], &mut out);
+        e.end(W0, 2, 0, ClockDomain::Tsc, &EndStats { produced: 1, lost: 0, elided: 0 }, &mut out);
+        let ing = run_width(&out, 1_000_000_000);
+        assert!(ing.errors.iter().any(|x| x.contains("clock #3: a clock sample implausible")), "{:?}", ing.errors);
+        // (1 ns per tick from the samples at 1 s and 2 s: window 2.)
+        assert!(ing.out.iter().any(|f| f.window == 2 && f.counters.records == 1), "{:?}", ing.out);
+        assert!(ing.out.iter().all(|f| f.window < 3), "{:?}", ing.out);
     }
 
     /// Frame numbers at the end of their range (a corrupt header behind
