@@ -274,8 +274,8 @@ struct ProgressReads {
 
 use crate::graph::{self, EKind, GraphBuilder, PathEdge};
 use crate::model::{
-    give_entries, give_items, take_items, Busy, Fragment, GapEnd, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind,
-    Ns, SeqMark, Sid,
+    give_entries, give_items, take_items, Busy, Counters, Fragment, GapEnd, Half, Item, Messages, MsgEntry, MsgGroup,
+    MsgKind, Ns, SeqMark, Sid,
 };
 use crate::properties;
 use crate::summary::*;
@@ -473,19 +473,10 @@ pub fn analyze_detail(
 
     // ---- completeness and instrumentation ----
     let mut reasons: Vec<String> = Vec::new();
+    let mut sum = Counters::default();
     for (i, f) in frags.iter().enumerate() {
         let c = &f.counters;
-        rep.events += c.records;
-        // (Stated by the streams, so saturating: see `Counters::add`.)
-        rep.lost_records = rep.lost_records.saturating_add(c.lost);
-        let ins = &mut rep.instrumentation;
-        ins.records += c.records;
-        ins.elided_schedules = ins.elided_schedules.saturating_add(c.elided);
-        ins.spin_ns = ins.spin_ns.saturating_add(c.spin_ns);
-        ins.bytes += c.bytes;
-        ins.records_lost = ins.records_lost.saturating_add(c.lost);
-        ins.steps += c.steps;
-        ins.unpaired += c.unpaired;
+        sum.add(c);
         for why in &f.faults {
             reasons.push(format!("worker {}: {}", sids[i].worker, why));
         }
@@ -502,6 +493,9 @@ pub fn analyze_detail(
             faults: f.faults.clone(),
         });
     }
+    rep.events = sum.records;
+    rep.lost_records = sum.lost;
+    rep.instrumentation = Instrumentation::from(&sum);
     // Streams the process said it runs (workers=N in its Hello) that are
     // not present in this window. A stream is present in a window when it
     // sent a fragment for it: from its first record to its End the stream's

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::Ns;
+use crate::model::{Counters, Ns};
 use crate::properties::Properties;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -180,6 +180,34 @@ pub struct Instrumentation {
     pub unpaired: u64,
 }
 
+impl Instrumentation {
+    /// Adds another window's figures (as `Counters::add`: the counts a
+    /// stream states saturate).
+    pub fn add(&mut self, o: &Instrumentation) {
+        self.records += o.records;
+        self.elided_schedules = self.elided_schedules.saturating_add(o.elided_schedules);
+        self.spin_ns = self.spin_ns.saturating_add(o.spin_ns);
+        self.bytes += o.bytes;
+        self.records_lost = self.records_lost.saturating_add(o.records_lost);
+        self.steps += o.steps;
+        self.unpaired += o.unpaired;
+    }
+}
+
+impl From<&Counters> for Instrumentation {
+    fn from(c: &Counters) -> Self {
+        Instrumentation {
+            records: c.records,
+            elided_schedules: c.elided,
+            spin_ns: c.spin_ns,
+            bytes: c.bytes,
+            records_lost: c.lost,
+            steps: c.steps,
+            unpaired: c.unpaired,
+        }
+    }
+}
+
 impl WindowReport {
     /// One compact terminal line.
     pub fn line(&self) -> String {
@@ -245,15 +273,7 @@ impl RunTotals {
         let p = &r.properties;
         self.property_violations +=
             !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
-        let (a, b) = (&mut self.instrumentation, &r.instrumentation);
-        a.records += b.records;
-        // (Stated by the streams, so saturating: see `Counters::add`.)
-        a.elided_schedules = a.elided_schedules.saturating_add(b.elided_schedules);
-        a.spin_ns = a.spin_ns.saturating_add(b.spin_ns);
-        a.bytes += b.bytes;
-        a.records_lost = a.records_lost.saturating_add(b.records_lost);
-        a.steps += b.steps;
-        a.unpaired += b.unpaired;
+        self.instrumentation.add(&r.instrumentation);
         for s in &r.streams {
             self.streams.insert((s.host.clone(), s.process, s.worker));
             self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
