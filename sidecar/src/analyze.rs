@@ -561,11 +561,10 @@ pub fn analyze_detail(
             ));
         }
     }
-    // Processes in order, and whether two are processes of one timely
-    // cluster: each announced its worker count (Hello) and their blocks of
-    // global worker indices do not overlap.
-    let mut peer_procs: Vec<u32> = procs.keys().copied().collect();
-    peer_procs.sort_unstable();
+    // Processes in order (the keys of `procs`), and whether two are
+    // processes of one timely cluster: each announced its worker count
+    // (Hello) and their blocks of global worker indices do not overlap.
+    let peer_procs = 0..proc_keys.len() as u32;
     // (None for a process without a stream here: its block is unknown.)
     let block = |p: u32| {
         let e = *expected_of.get(&p)?;
@@ -875,7 +874,7 @@ pub fn analyze_detail(
     for &(i, sender, marks) in &senders {
         for m in marks.iter().filter(|m| m.half == Half::PSend) {
             let p = key_of(sender);
-            let cluster = peer_procs.iter().filter(|&&q| peers(p, q)).flat_map(|q| procs[q].iter());
+            let cluster = peer_procs.clone().filter(|&q| peers(p, q)).flat_map(|q| procs[&q].iter());
             let own = procs.get(&p).map_or(&[][..], |v| &v[..]);
             let receivers = own.iter().chain(cluster).copied().filter(|&j| Some(j) != i && sids[j].host == sender.host);
             for j in receivers.filter(|&j| m.at >= frags[j].clean_since) {
@@ -915,7 +914,7 @@ pub fn analyze_detail(
         // arrival; the rest arrived unread. A cluster's processes run
         // disjoint blocks of global worker indices (independent programs
         // each number theirs from 0, and do not exchange progress).
-        for &q in &peer_procs {
+        for q in peer_procs.clone() {
             if !peers(pk[*i], q) {
                 continue;
             }
