@@ -14,7 +14,7 @@
 //! [`relay`] is the per-host agent that forwards streams and makes the
 //! clock exchanges. [`model`] holds the types the stages share, [`dump`] is
 //! `sidecar dump`, and [`synth`] writes synthetic traces for tests and
-//! benchmarks.
+//! benchmarks. [`heap`] holds the binary's process-wide allocator settings.
 
 /// A line to standard error that never panics (`eprintln!` does when stderr
 /// is closed or full): a failed diagnostic must not end a run whose results
@@ -35,6 +35,7 @@ pub mod dataflow;
 pub mod dump;
 pub mod export;
 pub mod graph;
+pub mod heap;
 pub mod ingest;
 pub mod io;
 pub mod model;

@@ -245,30 +245,17 @@ fn sink(c: &Common) -> Result<Sink, String> {
     Ok(Sink { json, terminal, perfetto })
 }
 
-/// The analysis allocates and frees buffers of tens of MB per window (message
-/// tables, graphs, participation counts). With glibc's defaults, each timely
-/// worker thread gets its own arena of 64 MB heaps, allocations that do not
-/// fit are mmap'd, and freed memory goes back to the kernel, so every
-/// window faults its buffers in again (258 k page faults and 0.5 s of
-/// system time on the 50 M-record benchmark trace). One arena, mmap only
-/// past 32 MB (glibc's upper limit), and trimming only past 256 MB of free
-/// heap halve the faults: 3-7 % less wall time with one analysis worker, none
-/// lost with two (the shared arena's lock costs what the faults saved).
-/// RSS stays bounded by the windows in flight, as before.
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt(3) only sets allocator parameters; it is called
-    // first thing in main, before any thread exists, and the values are in
-    // the documented ranges (a failed call leaves the default, harmless).
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
+/// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]):
+/// only with a core to spare for it, and not with `SIDECAR_PREFAULT=off`
+/// (for comparing with and without it).
+fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
+    let off = std::env::var("SIDECAR_PREFAULT").is_ok_and(|v| v == "off" || v == "0");
+    let spare = std::thread::available_parallelism().is_ok_and(|n| n.get() > workers.max(1));
+    (spare && !off).then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD)).flatten()
 }
 
 fn main() {
-    tune_allocator();
+    sidecar::heap::tune_allocator();
     let cli = Cli::parse();
     let code = match cli.cmd {
         Cmd::Dump { file, max_records } => dump(&file, max_records),
@@ -279,6 +266,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
             };
+            let _prefault = offline_prefault(common.workers);
             run(settings, Inputs::Files(files), &common).0
         }
         Cmd::Export { perfetto, files, window, workers } => {
@@ -298,6 +286,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
             };
+            let _prefault = offline_prefault(workers);
             run(settings, Inputs::Files(files), &common).0
         }
         Cmd::Watch { grace, ns_per_record, ns_per_elided, summary_json, common, command } => {
