@@ -246,12 +246,15 @@ fn sink(c: &Common) -> Result<Sink, String> {
 }
 
 /// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]):
-/// only with a core to spare for it, and not with `SIDECAR_PREFAULT=off`
-/// (for comparing with and without it).
+/// when a core is spare for it, or as `SIDECAR_PREFAULT` says (`on` or
+/// `off`, for comparing with and without it).
 fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
-    let off = std::env::var("SIDECAR_PREFAULT").is_ok_and(|v| v == "off" || v == "0");
-    let spare = std::thread::available_parallelism().is_ok_and(|n| n.get() > workers.max(1));
-    (spare && !off).then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD)).flatten()
+    let on = match std::env::var("SIDECAR_PREFAULT").as_deref() {
+        Ok("on" | "1") => true,
+        Ok("off" | "0") => false,
+        _ => std::thread::available_parallelism().is_ok_and(|n| n.get() > workers.max(1)),
+    };
+    on.then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD)).flatten()
 }
 
 fn main() {
