@@ -3,7 +3,9 @@
 
 use std::io::Read;
 
-use crate::frame::{decode_frame_with, parse_header, Frame, FrameHeader, Payload, StreamId, HEADER_LEN, MAX_PAYLOAD};
+use crate::frame::{
+    decode_frame_with, parse_header, unpack_frame, Frame, FrameHeader, Payload, StreamId, HEADER_LEN, MAX_PAYLOAD,
+};
 use crate::DecodeError;
 
 /// A decode error with the byte offset of the frame it concerns.
@@ -134,10 +136,34 @@ impl FrameBuffer {
             return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
         }
         let have = &self.buf[self.start..self.end];
-        let offset = self.offset;
         let got = decode_frame_with(have, |header, payload| {
             visit(header, payload, HEADER_LEN as u64 + header.payload_len as u64)
         });
+        self.took(got)
+    }
+
+    /// [`FrameBuffer::next_frame_with`] for a reader that decodes the
+    /// records on another thread: the next whole frame's header and length
+    /// in bytes, its payload appended to `out` decompressed (see
+    /// [`unpack_frame`]; decode it with [`visit_unpacked`]). Faults are
+    /// handled as in `next_frame`.
+    ///
+    /// [`visit_unpacked`]: crate::visit_unpacked
+    pub fn next_unpacked(&mut self, out: &mut Vec<u8>) -> Result<Option<(FrameHeader, u64)>, StreamError> {
+        if self.failed {
+            return Err(StreamError::fatal(self.offset, DecodeError::AfterError));
+        }
+        let got =
+            unpack_frame(&self.buf[self.start..self.end], out).map(|f| f.map(|(h, used)| ((h, used as u64), used)));
+        self.took(got)
+    }
+
+    /// Moves past what a decode of the held bytes took. A payload fault
+    /// behind a sound header (the decoders check the header first, and the
+    /// payload only once all of it is here) skips the frame and names its
+    /// stream; any other fault fails the buffer.
+    fn took<R>(&mut self, got: Result<Option<(R, usize)>, DecodeError>) -> Result<Option<R>, StreamError> {
+        let offset = self.offset;
         match got {
             Ok(Some((r, used))) => {
                 self.start += used;
@@ -146,8 +172,7 @@ impl FrameBuffer {
             }
             Ok(None) => Ok(None),
             Err(error) => {
-                // decode_frame_with checks the header before the payload, and
-                // fails on the payload only once all of it is here.
+                let have = &self.buf[self.start..self.end];
                 let sound = have.get(..HEADER_LEN).and_then(|b| parse_header(b).ok()).map(|(h, _)| h);
                 match sound {
                     Some(h) if have.len() >= HEADER_LEN + h.payload_len as usize => {

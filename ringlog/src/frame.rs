@@ -608,6 +608,65 @@ pub fn decode_frame_with<R>(
     buf: &[u8],
     visit: impl FnOnce(FrameHeader, Payload<'_>) -> R,
 ) -> Result<Option<(R, usize)>, DecodeError> {
+    let Some((header, payload, total)) = checked_frame(buf)? else { return Ok(None) };
+    if header.compressed {
+        // One output buffer per thread, reused frame after frame.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        return SCRATCH.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let want = header.raw_len as usize;
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            decompress(&header, payload, &mut buf[..want])?;
+            let res = visit_payload(header, &buf[..want], visit).map(|r| Some((r, total)));
+            if buf.len() > (8 << 20) {
+                *buf = Vec::new(); // do not hold a rare huge frame's buffer
+            }
+            res
+        });
+    }
+    visit_payload(header, payload, visit).map(|r| Some((r, total)))
+}
+
+/// The frame at the start of `buf`, checked as [`decode_frame_with`] checks
+/// it (header, payload checksum, decompression), with its payload appended
+/// to `out`, decompressed: for a reader that unpacks frames on one thread
+/// and decodes their records on another ([`visit_unpacked`]). `Ok(None)`:
+/// more bytes are needed; `Ok(Some((header, used)))`: the payload is the
+/// last `header.raw_len` bytes of `out` (the payload's length if it was not
+/// compressed), and the frame took `used` bytes of `buf`. On an error `out`
+/// is as it was.
+pub fn unpack_frame(buf: &[u8], out: &mut Vec<u8>) -> Result<Option<(FrameHeader, usize)>, DecodeError> {
+    let Some((header, payload, total)) = checked_frame(buf)? else { return Ok(None) };
+    if header.compressed {
+        let at = out.len();
+        out.resize(at + header.raw_len as usize, 0);
+        if let Err(e) = decompress(&header, payload, &mut out[at..]) {
+            out.truncate(at);
+            return Err(e);
+        }
+    } else {
+        out.extend_from_slice(payload);
+    }
+    Ok(Some((header, total)))
+}
+
+/// Decodes a payload that [`unpack_frame`] unpacked, as [`decode_frame_with`]
+/// would have (the same checks, the same `visit`).
+pub fn visit_unpacked<R>(
+    header: FrameHeader,
+    raw: &[u8],
+    visit: impl FnOnce(FrameHeader, Payload<'_>) -> R,
+) -> Result<R, DecodeError> {
+    visit_payload(header, raw, visit)
+}
+
+/// The frame at the start of `buf` with a sound header and payload checksum:
+/// its header, its (maybe compressed) payload and its length in bytes.
+fn checked_frame(buf: &[u8]) -> Result<Option<(FrameHeader, &[u8], usize)>, DecodeError> {
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }
@@ -620,40 +679,30 @@ pub fn decode_frame_with<R>(
     if crc32fast::hash(payload) != payload_crc {
         return Err(DecodeError::PayloadChecksum { kind: header.kind, seq: header.seq });
     }
-    if header.compressed {
-        // One decompression context and output buffer per thread, reused
-        // frame after frame (a fresh context per frame cost more than the
-        // decompression). The output is exactly `raw_len` bytes long, as
-        // with a buffer of that capacity.
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Option<(zstd::bulk::Decompressor<'static>, Vec<u8>)>> =
-                const { std::cell::RefCell::new(None) };
-        }
-        return SCRATCH.with(|cell| {
-            let mut guard = cell.borrow_mut();
-            if guard.is_none() {
-                let d = zstd::bulk::Decompressor::new().map_err(|e| DecodeError::Decompress(e.to_string()))?;
-                *guard = Some((d, Vec::new()));
-            }
-            let (d, buf) = guard.as_mut().unwrap();
-            let want = header.raw_len as usize;
-            if buf.len() < want {
-                buf.resize(want, 0);
-            }
-            let n = d
-                .decompress_to_buffer(payload, &mut buf[..want])
-                .map_err(|e| DecodeError::Decompress(e.to_string()))?;
-            if n != want {
-                return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
-            }
-            let res = visit_payload(header, &buf[..n], visit).map(|r| Some((r, total)));
-            if buf.len() > (8 << 20) {
-                *buf = Vec::new(); // do not hold a rare huge frame's buffer
-            }
-            res
-        });
+    Ok(Some((header, payload, total)))
+}
+
+/// Decompresses `payload` into `out`, which must come out exactly full
+/// (`out` is `header.raw_len` bytes long).
+fn decompress(header: &FrameHeader, payload: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
+    // One decompression context per thread, reused frame after frame (a
+    // fresh context per frame cost more than the decompression).
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
     }
-    visit_payload(header, payload, visit).map(|r| Some((r, total)))
+    CONTEXT.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        if guard.is_none() {
+            *guard = Some(zstd::bulk::Decompressor::new().map_err(|e| DecodeError::Decompress(e.to_string()))?);
+        }
+        let d = guard.as_mut().expect("made above");
+        let n = d.decompress_to_buffer(payload, out).map_err(|e| DecodeError::Decompress(e.to_string()))?;
+        if n != header.raw_len as usize {
+            return Err(DecodeError::BadHeader { why: "decompressed length differs from the header" });
+        }
+        Ok(())
+    })
 }
 
 fn visit_payload<R>(

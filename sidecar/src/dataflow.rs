@@ -82,6 +82,11 @@ pub struct Settings {
     pub progress_bar: bool,
     /// Clock models shared by every byte stream (clock sync, `sync`).
     pub sync: crate::sync::SharedSync,
+    /// Files are read and their frames unpacked (checksums, decompression)
+    /// on a helper thread per file ([`Reader::unpacked_ahead`]), not on the
+    /// analysis worker: for a spare core. Only where a file is not shared
+    /// among workers.
+    pub unpack_thread: bool,
 }
 
 /// What a run did, for the closing line and benchmarks.
@@ -337,6 +342,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
     let width = settings.width;
     let progress_bar = settings.progress_bar;
     let sync = settings.sync.clone();
+    let unpack_thread = settings.unpack_thread;
     let stats2 = stats.clone();
     let failure2 = failure.clone();
     let started = Instant::now();
@@ -385,9 +391,12 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         let name = p.display().to_string();
                         let progress = if share.primary() { Some(read_bytes.clone()) } else { None };
                         match std::fs::File::open(p) {
-                            Ok(f) => readers.push(
-                                Reader::new(name, Box::new(f), width, progress).shared(share).with_sync(sync.clone()),
-                            ),
+                            Ok(f) => {
+                                let r = Reader::new(name, Box::new(f), width, progress)
+                                    .shared(share)
+                                    .with_sync(sync.clone());
+                                readers.push(if unpack_thread { r.unpacked_ahead() } else { r });
+                            }
                             Err(e) if !share.primary() => {
                                 let _ = e;
                             }

@@ -56,6 +56,8 @@ pub struct Reader {
     raw_offset: u64,
     /// When a live connection was accepted (Unix ns).
     pub joined_unix_ns: Option<i128>,
+    /// Frames read and unpacked on a helper thread ([`Reader::unpacked_ahead`]).
+    unpacker: Option<Unpacker>,
 }
 
 /// The wall clock, in ns since the Unix epoch.
@@ -86,7 +88,20 @@ impl Reader {
             raw_start: 0,
             raw_offset: 0,
             joined_unix_ns: None,
+            unpacker: None,
         }
+    }
+
+    /// Reads and unpacks the frames (checksums, decompression) on a helper
+    /// thread, a few MB ahead, and only decodes their records on the
+    /// caller's: for files, when a core is spare. Not for a shared file
+    /// (each sharing worker unpacks only its own streams' frames).
+    pub fn unpacked_ahead(mut self) -> Reader {
+        if self.share.is_none() && self.unpacker.is_none() {
+            let inner = std::mem::replace(&mut self.inner, Box::new(std::io::empty()));
+            self.unpacker = Unpacker::start(inner, self.progress.take());
+        }
+        self
     }
 
     /// Shares the sidecar's clock models (clock sync) with this stream.
@@ -170,6 +185,9 @@ impl Reader {
     pub fn poll(&mut self, budget: usize) -> Polled {
         if self.done {
             return Polled::Done;
+        }
+        if self.unpacker.is_some() {
+            return self.poll_unpacked(budget, true);
         }
         let mut read = 0;
         let before = self.ingest.out.len();
@@ -270,6 +288,11 @@ impl Reader {
 
     /// Stops reading (Ctrl-C): open streams end here, marked as such.
     pub fn stop(&mut self) {
+        if !self.done && self.unpacker.is_some() {
+            // What the helper has unpacked so far, then no more.
+            self.poll_unpacked(usize::MAX, false);
+            self.unpacker = None;
+        }
         if !self.done {
             if let Some(sh) = self.share {
                 self.drain_shared(sh);
@@ -283,8 +306,185 @@ impl Reader {
         }
     }
 
+    /// [`Reader::poll`] with an [`Unpacker`]: takes its batches until about
+    /// `budget` bytes of frames were taken, waiting for them if `wait`.
+    fn poll_unpacked(&mut self, budget: usize, wait: bool) -> Polled {
+        let before = self.ingest.out.len();
+        let mut taken = 0;
+        let mut result = Polled::Data;
+        while taken < budget && !self.done {
+            let u = self.unpacker.as_mut().expect("called with an unpacker");
+            let got = if wait { u.rx.recv().ok() } else { u.rx.try_recv().ok() };
+            let Some(mut batch) = got else {
+                if wait {
+                    // (Only if the helper panicked.)
+                    self.ingest.errors.push(format!("{}: the reading thread failed", self.ingest.name));
+                    self.ingest.eof();
+                    self.done = true;
+                }
+                break;
+            };
+            for f in batch.frames.drain(..) {
+                let (h, raw, offset, len) = match f {
+                    Unpacked::Frame { header, start, end, offset, len } => {
+                        (header, &batch.bytes[start..end], offset, len)
+                    }
+                    Unpacked::Fault(e) => {
+                        if !self.ingest.stream_error(&e) {
+                            self.done = true;
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                taken += len as usize;
+                let ingest = &mut self.ingest;
+                let error = match ringlog::visit_unpacked(h, raw, |hdr, payload| ingest.payload(hdr, payload, len)) {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(error)) | Err(error) => error,
+                };
+                let e = ringlog::StreamError { offset, error, stream: Some(h.stream) };
+                if !self.ingest.stream_error(&e) {
+                    self.done = true;
+                    break;
+                }
+            }
+            if let Some(end) = batch.end.take() {
+                if !self.done {
+                    if let Some(e) = end.read_error {
+                        self.ingest.errors.push(format!("{}: read error: {e}", self.ingest.name));
+                    }
+                    match end.framing {
+                        Ok(()) => self.ingest.eof(),
+                        Err(e) => self.ingest.decode_error(&e),
+                    }
+                    self.done = true;
+                }
+            } else if let Some(u) = &self.unpacker {
+                let _ = u.back.send(batch);
+            }
+        }
+        if self.done {
+            result = Polled::Done;
+            self.unpacker = None;
+        }
+        self.ingest.finish_batch(before);
+        result
+    }
+
     pub fn take_fragments(&mut self, out: &mut Vec<Fragment>) {
         out.append(&mut self.ingest.out);
+    }
+}
+
+/// A helper thread that reads a byte stream and unpacks its frames (header
+/// and payload checks, decompression: a fifth of the analysis's
+/// instructions on a compressed file) into batches for a [`Reader`], which
+/// decodes their records. Faults come in the batches, in order, as
+/// [`FrameBuffer`] reports them, so the reader handles them as its own.
+/// Batches go back to the helper to be refilled, and at most
+/// [`Unpacker::QUEUE`] wait, so a few MB are in flight.
+struct Unpacker {
+    rx: std::sync::mpsc::Receiver<Batch>,
+    back: std::sync::mpsc::Sender<Batch>,
+}
+
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    frames: Vec<Unpacked>,
+    /// The byte stream ended after these frames.
+    end: Option<End>,
+}
+
+enum Unpacked {
+    /// A frame whose payload is `bytes[start..end]`, `len` bytes long in
+    /// the stream at `offset`.
+    Frame {
+        header: ringlog::FrameHeader,
+        start: usize,
+        end: usize,
+        offset: u64,
+        len: u64,
+    },
+    Fault(ringlog::StreamError),
+}
+
+struct End {
+    read_error: Option<std::io::Error>,
+    /// A partial frame left over (truncation), or a fault that ended the
+    /// framing (reported already among the frames).
+    framing: Result<(), ringlog::StreamError>,
+}
+
+impl Unpacker {
+    /// Batches waiting for the reader.
+    const QUEUE: usize = 2;
+    /// Payload bytes per batch.
+    const BATCH: usize = 1 << 20;
+
+    fn start(mut inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>) -> Option<Unpacker> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(Self::QUEUE);
+        let (back, recycled) = std::sync::mpsc::channel::<Batch>();
+        std::thread::Builder::new()
+            .name("unpack".into())
+            .spawn(move || {
+                let mut frames = FrameBuffer::new();
+                loop {
+                    let mut batch = recycled.try_recv().unwrap_or_default();
+                    batch.bytes.clear();
+                    batch.frames.clear();
+                    Self::fill(&mut frames, &mut inner, &mut batch, progress.as_deref());
+                    let last = batch.end.is_some();
+                    // The reader is gone (done, or dropped): stop.
+                    if tx.send(batch).is_err() || last {
+                        return;
+                    }
+                }
+            })
+            .ok()
+            .map(|_| Unpacker { rx, back })
+    }
+
+    /// Unpacks frames into `batch` until it holds [`Self::BATCH`] bytes or
+    /// the stream ends.
+    fn fill(frames: &mut FrameBuffer, inner: &mut impl Read, batch: &mut Batch, progress: Option<&AtomicU64>) {
+        loop {
+            loop {
+                let offset = frames.offset();
+                let start = batch.bytes.len();
+                match frames.next_unpacked(&mut batch.bytes) {
+                    Ok(Some((header, len))) => {
+                        let end = batch.bytes.len();
+                        batch.frames.push(Unpacked::Frame { header, start, end, offset, len });
+                        if end >= Self::BATCH {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let fatal = e.stream.is_none();
+                        batch.frames.push(Unpacked::Fault(e));
+                        if fatal {
+                            batch.end = Some(End { read_error: None, framing: Ok(()) });
+                            return;
+                        }
+                    }
+                }
+            }
+            let (read_error, n) = match frames.read_from(inner, 1 << 20) {
+                Ok(n) => (None, n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => (Some(e), 0),
+            };
+            if n == 0 {
+                batch.end = Some(End { read_error, framing: frames.finish() });
+                return;
+            }
+            if let Some(p) = progress {
+                p.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
     }
 }
 

@@ -245,16 +245,23 @@ fn sink(c: &Common) -> Result<Sink, String> {
     Ok(Sink { json, terminal, perfetto })
 }
 
-/// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]):
-/// when a core is spare for it, or as `SIDECAR_PREFAULT` says (`on` or
-/// `off`, for comparing with and without it).
-fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
-    let on = match std::env::var("SIDECAR_PREFAULT").as_deref() {
+/// Whether a helper of an offline analysis runs: when a core is spare for
+/// it (fewer analysis workers than cores), or as the environment variable
+/// `var` says (`on` or `off`, for comparing with and without it).
+fn offline_helper(var: &str, workers: usize) -> bool {
+    match std::env::var(var).as_deref() {
         Ok("on" | "1") => true,
         Ok("off" | "0") => false,
         _ => std::thread::available_parallelism().is_ok_and(|n| n.get() > workers.max(1)),
-    };
-    on.then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD)).flatten()
+    }
+}
+
+/// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]),
+/// as [`offline_helper`] decides with `SIDECAR_PREFAULT`.
+fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
+    offline_helper("SIDECAR_PREFAULT", workers)
+        .then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD))
+        .flatten()
 }
 
 fn main() {
@@ -268,6 +275,7 @@ fn main() {
                 timely_args: timely_args(&common),
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
+                unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
             };
             let _prefault = offline_prefault(common.workers);
             run(settings, Inputs::Files(files), &common).0
@@ -288,6 +296,7 @@ fn main() {
                 timely_args: timely_args(&common),
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
+                unpack_thread: offline_helper("SIDECAR_UNPACK", workers),
             };
             let _prefault = offline_prefault(workers);
             run(settings, Inputs::Files(files), &common).0
@@ -376,6 +385,7 @@ fn main() {
                 timely_args: timely_args(&common),
                 progress_bar: false,
                 sync: sync.clone(),
+                unpack_thread: false,
             };
             let code = run(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
             stop.store(true, Ordering::SeqCst);
@@ -581,6 +591,7 @@ fn watch(
         timely_args: timely_args(&common),
         progress_bar: false,
         sync: Default::default(),
+        unpack_thread: false,
     };
     let (code, st) = run_with(settings, Inputs::Live { queues, stop, grace }, &common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");

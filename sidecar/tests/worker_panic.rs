@@ -43,6 +43,7 @@ fn a_panicking_worker_ends_the_run_with_an_error() {
         timely_args: vec!["-w".into(), "2".into()],
         progress_bar: false,
         sync: Default::default(),
+        unpack_thread: false,
     };
     // Reports are printed by worker 0: it panics, worker 1 must not wait.
     let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None };
