@@ -636,9 +636,8 @@ pub fn decode_frame_with<R>(
 /// to `out`, decompressed: for a reader that unpacks frames on one thread
 /// and decodes their records on another ([`visit_unpacked`]). `Ok(None)`:
 /// more bytes are needed; `Ok(Some((header, used)))`: the payload is the
-/// last `header.raw_len` bytes of `out` (the payload's length if it was not
-/// compressed), and the frame took `used` bytes of `buf`. On an error `out`
-/// is as it was.
+/// last `header.raw_len` bytes of `out`, and the frame took `used` bytes of
+/// `buf`. On an error `out` is as it was.
 pub fn unpack_frame(buf: &[u8], out: &mut Vec<u8>) -> Result<Option<(FrameHeader, usize)>, DecodeError> {
     let Some((header, payload, total)) = checked_frame(buf)? else { return Ok(None) };
     if header.compressed {
@@ -664,9 +663,12 @@ pub fn visit_unpacked<R>(
     visit_payload(header, raw, visit)
 }
 
-/// The frame at the start of `buf` with a sound header and payload checksum:
-/// its header, its (maybe compressed) payload and its length in bytes.
-fn checked_frame(buf: &[u8]) -> Result<Option<(FrameHeader, &[u8], usize)>, DecodeError> {
+/// A frame with a sound header and payload checksum: its header, its (maybe
+/// compressed) payload and its length in bytes.
+type Checked<'a> = (FrameHeader, &'a [u8], usize);
+
+/// The frame at the start of `buf`, if whole, checked.
+fn checked_frame(buf: &[u8]) -> Result<Option<Checked<'_>>, DecodeError> {
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }

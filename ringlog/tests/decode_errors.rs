@@ -4,8 +4,13 @@ use proptest::prelude::*;
 use ringlog::*;
 
 fn sample_stream() -> Vec<u8> {
+    sample_stream_with(Compression::default())
+}
+
+fn sample_stream_with(compression: Compression) -> Vec<u8> {
     let stream = StreamId { host: 7, process: 42, worker: 1 };
     let mut enc = Encoder::new();
+    enc.set_compression(compression);
     let mut out = Vec::new();
     let hello = Hello {
         host_name: "h".into(),
@@ -294,7 +299,86 @@ fn take_all(fb: &mut FrameBuffer, out: &mut Vec<Result<Frame, String>>) -> bool 
     }
 }
 
+/// What a reader makes of one frame: its header, length, and records (and
+/// whether they were sound) or body.
+fn describe(h: FrameHeader, p: Payload<'_>, len: u64) -> Result<String, String> {
+    match p {
+        Payload::Records(mut recs) => {
+            let got: Vec<Record> = recs.by_ref().collect();
+            let sound = recs.finish().map_err(|e| e.to_string());
+            Ok(format!("{h:?} {len} {got:?} {sound:?}"))
+        }
+        Payload::Other(body) => Ok(format!("{h:?} {len} {body:?}")),
+    }
+}
+
 proptest! {
+    /// Frames unpacked (checked, decompressed) by one reader and decoded
+    /// later from the unpacked bytes give what decoding them in place gives:
+    /// the same records, bodies and faults, at the same offsets, with a
+    /// corrupt byte anywhere, compressed or not.
+    #[test]
+    fn unpacked_frames_decode_as_frames_decoded_in_place(
+        copies in 1usize..4,
+        zstd in any::<bool>(),
+        flip in prop::option::of((0usize..4000, 1u8..=255)),
+    ) {
+        let c = if zstd { Compression::Zstd } else { Compression::None };
+        let mut bytes: Vec<u8> = (0..copies).flat_map(|_| sample_stream_with(c)).collect();
+        if let Some((at, x)) = flip {
+            let at = at % bytes.len();
+            bytes[at] ^= x;
+        }
+        let in_place = {
+            let mut fb = FrameBuffer::new();
+            fb.feed(&bytes);
+            let mut out = Vec::new();
+            loop {
+                let offset = fb.offset();
+                match fb.next_frame_with(describe) {
+                    Ok(Some(d)) => out.push(d.map_err(|e| format!("at {offset}: {e}"))),
+                    Ok(None) => break,
+                    Err(e) => {
+                        out.push(Err(e.to_string()));
+                        if e.stream.is_none() {
+                            break;
+                        }
+                    }
+                }
+            }
+            (out, fb.finish().is_ok())
+        };
+        let unpacked = {
+            let mut fb = FrameBuffer::new();
+            fb.feed(&bytes);
+            let mut out = Vec::new();
+            let mut raw = Vec::new();
+            loop {
+                let offset = fb.offset();
+                raw.truncate(raw.len() / 2); // (payloads are taken from the end)
+                match fb.next_unpacked(&mut raw) {
+                    Ok(Some((h, len))) => {
+                        let payload = &raw[raw.len() - h.raw_len as usize..];
+                        let d = match visit_unpacked(h, payload, |h, p| describe(h, p, len)) {
+                            Ok(d) => d.map_err(|e| format!("at {offset}: {e}")),
+                            Err(error) => Err(StreamError { offset, error, stream: Some(h.stream) }.to_string()),
+                        };
+                        out.push(d);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        out.push(Err(e.to_string()));
+                        if e.stream.is_none() {
+                            break;
+                        }
+                    }
+                }
+            }
+            (out, fb.finish().is_ok())
+        };
+        prop_assert_eq!(unpacked, in_place);
+    }
+
     /// Bytes read straight into the buffer in pieces of any size give the
     /// frames (and the faults, at the same offsets) that feeding it all at
     /// once gives: the held bytes survive the buffer's compaction.

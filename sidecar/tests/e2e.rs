@@ -400,39 +400,45 @@ fn corrupt_payload(bytes: &mut [u8], worker: u32, seq: u64) -> usize {
     at
 }
 
-/// `analyze FILE --window 50ms -q -w WORKERS --json …`: its output and
-/// reports.
-fn analyze_50ms(file: &Path, workers: &str) -> (std::process::Output, Vec<Value>) {
-    let json = tmp(&format!("onebad_{}_{workers}.jsonl", file.file_stem().unwrap().to_string_lossy()));
+/// `analyze FILE --window 50ms -q -w WORKERS --json …` with
+/// `SIDECAR_UNPACK=UNPACK` (frames unpacked on a helper thread, or on the
+/// analysis worker; with one worker per file only): its output and reports.
+fn analyze_50ms(file: &Path, workers: &str, unpack: &str) -> (std::process::Output, Vec<Value>) {
+    let json = tmp(&format!("onebad_{}_{workers}_{unpack}.jsonl", file.file_stem().unwrap().to_string_lossy()));
     let _ = std::fs::remove_file(&json);
     let out = Command::new(BIN)
         .args(["analyze", file.to_str().unwrap(), "--window", "50ms", "-q", "-w", workers])
         .arg("--json")
         .arg(&json)
+        .env("SIDECAR_UNPACK", unpack)
         .output()
         .unwrap();
     (out, lines(&json))
 }
 
-/// `bad` is `clean` with a fault in worker 2's stream: with `-w 1` and
-/// `-w 2` alike, worker 2's stream is dropped, named once with `msg`, and
-/// the other streams go on to the end, record for record as in `clean`.
-/// Returns the clean reports.
+/// The ways one file is read: one worker unpacking on a helper thread or
+/// not, two workers sharing it.
+const READS: [(&str, &str); 3] = [("1", "off"), ("1", "on"), ("2", "off")];
+
+/// `bad` is `clean` with a fault in worker 2's stream: read in each of the
+/// [`READS`] ways alike, worker 2's stream is dropped, named once with
+/// `msg`, and the other streams go on to the end, record for record as in
+/// `clean`. Returns the clean reports.
 fn assert_only_worker_2_is_dropped(name: &str, clean: &[u8], bad: &[u8], msg: &str) -> Vec<Value> {
     let (fg, fb) = (tmp(&format!("{name}_good.rlog")), tmp(&format!("{name}_bad.rlog")));
     std::fs::write(&fg, clean).unwrap();
     std::fs::write(&fb, bad).unwrap();
-    let (ok, clean) = analyze_50ms(&fg, "1");
+    let (ok, clean) = analyze_50ms(&fg, "1", "off");
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let records = |r: &Value, w: u64| -> Option<u64> {
         r["streams"].as_array().unwrap().iter().find(|s| s["worker"] == w).map(|s| s["records"].as_u64().unwrap())
     };
     let mut outputs = Vec::new();
-    for workers in ["1", "2"] {
-        let (out, reps) = analyze_50ms(&fb, workers);
+    for (workers, unpack) in READS {
+        let (out, reps) = analyze_50ms(&fb, workers, unpack);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains(msg), "{err}");
+        assert!(err.contains(msg), "-w {workers}, unpack {unpack}: {err}");
         assert_eq!(err.matches("dropped").count(), 1, "{err}");
         // The other three streams go on to the end, record for record as
         // in the clean trace.
@@ -453,7 +459,8 @@ fn assert_only_worker_2_is_dropped(name: &str, clean: &[u8], bad: &[u8], msg: &s
         assert!(reps[first + 1..].iter().all(|r| records(r, 2).is_none()));
         outputs.push(reps);
     }
-    assert_eq!(outputs[0], outputs[1], "-w 1 and -w 2 agree");
+    assert_eq!(outputs[0], outputs[1], "-w 1 with and without the unpacking thread agree");
+    assert_eq!(outputs[0], outputs[2], "-w 1 and -w 2 agree");
     clean
 }
 
@@ -477,8 +484,8 @@ fn a_corrupt_frame_drops_only_its_stream() {
     pw[cat + ringlog::HEADER_LEN + ch.payload_len as usize / 2] ^= 0x55;
     let fp = tmp("onebad_process.rlog");
     std::fs::write(&fp, &pw).unwrap();
-    for workers in ["1", "2"] {
-        let (out, _) = run(&fp, workers);
+    for (workers, unpack) in READS {
+        let (out, _) = run(&fp, workers, unpack);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(err.matches(&format!("decode error at byte {cat}")).count(), 1, "-w {workers}: {err}");
@@ -490,12 +497,32 @@ fn a_corrupt_frame_drops_only_its_stream() {
     lost[at + 30] ^= 0x55;
     let fl = tmp("onebad_header.rlog");
     std::fs::write(&fl, &lost).unwrap();
-    let (out, reps) = run(&fl, "1");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("{}: decode error at byte {at}: ", fl.display())), "{err}");
-    assert!(!err.contains("dropped"), "{err}");
-    assert!(reps.len() < clean.len());
+    let mut outputs = Vec::new();
+    for unpack in ["off", "on"] {
+        let (out, reps) = run(&fl, "1", unpack);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("{}: decode error at byte {at}: ", fl.display())), "{err}");
+        assert!(!err.contains("dropped"), "{err}");
+        assert!(reps.len() < clean.len());
+        outputs.push(reps);
+    }
+    assert_eq!(outputs[0], outputs[1], "with and without the unpacking thread");
+    // A file cut inside its last frame: everything before the cut is
+    // analyzed, the truncation is named.
+    let fc = tmp("onebad_cut.rlog");
+    std::fs::write(&fc, &bytes[..bytes.len() - 100]).unwrap();
+    let mut outputs = Vec::new();
+    for unpack in ["off", "on"] {
+        let (out, reps) = run(&fc, "1", unpack);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("{}: decode error at byte", fc.display())), "{err}");
+        assert!(err.contains("input ends inside a frame"), "{err}");
+        assert!(!reps.is_empty() && reps.len() <= clean.len());
+        outputs.push(reps);
+    }
+    assert_eq!(outputs[0], outputs[1], "with and without the unpacking thread");
 }
 
 /// CRC-32 (IEEE), as the format uses; written out so the test does not
