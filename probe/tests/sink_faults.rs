@@ -29,8 +29,8 @@ fn drive(w: &mut WorkerProbe, dur: Duration, seq: &mut u64) -> Duration {
 
 /// A worker blocked on a failing sink would stall for the write timeout
 /// (2 s) or a backoff (up to 1 s); preemption on a busy 2-core machine
-/// stays far below this.
-const NOT_BLOCKED: Duration = Duration::from_millis(200);
+/// stays below this (200 ms was once exceeded, at 220 ms, on a slow day).
+const NOT_BLOCKED: Duration = Duration::from_millis(500);
 
 fn check_accounting(stats: &Stats) {
     for w in &stats.workers {
