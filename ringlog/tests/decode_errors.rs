@@ -312,6 +312,30 @@ fn describe(h: FrameHeader, p: Payload<'_>, len: u64) -> Result<String, String> 
     }
 }
 
+/// What `next` makes of each frame of `bytes` in turn (faults as their
+/// messages), up to a lost framing; and whether the bytes ended cleanly.
+fn read_all(
+    bytes: &[u8],
+    mut next: impl FnMut(&mut FrameBuffer) -> Result<Option<Result<String, String>>, StreamError>,
+) -> (Vec<Result<String, String>>, bool) {
+    let mut fb = FrameBuffer::new();
+    fb.feed(bytes);
+    let mut out = Vec::new();
+    loop {
+        match next(&mut fb) {
+            Ok(Some(d)) => out.push(d),
+            Ok(None) => break,
+            Err(e) => {
+                out.push(Err(e.to_string()));
+                if e.stream.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    (out, fb.finish().is_ok())
+}
+
 proptest! {
     /// Frames unpacked (checked, decompressed) by one reader and decoded
     /// later from the unpacked bytes give what decoding them in place gives:
@@ -329,53 +353,21 @@ proptest! {
             let at = at % bytes.len();
             bytes[at] ^= x;
         }
-        let in_place = {
-            let mut fb = FrameBuffer::new();
-            fb.feed(&bytes);
-            let mut out = Vec::new();
-            loop {
-                let offset = fb.offset();
-                match fb.next_frame_with(describe) {
-                    Ok(Some(d)) => out.push(d.map_err(|e| format!("at {offset}: {e}"))),
-                    Ok(None) => break,
-                    Err(e) => {
-                        out.push(Err(e.to_string()));
-                        if e.stream.is_none() {
-                            break;
-                        }
-                    }
-                }
-            }
-            (out, fb.finish().is_ok())
-        };
-        let unpacked = {
-            let mut fb = FrameBuffer::new();
-            fb.feed(&bytes);
-            let mut out = Vec::new();
-            let mut raw = Vec::new();
-            loop {
-                let offset = fb.offset();
-                raw.truncate(raw.len() / 2); // (payloads are taken from the end)
-                match fb.next_unpacked(&mut raw) {
-                    Ok(Some((h, len))) => {
-                        let payload = &raw[raw.len() - h.raw_len as usize..];
-                        let d = match visit_unpacked(h, payload, |h, p| describe(h, p, len)) {
-                            Ok(d) => d.map_err(|e| format!("at {offset}: {e}")),
-                            Err(error) => Err(StreamError { offset, error, stream: Some(h.stream) }.to_string()),
-                        };
-                        out.push(d);
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        out.push(Err(e.to_string()));
-                        if e.stream.is_none() {
-                            break;
-                        }
-                    }
-                }
-            }
-            (out, fb.finish().is_ok())
-        };
+        let in_place = read_all(&bytes, |fb| {
+            let offset = fb.offset();
+            Ok(fb.next_frame_with(describe)?.map(|d| d.map_err(|e| format!("at {offset}: {e}"))))
+        });
+        let mut raw = Vec::new();
+        let unpacked = read_all(&bytes, |fb| {
+            let offset = fb.offset();
+            raw.truncate(raw.len() / 2); // (payloads are taken from the end)
+            let Some((h, len)) = fb.next_unpacked(&mut raw)? else { return Ok(None) };
+            let payload = &raw[raw.len() - h.raw_len as usize..];
+            Ok(Some(match visit_unpacked(h, payload, |h, p| describe(h, p, len)) {
+                Ok(d) => d.map_err(|e| format!("at {offset}: {e}")),
+                Err(error) => Err(StreamError { offset, error, stream: Some(h.stream) }.to_string()),
+            }))
+        });
         prop_assert_eq!(unpacked, in_place);
     }
 
