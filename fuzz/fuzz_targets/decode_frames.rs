@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ringlog::{Body, Compression, Decoder, Encoder, Frame, FrameBuffer, Payload};
+use ringlog::{visit_unpacked, Body, Compression, Decoder, Encoder, Frame, FrameBuffer, Payload, StreamError};
 
 fuzz_target!(|data: &[u8]| {
     let whole: Vec<_> = Decoder::new(data).collect();
@@ -64,6 +64,55 @@ fuzz_target!(|data: &[u8]| {
     if !partial {
         assert_eq!(visited.iter().collect::<Vec<_>>(), ok_whole);
     }
+    // Unpacked first (checks, decompression) and decoded later from the
+    // unpacked bytes, as the sidecar's unpacking thread and worker do: the
+    // same frames and faults, at the same offsets, as decoding in place.
+    let in_place = {
+        let mut fb = FrameBuffer::new();
+        fb.feed(data);
+        let mut out = Vec::new();
+        loop {
+            match fb.next_frame() {
+                Ok(Some(f)) => out.push(Ok(f)),
+                Ok(None) => break,
+                Err(e) => {
+                    let fatal = e.stream.is_none();
+                    out.push(Err(e.to_string()));
+                    if fatal {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    };
+    let mut fb = FrameBuffer::new();
+    fb.feed(data);
+    let mut unpacked = Vec::new();
+    let mut raw = Vec::new();
+    loop {
+        let offset = fb.offset();
+        match fb.next_unpacked(&mut raw) {
+            Ok(Some((header, _))) => {
+                let payload = &raw[raw.len() - header.raw_len as usize..];
+                let frame = visit_unpacked(header, payload, |header, p| p.into_body().map(|body| Frame { header, body }))
+                    .and_then(|f| f);
+                unpacked.push(frame.map_err(|error| StreamError { offset, error, stream: Some(header.stream) }.to_string()));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let fatal = e.stream.is_none();
+                unpacked.push(Err(e.to_string()));
+                if fatal {
+                    break;
+                }
+            }
+        }
+        if raw.len() > 1 << 20 {
+            raw.clear();
+        }
+    }
+    assert_eq!(unpacked, in_place);
     // Records that decode survive a re-encode unchanged.
     for f in &ok_whole {
         if let Body::Records(recs) = &f.body {
