@@ -95,9 +95,12 @@ fuzz_target!(|data: &[u8]| {
         match fb.next_unpacked(&mut raw) {
             Ok(Some((header, _))) => {
                 let payload = &raw[raw.len() - header.raw_len as usize..];
-                let frame = visit_unpacked(header, payload, |header, p| p.into_body().map(|body| Frame { header, body }))
-                    .and_then(|f| f);
-                unpacked.push(frame.map_err(|error| StreamError { offset, error, stream: Some(header.stream) }.to_string()));
+                let frame =
+                    visit_unpacked(header, payload, |header, p| p.into_body().map(|body| Frame { header, body }))
+                        .and_then(|f| f);
+                unpacked.push(
+                    frame.map_err(|error| StreamError { offset, error, stream: Some(header.stream) }.to_string()),
+                );
             }
             Ok(None) => break,
             Err(e) => {

@@ -5,7 +5,8 @@
 //!
 //! Checked: nothing panics; a byte stream the decoder finds a fault in is
 //! reported as an error; the same bytes read whole or in small pieces give
-//! the same reports (a live socket hands them over in any pieces).
+//! the same reports (a live socket hands them over in any pieces), and so
+//! do frames unpacked on a helper thread.
 //! Unbounded time or memory on a small input shows as a libFuzzer timeout
 //! or an out-of-memory.
 //!
@@ -35,19 +36,24 @@ fuzz_target!(|data: &[u8]| {
     let piece = PIECES[data.len() % PIECES.len()];
     let sound = with_sound_checksums(data);
 
-    let raw = analyze(&[data], width, piece, false);
+    let raw = analyze(&[data], width, piece, false, false);
     check_faults_reported(&[data], &raw);
-    let whole = analyze(&[&sound], width, usize::MAX, true);
+    let whole = analyze(&[&sound], width, usize::MAX, true, false);
     check_faults_reported(&[&sound], &whole);
     if sound == data {
         assert_eq!(raw.reports, whole.reports, "reports depend on how the bytes were read");
         assert_eq!(raw.errors, whole.errors, "faults depend on how the bytes were read");
     }
+    // Frames unpacked on a helper thread (`sidecar analyze` with a spare
+    // core): the same reports and faults.
+    let unpacked = analyze(&[&sound], width, piece, true, true);
+    assert_eq!(unpacked.reports, whole.reports, "reports depend on the unpacking thread");
+    assert_eq!(unpacked.errors, whole.errors, "faults depend on the unpacking thread");
 
     // Two byte streams analyzed together (two files, or a probe that
     // reconnected): messages and progress are matched across them.
     let (a, b) = split(&sound);
-    let two = analyze(&[a, b], width, piece, true);
+    let two = analyze(&[a, b], width, piece, true, false);
     check_faults_reported(&[a, b], &two);
 });
 
@@ -60,15 +66,21 @@ struct Outcome {
 
 /// `sidecar analyze` of `inputs` (one reader each, sharing the clock-sync
 /// registry) with windows of `width` ns, each reader fed at most `piece`
-/// bytes at a time; with `detail`, the windows also go to a Perfetto trace.
-fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool) -> Outcome {
+/// bytes at a time; with `detail`, the windows also go to a Perfetto trace;
+/// with `unpack`, each reader's frames are unpacked on a helper thread.
+fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool) -> Outcome {
     let sync = SharedSync::default();
     let mut readers: Vec<Reader> = inputs
         .iter()
         .enumerate()
         .map(|(i, b)| {
             let src = Pieces { data: b.to_vec(), at: 0, piece };
-            Reader::new(format!("input{i}"), Box::new(src), width, None).with_sync(sync.clone())
+            let r = Reader::new(format!("input{i}"), Box::new(src), width, None).with_sync(sync.clone());
+            if unpack {
+                r.unpacked_ahead()
+            } else {
+                r
+            }
         })
         .collect();
     let mut errors = vec![Vec::new(); readers.len()];
