@@ -98,8 +98,11 @@ impl Reader {
     /// (each sharing worker unpacks only its own streams' frames).
     pub fn unpacked_ahead(mut self) -> Reader {
         if self.share.is_none() && self.unpacker.is_none() {
-            let inner = std::mem::replace(&mut self.inner, Box::new(std::io::empty()));
-            self.unpacker = Unpacker::start(inner, self.progress.take());
+            // (If the thread cannot be started, this reader reads as before.)
+            if let Some(start) = Unpacker::spawn() {
+                let inner = std::mem::replace(&mut self.inner, Box::new(std::io::empty()));
+                self.unpacker = Some(start(inner, self.progress.take()));
+            }
         }
         self
     }
@@ -311,7 +314,6 @@ impl Reader {
     fn poll_unpacked(&mut self, budget: usize, wait: bool) -> Polled {
         let before = self.ingest.out.len();
         let mut taken = 0;
-        let mut result = Polled::Data;
         while taken < budget && !self.done {
             let u = self.unpacker.as_mut().expect("called with an unpacker");
             let got = if wait { u.rx.recv().ok() } else { u.rx.try_recv().ok() };
@@ -364,12 +366,13 @@ impl Reader {
                 let _ = u.back.send(batch);
             }
         }
-        if self.done {
-            result = Polled::Done;
-            self.unpacker = None;
-        }
         self.ingest.finish_batch(before);
-        result
+        if self.done {
+            self.unpacker = None;
+            Polled::Done
+        } else {
+            Polled::Data
+        }
     }
 
     pub fn take_fragments(&mut self, out: &mut Vec<Fragment>) {
@@ -423,12 +426,18 @@ impl Unpacker {
     /// Payload bytes per batch.
     const BATCH: usize = 1 << 20;
 
-    fn start(mut inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>) -> Option<Unpacker> {
+    /// Starts the helper thread; what it returns hands it the byte stream
+    /// (and the progress counter). `None` if no thread could be started:
+    /// the stream then stays with its caller, nothing lost.
+    fn spawn() -> Option<impl FnOnce(Box<dyn Read + Send>, Option<Arc<AtomicU64>>) -> Unpacker> {
+        type Input = (Box<dyn Read + Send>, Option<Arc<AtomicU64>>);
+        let (give, input) = std::sync::mpsc::sync_channel::<Input>(1);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(Self::QUEUE);
         let (back, recycled) = std::sync::mpsc::channel::<Batch>();
         std::thread::Builder::new()
             .name("unpack".into())
             .spawn(move || {
+                let Ok((mut inner, progress)) = input.recv() else { return };
                 let mut frames = FrameBuffer::new();
                 loop {
                     let mut batch = recycled.try_recv().unwrap_or_default();
@@ -442,8 +451,12 @@ impl Unpacker {
                     }
                 }
             })
-            .ok()
-            .map(|_| Unpacker { rx, back })
+            .ok()?;
+        Some(move |inner, progress| {
+            // (The thread waits for exactly this.)
+            let _ = give.send((inner, progress));
+            Unpacker { rx, back }
+        })
     }
 
     /// Unpacks frames into `batch` until it holds [`Self::BATCH`] bytes or
