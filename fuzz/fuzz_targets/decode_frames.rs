@@ -67,54 +67,20 @@ fuzz_target!(|data: &[u8]| {
     // Unpacked first (checks, decompression) and decoded later from the
     // unpacked bytes, as the sidecar's unpacking thread and worker do: the
     // same frames and faults, at the same offsets, as decoding in place.
-    let in_place = {
-        let mut fb = FrameBuffer::new();
-        fb.feed(data);
-        let mut out = Vec::new();
-        loop {
-            match fb.next_frame() {
-                Ok(Some(f)) => out.push(Ok(f)),
-                Ok(None) => break,
-                Err(e) => {
-                    let fatal = e.stream.is_none();
-                    out.push(Err(e.to_string()));
-                    if fatal {
-                        break;
-                    }
-                }
-            }
-        }
-        out
-    };
-    let mut fb = FrameBuffer::new();
-    fb.feed(data);
-    let mut unpacked = Vec::new();
+    let in_place = read_all(data, |fb| fb.next_frame().map(|f| f.map(Ok)));
     let mut raw = Vec::new();
-    loop {
-        let offset = fb.offset();
-        match fb.next_unpacked(&mut raw) {
-            Ok(Some((header, _))) => {
-                let payload = &raw[raw.len() - header.raw_len as usize..];
-                let frame =
-                    visit_unpacked(header, payload, |header, p| p.into_body().map(|body| Frame { header, body }))
-                        .and_then(|f| f);
-                unpacked.push(
-                    frame.map_err(|error| StreamError { offset, error, stream: Some(header.stream) }.to_string()),
-                );
-            }
-            Ok(None) => break,
-            Err(e) => {
-                let fatal = e.stream.is_none();
-                unpacked.push(Err(e.to_string()));
-                if fatal {
-                    break;
-                }
-            }
-        }
+    let unpacked = read_all(data, |fb| {
         if raw.len() > 1 << 20 {
             raw.clear();
         }
-    }
+        let offset = fb.offset();
+        Ok(fb.next_unpacked(&mut raw)?.map(|(header, _)| {
+            let payload = &raw[raw.len() - header.raw_len as usize..];
+            visit_unpacked(header, payload, |header, p| p.into_body().map(|body| Frame { header, body }))
+                .and_then(|f| f)
+                .map_err(|error| StreamError { offset, error, stream: Some(header.stream) }.to_string())
+        }))
+    });
     assert_eq!(unpacked, in_place);
     // Records that decode survive a re-encode unchanged.
     for f in &ok_whole {
@@ -147,3 +113,28 @@ fuzz_target!(|data: &[u8]| {
     let again: Vec<_> = Decoder::new(&raw[..]).take(ok_whole.len()).map(|f| f.unwrap()).collect();
     assert_eq!(again.iter().collect::<Vec<_>>(), ok_whole);
 });
+
+/// Every frame `next` reads from `data` (a fault in its place, as text),
+/// until the end or the first fault that loses the framing.
+fn read_all(
+    data: &[u8],
+    mut next: impl FnMut(&mut FrameBuffer) -> Result<Option<Result<Frame, String>>, StreamError>,
+) -> Vec<Result<Frame, String>> {
+    let mut fb = FrameBuffer::new();
+    fb.feed(data);
+    let mut out = Vec::new();
+    loop {
+        match next(&mut fb) {
+            Ok(Some(f)) => out.push(f),
+            Ok(None) => break,
+            Err(e) => {
+                let fatal = e.stream.is_none();
+                out.push(Err(e.to_string()));
+                if fatal {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
