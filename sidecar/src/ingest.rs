@@ -204,6 +204,15 @@ impl Ingest {
         }
     }
 
+    /// Handles a Records frame whose records were decoded elsewhere (on a
+    /// reading thread, see `io::Unpacker`): the same as [`Ingest::payload`]
+    /// with a payload that decodes to `recs`.
+    pub fn records(&mut self, h: FrameHeader, recs: &[Record], bytes: u64) {
+        // (Decoded already: what a dropped frame did not take needs no
+        // check.)
+        let _ = self.records_frame(h, recs.iter().copied(), bytes);
+    }
+
     /// A process-wide frame (hello, clock samples, end).
     fn process_frame(&mut self, h: &FrameHeader, body: Option<Body>) {
         let sid = Sid::from(h.stream);

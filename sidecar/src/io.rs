@@ -327,28 +327,23 @@ impl Reader {
                 break;
             };
             for f in batch.frames.drain(..) {
-                let (h, raw, offset, len) = match f {
-                    Unpacked::Frame { header, start, end, offset, len } => {
-                        (header, &batch.bytes[start..end], offset, len)
+                let (len, fault) = match f {
+                    Unpacked::Records { header, start, end, len, fault } => {
+                        self.ingest.records(header, &batch.records[start..end], len);
+                        (len, fault)
                     }
-                    Unpacked::Fault(e) => {
-                        if !self.ingest.stream_error(&e) {
-                            self.done = true;
-                            break;
-                        }
-                        continue;
+                    Unpacked::Other { frame, len } => {
+                        self.ingest.frame(frame, len);
+                        (len, None)
                     }
+                    Unpacked::Fault(e) => (0, Some(e)),
                 };
                 taken += len as usize;
-                let ingest = &mut self.ingest;
-                let error = match ringlog::visit_unpacked(h, raw, |hdr, payload| ingest.payload(hdr, payload, len)) {
-                    Ok(Ok(())) => continue,
-                    Ok(Err(error)) | Err(error) => error,
-                };
-                let e = ringlog::StreamError { offset, error, stream: Some(h.stream) };
-                if !self.ingest.stream_error(&e) {
-                    self.done = true;
-                    break;
+                if let Some(e) = fault {
+                    if !self.ingest.stream_error(&e) {
+                        self.done = true;
+                        break;
+                    }
                 }
             }
             if let Some(end) = batch.end.take() {
@@ -380,13 +375,14 @@ impl Reader {
     }
 }
 
-/// A helper thread that reads a byte stream and unpacks its frames (header
-/// and payload checks, decompression: a fifth of the analysis's
-/// instructions on a compressed file) into batches for a [`Reader`], which
-/// decodes their records. Faults come in the batches, in order, as
-/// [`FrameBuffer`] reports them, so the reader handles them as its own.
-/// Batches go back to the helper to be refilled, and at most
-/// [`Unpacker::QUEUE`] wait, so a few MB are in flight.
+/// A helper thread that reads a byte stream, unpacks its frames (header
+/// and payload checks, decompression) and decodes their records into
+/// batches for a [`Reader`], which ingests them: together a third of the
+/// analysis's instructions on a compressed file, moved off the analysis
+/// worker. Faults come in the batches, in order and at the offsets
+/// [`FrameBuffer`] and the payload decoder report them, so the reader
+/// handles them as its own. Batches go back to the helper to be refilled,
+/// and at most [`Unpacker::QUEUE`] wait, so a few MB are in flight.
 struct Unpacker {
     rx: std::sync::mpsc::Receiver<Batch>,
     back: std::sync::mpsc::Sender<Batch>,
@@ -394,20 +390,27 @@ struct Unpacker {
 
 #[derive(Default)]
 struct Batch {
-    bytes: Vec<u8>,
+    /// The records of the batch's Records frames, one after another.
+    records: Vec<ringlog::Record>,
     frames: Vec<Unpacked>,
     /// The byte stream ended after these frames.
     end: Option<End>,
 }
 
 enum Unpacked {
-    /// A frame whose payload is `bytes[start..end]`, `len` bytes long in
-    /// the stream at `offset`.
-    Frame {
+    /// A Records frame, `len` bytes long in the stream, whose records are
+    /// `records[start..end]`; `fault`: its payload stopped decoding after
+    /// them (the stream is dropped).
+    Records {
         header: ringlog::FrameHeader,
         start: usize,
         end: usize,
-        offset: u64,
+        len: u64,
+        fault: Option<ringlog::StreamError>,
+    },
+    /// Any other frame, `len` bytes long in the stream.
+    Other {
+        frame: ringlog::Frame,
         len: u64,
     },
     Fault(ringlog::StreamError),
@@ -423,8 +426,9 @@ struct End {
 impl Unpacker {
     /// Batches waiting for the reader.
     const QUEUE: usize = 2;
-    /// Payload bytes per batch.
-    const BATCH: usize = 1 << 20;
+    /// Records per batch (1 MB of them: the reader takes them while they
+    /// are still in a cache).
+    const BATCH: usize = 1 << 15;
 
     /// Starts the helper thread; what it returns hands it the byte stream
     /// (and the progress counter). `None` if no thread could be started:
@@ -439,11 +443,12 @@ impl Unpacker {
             .spawn(move || {
                 let Ok((mut inner, progress)) = input.recv() else { return };
                 let mut frames = FrameBuffer::new();
+                let mut raw = Vec::new();
                 loop {
                     let mut batch = recycled.try_recv().unwrap_or_default();
-                    batch.bytes.clear();
+                    batch.records.clear();
                     batch.frames.clear();
-                    Self::fill(&mut frames, &mut inner, &mut batch, progress.as_deref());
+                    Self::fill(&mut frames, &mut raw, &mut inner, &mut batch, progress.as_deref());
                     let last = batch.end.is_some();
                     // The reader is gone (done, or dropped): stop.
                     if tx.send(batch).is_err() || last {
@@ -459,18 +464,24 @@ impl Unpacker {
         })
     }
 
-    /// Unpacks frames into `batch` until it holds [`Self::BATCH`] bytes or
-    /// the stream ends.
-    fn fill(frames: &mut FrameBuffer, inner: &mut impl Read, batch: &mut Batch, progress: Option<&AtomicU64>) {
+    /// Unpacks and decodes frames into `batch` until it holds
+    /// [`Self::BATCH`] records or the stream ends. (`raw`: room for one
+    /// frame's unpacked payload.)
+    fn fill(
+        frames: &mut FrameBuffer,
+        raw: &mut Vec<u8>,
+        inner: &mut impl Read,
+        batch: &mut Batch,
+        progress: Option<&AtomicU64>,
+    ) {
         loop {
             loop {
                 let offset = frames.offset();
-                let start = batch.bytes.len();
-                match frames.next_unpacked(&mut batch.bytes) {
+                raw.clear();
+                match frames.next_unpacked(raw) {
                     Ok(Some((header, len))) => {
-                        let end = batch.bytes.len();
-                        batch.frames.push(Unpacked::Frame { header, start, end, offset, len });
-                        if end >= Self::BATCH {
+                        batch.frames.push(Self::decode(header, raw, offset, len, &mut batch.records));
+                        if batch.records.len() >= Self::BATCH {
                             return;
                         }
                     }
@@ -498,6 +509,27 @@ impl Unpacker {
                 p.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Decodes the unpacked payload `raw` of a frame found at `offset`,
+    /// its records appended to `records`.
+    fn decode(
+        header: ringlog::FrameHeader,
+        raw: &[u8],
+        offset: u64,
+        len: u64,
+        records: &mut Vec<ringlog::Record>,
+    ) -> Unpacked {
+        let fault = |error| ringlog::StreamError { offset, error, stream: Some(header.stream) };
+        let start = records.len();
+        let got = ringlog::visit_unpacked(header, raw, |header, payload| match payload {
+            ringlog::Payload::Records(mut recs) => {
+                records.extend(&mut recs);
+                Unpacked::Records { header, start, end: records.len(), len, fault: recs.finish().err().map(fault) }
+            }
+            ringlog::Payload::Other(body) => Unpacked::Other { frame: ringlog::Frame { header, body }, len },
+        });
+        got.unwrap_or_else(|error| Unpacked::Fault(fault(error)))
     }
 }
 
