@@ -83,7 +83,7 @@ pub struct Settings {
     /// Clock models shared by every byte stream (clock sync, `sync`).
     pub sync: crate::sync::SharedSync,
     /// Files are read and their frames unpacked (checksums, decompression)
-    /// on a helper thread per file ([`Reader::unpacked_ahead`]), not on the
+    /// and decoded on a helper thread per file ([`Reader::unpacked_ahead`]), not on the
     /// analysis worker: for a spare core. Only where a file is not shared
     /// among workers.
     pub unpack_thread: bool,

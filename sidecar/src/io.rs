@@ -92,9 +92,9 @@ impl Reader {
         }
     }
 
-    /// Reads and unpacks the frames (checksums, decompression) on a helper
-    /// thread, a few MB ahead, and only decodes their records on the
-    /// caller's: for files, when a core is spare. Not for a shared file
+    /// Reads, unpacks (checksums, decompression) and decodes the frames on
+    /// a helper thread, a few MB ahead, and only ingests their records on
+    /// the caller's: for files, when a core is spare. Not for a shared file
     /// (each sharing worker unpacks only its own streams' frames).
     pub fn unpacked_ahead(mut self) -> Reader {
         if self.share.is_none() && self.unpacker.is_none() {
