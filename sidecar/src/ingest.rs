@@ -4,6 +4,7 @@
 //! with the stream and byte offset they concern, and never stop the other
 //! streams.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use ringlog::{Body, ClockDomain, DecodeError, Frame, FrameHeader, Meta, Payload, Record, StreamError, PROCESS_WIDE};
@@ -210,7 +211,7 @@ impl Ingest {
     pub fn records(&mut self, h: FrameHeader, recs: &[Record], bytes: u64) {
         // (Decoded already: what a dropped frame did not take needs no
         // check.)
-        let _ = self.records_frame(h, recs.iter().copied(), bytes);
+        let _ = self.records_frame(h, recs.iter(), bytes);
     }
 
     /// A process-wide frame (hello, clock samples, end).
@@ -282,7 +283,12 @@ impl Ingest {
     /// A Records frame, its records taken from `recs` as they are ingested;
     /// gives `recs` back (owned here, so the loop keeps the decoder's state
     /// in registers).
-    fn records_frame<I: Iterator<Item = Record>>(&mut self, h: FrameHeader, mut recs: I, bytes: u64) -> I {
+    fn records_frame<R: Borrow<Record>, I: Iterator<Item = R>>(
+        &mut self,
+        h: FrameHeader,
+        mut recs: I,
+        bytes: u64,
+    ) -> I {
         if self.failed {
             return recs;
         }
@@ -330,7 +336,7 @@ impl Ingest {
         let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
         let mut in_window = 0u64;
         while let Some(r) = recs.next() {
-            let r = &r;
+            let r: &Record = r.borrow();
             taken += 1;
             let t = if r.ts >= s_lo && r.ts < s_hi {
                 Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
