@@ -157,10 +157,10 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                 }
                                 if time < p.iters {
                                     let mut session = output.session(&cap);
-                                    for v in 0..local {
+                                    for (v, r) in rank.iter().enumerate() {
                                         let out = csr.targets(v);
                                         if !out.is_empty() {
-                                            let share = rank[v] / out.len() as f64;
+                                            let share = r / out.len() as f64;
                                             for &t in out {
                                                 session.give((t, share));
                                             }

@@ -188,10 +188,13 @@ fn sample_stream_plain() -> Vec<u8> {
     out
 }
 
+/// Records taken from one frame, and what `finish` said.
+type FrameVisit = (usize, Result<(), String>);
+
 /// Takes every frame of `bytes` through `next_frame_with`, the records one
 /// at a time: (records taken per frame, what `finish` said), and the errors
 /// found before the records.
-fn visit_all(bytes: &[u8]) -> (Vec<(usize, Result<(), String>)>, Vec<String>) {
+fn visit_all(bytes: &[u8]) -> (Vec<FrameVisit>, Vec<String>) {
     let mut fb = FrameBuffer::new();
     fb.feed(bytes);
     let (mut seen, mut errors) = (Vec::new(), Vec::new());

@@ -335,7 +335,7 @@ impl Ingest {
         let mut last_ts = st.last_ts;
         let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
         let mut in_window = 0u64;
-        while let Some(r) = recs.next() {
+        for r in recs.by_ref() {
             let r: &Record = r.borrow();
             taken += 1;
             let t = if r.ts >= s_lo && r.ts < s_hi {
@@ -883,7 +883,7 @@ mod tests {
         // True time t (ns) from 2.0 s to 6.0 s, a frame of 10 marks each 100 ms.
         let mut t = 2_000_000_000u64;
         while t < 6_000_000_000 {
-            if t % 1_000_000_000 == 0 && t > 2_000_000_000 {
+            if t.is_multiple_of(1_000_000_000) && t > 2_000_000_000 {
                 let ticks = if t >= 2_500_000_000 { t - BACK } else { t };
                 e.clock(pw, pseq, ClockDomain::Tsc, &[cs(ticks, t)], &mut out);
                 pseq += 1;

@@ -101,7 +101,7 @@ impl Reader {
             // (If the thread cannot be started, this reader reads as before.)
             if let Some(start) = Unpacker::spawn() {
                 let inner = std::mem::replace(&mut self.inner, Box::new(std::io::empty()));
-                self.unpacker = Some(start(inner, self.progress.take()));
+                self.unpacker = Some(start((inner, self.progress.take())));
             }
         }
         self
@@ -375,6 +375,10 @@ impl Reader {
     }
 }
 
+/// What an unpacking thread is handed: the byte stream, and the counter of
+/// bytes read that a progress bar shows.
+type UnpackInput = (Box<dyn Read + Send>, Option<Arc<AtomicU64>>);
+
 /// A helper thread that reads a byte stream, unpacks its frames (header
 /// and payload checks, decompression) and decodes their records into
 /// batches for a [`Reader`], which ingests them: together a third of the
@@ -433,9 +437,8 @@ impl Unpacker {
     /// Starts the helper thread; what it returns hands it the byte stream
     /// (and the progress counter). `None` if no thread could be started:
     /// the stream then stays with its caller, nothing lost.
-    fn spawn() -> Option<impl FnOnce(Box<dyn Read + Send>, Option<Arc<AtomicU64>>) -> Unpacker> {
-        type Input = (Box<dyn Read + Send>, Option<Arc<AtomicU64>>);
-        let (give, input) = std::sync::mpsc::sync_channel::<Input>(1);
+    fn spawn() -> Option<impl FnOnce(UnpackInput) -> Unpacker> {
+        let (give, input) = std::sync::mpsc::sync_channel::<UnpackInput>(1);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(Self::QUEUE);
         let (back, recycled) = std::sync::mpsc::channel::<Batch>();
         std::thread::Builder::new()
@@ -457,9 +460,9 @@ impl Unpacker {
                 }
             })
             .ok()?;
-        Some(move |inner, progress| {
+        Some(move |input| {
             // (The thread waits for exactly this.)
-            let _ = give.send((inner, progress));
+            let _ = give.send(input);
             Unpacker { rx, back }
         })
     }

@@ -446,7 +446,11 @@ pub fn give_reads(v: Vec<Ns>) {
 /// window each ended stream is absent from, its worker index, the last
 /// sequence numbers of its message groups).
 #[derive(Default, Debug)]
-pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<(u64, u32, Vec<SeqMark>)>>);
+pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<EndedStream>>);
+
+/// (The first window it is absent from, its worker index, its last
+/// sequence numbers.)
+type EndedStream = (u64, u32, Vec<SeqMark>);
 
 impl EndedStreams {
     pub fn note(&mut self, s: Sid, absent_from: u64, marks: Vec<SeqMark>) {

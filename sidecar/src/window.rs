@@ -490,7 +490,7 @@ impl Windower {
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
-            } else if empty_run < MAX_SKIP && !self.silent_to.is_some_and(|s| k <= s) {
+            } else if empty_run < MAX_SKIP && self.silent_to.is_none_or(|s| k > s) {
                 self.age_seqs(k);
                 out.push(Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),

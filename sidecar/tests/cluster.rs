@@ -185,16 +185,16 @@ fn a_process_that_dies_ends_the_others_with_an_error() {
     std::thread::sleep(Duration::from_millis(300));
     kids.0[0].kill().unwrap();
     kids.0[0].wait().unwrap();
-    for i in 1..n {
+    for (i, (kid, err_path)) in kids.0.iter_mut().zip(&errs).enumerate().skip(1) {
         let t = Instant::now();
         let status = loop {
-            if let Some(s) = kids.0[i].try_wait().unwrap() {
+            if let Some(s) = kid.try_wait().unwrap() {
                 break s;
             }
             assert!(t.elapsed() < Duration::from_secs(60), "process {i} still runs 60 s after process 0 was killed");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let err = std::fs::read_to_string(&errs[i]).unwrap();
+        let err = std::fs::read_to_string(err_path).unwrap();
         // Not 101 (a panic out of the run) nor 134 (a panic inside an unwind).
         assert_eq!(status.code(), Some(2), "process {i}: {status}; stderr:\n{err}");
         let last = err.lines().last().unwrap_or_default();
