@@ -88,6 +88,10 @@ fn per_event(c: &mut Criterion) {
             t
         })
     });
+    // A message to the worker itself: counted, not written, no clock read.
+    g.bench_function("probe_local_message_send", |b| {
+        b.iter_custom(|iters| batched(iters, |i| w.message_send(black_box(3), black_box(0), i, black_box(64)), || {}))
+    });
     g.bench_function("probe_elided_schedule_pair", |b| {
         b.iter_custom(|iters| {
             batched(

@@ -226,7 +226,7 @@ impl Tracing {
 /// One line of probe accounting.
 pub fn stats_line(s: &probe::Stats) -> String {
     format!(
-        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms ticks/s={}{}",
+        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} local={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms ticks/s={}{}",
         s.sink,
         s.io_backend,
         s.compression,
@@ -235,6 +235,7 @@ pub fn stats_line(s: &probe::Stats) -> String {
         s.written(),
         s.lost(),
         s.elided(),
+        s.local_messages(),
         s.bytes,
         s.bytes as f64 / s.written().max(1) as f64,
         s.writer_cpu_ns as f64 / 1e6,

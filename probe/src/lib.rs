@@ -85,6 +85,7 @@ pub struct Builder {
     sink: Sink,
     ring_capacity: usize,
     on_full: OnFull,
+    keep_local: bool,
     io: IoBackend,
     idle: Duration,
     writer_core: Option<usize>,
@@ -110,6 +111,20 @@ impl Builder {
 
     pub fn on_full(mut self, policy: OnFull) -> Self {
         self.on_full = policy;
+        self
+    }
+
+    /// Write worker-local message halves (a message whose sender and
+    /// receiver are the same worker) like any other. Default: they are
+    /// counted ([`WorkerStats::local_messages`]) but not written, because the
+    /// analysis has no use for them (Sager §5.2: the activity graph has no
+    /// worker-local messages; program order already links the two halves),
+    /// and in a timely program they are most message halves (pagerank
+    /// 73 %, bfs 57 %). They cost no clock read then, and the operator
+    /// they happen in is still published as having done something. Keep
+    /// them to see them in `sidecar dump`, or for an analysis of your own.
+    pub fn keep_local_messages(mut self, keep: bool) -> Self {
+        self.keep_local = keep;
         self
     }
 
@@ -230,6 +245,7 @@ impl Builder {
                 clock,
                 capacity: self.ring_capacity,
                 on_full: self.on_full,
+                keep_local: self.keep_local,
                 used: AtomicU64::new(0),
             }),
         })
@@ -243,6 +259,7 @@ struct Inner {
     clock: clock::Source,
     capacity: usize,
     on_full: OnFull,
+    keep_local: bool,
     used: AtomicU64,
 }
 
@@ -257,6 +274,7 @@ impl Probe {
             sink: Sink::from_env_or(Sink::Off),
             ring_capacity: 1 << 16,
             on_full: OnFull::Drop,
+            keep_local: false,
             io: IoBackend::Auto,
             idle: Duration::from_millis(10),
             writer_core: None,
@@ -288,6 +306,7 @@ impl Probe {
             index: index as u32,
             lost: AtomicU64::new(0),
             elided: AtomicU64::new(0),
+            local: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             meta: Mutex::new(Vec::new()),
             writer_alive: inner.alive.clone(),
@@ -296,7 +315,7 @@ impl Probe {
         });
         inner.used.fetch_add(1, Ordering::Relaxed);
         inner.shared.new_streams.lock().unwrap_or_else(|p| p.into_inner()).push((shared.clone(), cons));
-        WorkerProbe::new(prod, inner.clock, inner.on_full, shared)
+        WorkerProbe::new(prod, inner.clock, inner.on_full, inner.keep_local, shared)
     }
 
     /// A snapshot of the accounting so far (updated by the writer each pass).

@@ -16,6 +16,9 @@ pub struct WorkerStats {
     pub lost_sink: u64,
     /// Inactive schedule pairs elided at the source.
     pub elided: u64,
+    /// Worker-local message halves counted but not written
+    /// ([`crate::Builder::keep_local_messages`]).
+    pub local_messages: u64,
 }
 
 impl WorkerStats {
@@ -61,5 +64,8 @@ impl Stats {
     }
     pub fn elided(&self) -> u64 {
         self.workers.iter().map(|w| w.elided).sum()
+    }
+    pub fn local_messages(&self) -> u64 {
+        self.workers.iter().map(|w| w.local_messages).sum()
     }
 }

@@ -440,6 +440,7 @@ impl Writer {
         self.refresh_counts(i);
         let s = &mut self.streams[i];
         s.stats.elided = s.shared.elided.load(Ordering::Relaxed);
+        s.stats.local_messages = s.shared.local.load(Ordering::Relaxed);
         if self.conn.is_none() {
             if stopping {
                 s.ended = true;
@@ -552,6 +553,7 @@ impl Writer {
         for s in &self.streams {
             let mut w = s.stats.clone();
             w.elided = s.shared.elided.load(Ordering::Relaxed);
+            w.local_messages = s.shared.local.load(Ordering::Relaxed);
             workers.push(w);
         }
         workers.sort_by_key(|w| w.index);

@@ -62,7 +62,7 @@ fn drop_accounts_for_every_record() {
     let mut w = probe.worker(0);
     let h = std::thread::spawn(move || {
         for s in 0..n {
-            w.message_send(1, 0, s, 1);
+            w.message_send(1, 1, s, 1);
         }
     });
     h.join().unwrap();

@@ -43,9 +43,14 @@ fn call() -> impl Strategy<Value = Call> {
 }
 
 /// The reference model of elision: a start is published only if an event
-/// comes before its matching stop.
+/// comes before its matching stop. A worker-local message half (to or from
+/// the worker itself) is such an event, but is only counted, not written,
+/// unless the probe keeps them.
 #[derive(Default)]
 struct Model {
+    index: u32,
+    keep_local: bool,
+    local: u64,
     pending: Option<u32>,
     elided: u64,
     elided_total: u64,
@@ -64,6 +69,14 @@ impl Model {
     fn event(&mut self, e: Event) {
         self.flush_pending();
         self.events.push(e);
+    }
+    fn message(&mut self, other: usize, e: Event) {
+        if other as u32 == self.index && !self.keep_local {
+            self.flush_pending();
+            self.local += 1;
+        } else {
+            self.event(e);
+        }
     }
     fn apply(&mut self, c: &Call) {
         match *c {
@@ -87,10 +100,10 @@ impl Model {
                 }
             }
             Call::Send(ch, to, seq, n) => {
-                self.event(Event::MessageSend { channel: ch as u32, to: to as u32, seq, records: n as u32 })
+                self.message(to, Event::MessageSend { channel: ch as u32, to: to as u32, seq, records: n as u32 })
             }
             Call::Recv(ch, from, seq, n) => {
-                self.event(Event::MessageRecv { channel: ch as u32, from: from as u32, seq, records: n as u32 })
+                self.message(from, Event::MessageRecv { channel: ch as u32, from: from as u32, seq, records: n as u32 })
             }
             Call::PSend(ch, seq) => self.event(Event::ProgressSend { channel: ch as u32, seq }),
             Call::PRecv(ch, from, seq) => {
@@ -150,6 +163,7 @@ fn check(
     sink: Sink,
     path_to_read: Option<std::path::PathBuf>,
     compression: Option<Compression>,
+    keep_local: bool,
     workers: &[Vec<Call>],
 ) -> Result<(), TestCaseError> {
     // Default: uncompressed into a Unix socket (a local sidecar), zstd into
@@ -167,7 +181,7 @@ fn check(
             buf
         })
     });
-    let mut builder = Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64);
+    let mut builder = Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64).keep_local_messages(keep_local);
     if let Some(c) = compression {
         builder = builder.compression(c);
     }
@@ -178,7 +192,7 @@ fn check(
         for (i, calls) in workers.iter().enumerate() {
             let mut w = probe.worker(i);
             hs.push(sc.spawn(move || {
-                let mut m = Model::default();
+                let mut m = Model { index: i as u32, keep_local, ..Model::default() };
                 for c in calls {
                     drive(&mut w, c);
                     m.apply(c);
@@ -225,6 +239,7 @@ fn check(
         prop_assert_eq!(ws.elided, m.elided_total);
         prop_assert_eq!(ws.produced, m.events.len() as u64);
         prop_assert_eq!(ws.written, m.events.len() as u64);
+        prop_assert_eq!(ws.local_messages, m.local);
         // Exact elision: every schedule call the engine made is either
         // published or half of an elided pair.
         let count = |f: &dyn Fn(&Event) -> bool| got.iter().filter(|e| f(e)).count() as u64;
@@ -244,14 +259,14 @@ proptest! {
     #[test]
     fn file_round_trip(workers in prop::collection::vec(prop::collection::vec(call(), 0..400), 1..4)) {
         let p = tmp_path(&format!("rt-{}.ringlog", rand_id()));
-        check(Sink::file(&p), Some(p.clone()), None, &workers)?;
+        check(Sink::file(&p), Some(p.clone()), None, false, &workers)?;
         std::fs::remove_file(p).ok();
     }
 
     #[test]
     fn unix_socket_round_trip(workers in prop::collection::vec(prop::collection::vec(call(), 0..400), 1..4)) {
         let p = tmp_path(&format!("rt-{}.sock", rand_id()));
-        check(Sink::unix(&p), None, None, &workers)?;
+        check(Sink::unix(&p), None, None, false, &workers)?;
         std::fs::remove_file(p).ok();
     }
 
@@ -259,14 +274,15 @@ proptest! {
     fn compression_chosen_explicitly(
         workers in prop::collection::vec(prop::collection::vec(call(), 0..200), 1..3),
         zstd in any::<bool>(),
+        keep_local in any::<bool>(),
     ) {
         // The other way round from each sink's default.
         let (file_c, unix_c) = if zstd { (Compression::Zstd, Compression::Zstd) } else { (Compression::None, Compression::None) };
         let p = tmp_path(&format!("rt-{}.ringlog", rand_id()));
-        check(Sink::file(&p), Some(p.clone()), Some(file_c), &workers)?;
+        check(Sink::file(&p), Some(p.clone()), Some(file_c), keep_local, &workers)?;
         std::fs::remove_file(p).ok();
         let p = tmp_path(&format!("rt-{}.sock", rand_id()));
-        check(Sink::unix(&p), None, Some(unix_c), &workers)?;
+        check(Sink::unix(&p), None, Some(unix_c), keep_local, &workers)?;
         std::fs::remove_file(p).ok();
     }
 }

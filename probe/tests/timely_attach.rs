@@ -33,8 +33,11 @@ struct Logged {
     stops: u64,
     operators: Vec<(usize, String)>,
     channels: usize,
+    /// Data message halves between two workers.
     sends: u64,
     recvs: u64,
+    /// Worker-local data message halves (the probe counts, not writes, them).
+    local: u64,
 }
 
 /// One execution of the clocked operator: the probe clock (TSC) and
@@ -51,6 +54,8 @@ struct Run {
     logged: BTreeMap<usize, Logged>,
     reads: BTreeMap<usize, Vec<Reads>>,
     adapters: BTreeMap<usize, AdapterStats>,
+    /// The probe's worker-local message halves, per worker.
+    local: Vec<u64>,
     sum: u64,
 }
 
@@ -98,6 +103,7 @@ fn run(name: &str, monotonic: bool) -> Run {
                         TimelyEvent::Schedule(_) => me.stops += 1,
                         TimelyEvent::Operates(o) => me.operators.push((o.id, o.name.clone())),
                         TimelyEvent::Channels(_) => me.channels += 1,
+                        TimelyEvent::Messages(m) if m.source == m.target => me.local += 1,
                         TimelyEvent::Messages(m) if m.is_send => me.sends += 1,
                         TimelyEvent::Messages(_) => me.recvs += 1,
                         _ => {}
@@ -182,6 +188,7 @@ fn run(name: &str, monotonic: bool) -> Run {
         logged: std::mem::take(&mut logged.lock().unwrap()),
         reads: std::mem::take(&mut reads.lock().unwrap()),
         adapters: std::mem::take(&mut adapters.lock().unwrap()),
+        local: stats.workers.iter().map(|w| w.local_messages).collect(),
         sum,
     };
     out
@@ -307,10 +314,14 @@ fn trace_matches_what_timely_logged() {
         let (ws, wr) =
             (sends.keys().filter(|k| k.1 == w).count() as u64, recvs.keys().filter(|k| k.2 == w).count() as u64);
         assert_eq!((ws, wr), (logged.sends, logged.recvs), "worker {w}");
+        assert!(logged.local > 0, "worker {w}: no worker-local message in an exchange");
+        assert_eq!(run.local[w as usize], logged.local, "worker {w}: worker-local halves counted");
     }
 
     assert!(!sends.is_empty());
-    assert!(sends.keys().any(|k| k.1 != k.2), "no cross-worker message");
+    // Only messages between workers are written: the worker-local ones are
+    // counted above.
+    assert!(sends.keys().chain(recvs.keys()).all(|k| k.1 != k.2), "a worker-local half was written");
     assert_eq!(sends, recvs, "every message sent is received, with its record count");
     // Progress: a broadcast, received by every worker (itself included).
     assert!(!psends.is_empty(), "no progress messages");

@@ -31,6 +31,8 @@ pub struct ProbeLine {
     pub written: Option<u64>,
     pub lost: Option<u64>,
     pub elided: Option<u64>,
+    /// Worker-local message halves the probe counted but did not write.
+    pub local: Option<u64>,
     pub bytes: Option<u64>,
     pub writer_cpu_ms: Option<f64>,
 }
@@ -50,6 +52,7 @@ impl ProbeLine {
                 "written" => p.written = u(),
                 "lost" => p.lost = u(),
                 "elided" => p.elided = u(),
+                "local" => p.local = u(),
                 "bytes" => p.bytes = u(),
                 "writer_cpu" => p.writer_cpu_ms = v.strip_suffix("ms").and_then(|x| x.parse().ok()),
                 _ => continue,
@@ -78,6 +81,7 @@ impl ProbeLine {
         self.written = sum(self.written, o.written, add);
         self.lost = sum(self.lost, o.lost, add);
         self.elided = sum(self.elided, o.elided, add);
+        self.local = sum(self.local, o.local, add);
         self.bytes = sum(self.bytes, o.bytes, add);
         self.writer_cpu_ms = sum(self.writer_cpu_ms, o.writer_cpu_ms, |x, y| x + y);
     }
@@ -90,6 +94,9 @@ pub struct Cost {
     pub records: u64,
     pub records_lost: u64,
     pub elided_schedules: u64,
+    /// Worker-local message halves counted, not written (only the probe's
+    /// line knows them).
+    pub local_messages: Option<u64>,
     pub bytes: u64,
     pub bytes_per_record: f64,
     pub ns_per_record: f64,
@@ -120,6 +127,7 @@ impl Cost {
             records,
             records_lost: p.lost.unwrap_or(i.records_lost),
             elided_schedules: elided,
+            local_messages: p.local,
             bytes,
             bytes_per_record: bytes as f64 / records.max(1) as f64,
             ns_per_record,
@@ -216,11 +224,12 @@ impl Summary {
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
         s += &format!(
-            "  tracing cost: {} records ({} lost), {} schedules elided, {} bytes ({:.1} B/record); \
+            "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record); \
              probe time ~{:.2} ms = {:.3}% of worker time ({} ns/record, {} ns/elided pair); writer thread CPU {}\n",
             c.records,
             c.records_lost,
             c.elided_schedules,
+            c.local_messages.map(|n| format!(", {n} worker-local message halves not written")).unwrap_or_default(),
             c.bytes,
             c.bytes_per_record,
             c.est_probe_ms,
@@ -243,13 +252,14 @@ mod tests {
 
     #[test]
     fn parses_the_probe_line() {
-        let l = "probe: sink=unix:/tmp/x io=io_uring workers=2 produced=100 written=98 lost=2 elided=7 bytes=1234 bytes/record=12.59 writer_cpu=3.5ms ticks/s=1000";
+        let l = "probe: sink=unix:/tmp/x io=io_uring workers=2 produced=100 written=98 lost=2 elided=7 local=40 bytes=1234 bytes/record=12.59 writer_cpu=3.5ms ticks/s=1000";
         let p = ProbeLine::parse(l).unwrap();
         assert_eq!(p.workers, Some(2));
         assert_eq!(p.produced, Some(100));
         assert_eq!(p.written, Some(98));
         assert_eq!(p.lost, Some(2));
         assert_eq!(p.elided, Some(7));
+        assert_eq!(p.local, Some(40));
         assert_eq!(p.bytes, Some(1234));
         assert_eq!(p.writer_cpu_ms, Some(3.5));
         assert_eq!(p.lines, 1);
@@ -260,7 +270,7 @@ mod tests {
     #[test]
     fn probe_lines_of_several_programs_add_up() {
         let mut p = ProbeLine::parse("probe: workers=2 written=98 lost=2 bytes=1000 writer_cpu=3.5ms").unwrap();
-        p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 bytes=200 writer_cpu=0.5ms").unwrap());
+        p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 local=6 bytes=200 writer_cpu=0.5ms").unwrap());
         let want = ProbeLine {
             lines: 2,
             workers: Some(3),
@@ -268,6 +278,7 @@ mod tests {
             written: Some(108),
             lost: Some(2),
             elided: Some(4),
+            local: Some(6),
             bytes: Some(1200),
             writer_cpu_ms: Some(4.0),
         };

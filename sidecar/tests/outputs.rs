@@ -215,6 +215,7 @@ fn live_probe(sock: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
         let mut seq = 0;
         while !stop.load(Ordering::Relaxed) {
             w.schedule_start(1);
+            // (To itself: worker-local, counted by the probe, not written.)
             w.message_send(7, 0, seq, 1);
             w.message_recv(7, 0, seq, 1);
             seq += 1;

@@ -98,9 +98,11 @@ fn workload(w: &mut probe::WorkerProbe, events: u64) -> Made {
             w.schedule_start(op);
             m.pairs += 1;
             if (op as u64 + step).is_multiple_of(8) {
-                w.message_recv(op, (seq % 4) as usize, seq, 1024);
-                w.message_send(op + 1, 0, seq, 512);
+                // (Peers 1..=4 of worker 0: a worker-local half would be
+                // counted, not written.)
+                w.message_recv(op, 1 + (seq % 4) as usize, seq, 1024);
                 w.message_send(op + 1, 1, seq, 512);
+                w.message_send(op + 1, 2, seq, 512);
                 w.progress_send(100, seq);
                 seq += 1;
                 m.calls += 4;
