@@ -85,7 +85,7 @@ pub struct Builder {
     sink: Sink,
     ring_capacity: usize,
     on_full: OnFull,
-    keep_local: bool,
+    keep_local: Option<bool>,
     io: IoBackend,
     idle: Duration,
     writer_core: Option<usize>,
@@ -123,8 +123,10 @@ impl Builder {
     /// 73 %, bfs 57 %). They cost no clock read then, and the operator
     /// they happen in is still published as having done something. Keep
     /// them to see them in `sidecar dump`, or for an analysis of your own.
+    /// Without this call: `PROBE_LOCAL_MESSAGES` (`keep` or `elide`) if set,
+    /// else elide.
     pub fn keep_local_messages(mut self, keep: bool) -> Self {
-        self.keep_local = keep;
+        self.keep_local = Some(keep);
         self
     }
 
@@ -195,6 +197,10 @@ impl Builder {
                 Err(_) => Compression::Zstd,
             },
         };
+        let keep_local = match self.keep_local {
+            Some(k) => k,
+            None => keep_local_from(std::env::var("PROBE_LOCAL_MESSAGES").ok().as_deref())?,
+        };
         let clock = clock::Source::detect();
         let host_name = ringlog::host_name();
         let cfg = writer::Config {
@@ -245,7 +251,7 @@ impl Builder {
                 clock,
                 capacity: self.ring_capacity,
                 on_full: self.on_full,
-                keep_local: self.keep_local,
+                keep_local,
                 used: AtomicU64::new(0),
             }),
         })
@@ -274,7 +280,7 @@ impl Probe {
             sink: Sink::from_env_or(Sink::Off),
             ring_capacity: 1 << 16,
             on_full: OnFull::Drop,
-            keep_local: false,
+            keep_local: None,
             io: IoBackend::Auto,
             idle: Duration::from_millis(10),
             writer_core: None,
@@ -366,4 +372,28 @@ fn program_name() -> String {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// Whether to write worker-local message halves, from `PROBE_LOCAL_MESSAGES`
+/// (`keep` or `elide`; unset: elide).
+fn keep_local_from(v: Option<&str>) -> Result<bool, Error> {
+    match v {
+        Some("keep") => Ok(true),
+        Some("elide") | None => Ok(false),
+        Some(v) => Err(Error::Config(format!("PROBE_LOCAL_MESSAGES: {v:?} is neither `keep` nor `elide`"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_messages_setting() {
+        assert!(!keep_local_from(None).unwrap());
+        assert!(!keep_local_from(Some("elide")).unwrap());
+        assert!(keep_local_from(Some("keep")).unwrap());
+        let e = keep_local_from(Some("Keep")).unwrap_err().to_string();
+        assert!(e.contains("PROBE_LOCAL_MESSAGES") && e.contains("\"Keep\""), "{e}");
+    }
 }

@@ -10,7 +10,9 @@
 //! (`chrt --idle 0`: it runs only on cores the engine leaves idle), and with
 //! `--breakdown`, (b0) the probe into a Unix socket whose bytes the harness
 //! discards, (bf) the probe into a file and (bt) no probe, timely's events
-//! built and dropped (`TIMELY_LOG_DROP=1`); and reports, per workload, the
+//! built and dropped (`TIMELY_LOG_DROP=1`); with `--keep-local`, (bk) as
+//! (b) with worker-local message halves written (`PROBE_LOCAL_MESSAGES=keep`;
+//! by default the probe only counts them); and reports, per workload, the
 //! median over rounds of each mode's wall time and CPU time (the traced
 //! process, all its threads, writer included) relative to (a) in the same
 //! round, the sidecar's CPU time, engine events (records written plus the
@@ -27,7 +29,7 @@
 //! noisy machine the harness says "undecided" rather than guess from a
 //! median.
 //!
-//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [--breakdown] [-- WORKLOAD ARGS]`
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [--breakdown] [--keep-local] [-- WORKLOAD ARGS]`
 
 use std::collections::BTreeMap;
 
@@ -52,6 +54,8 @@ enum Mode {
     /// No probe; timely's events built and dropped (`--breakdown`): the
     /// floor of any logger on timely's log registry.
     DropLog,
+    /// (b) with worker-local message halves written (`--keep-local`).
+    KeepLocal,
 }
 
 impl Mode {
@@ -66,6 +70,7 @@ impl Mode {
             Mode::Discard => "(b0) probe -> Unix socket, bytes discarded",
             Mode::File => "(bf) probe -> file (zstd)",
             Mode::DropLog => "(bt) timely's log events built and dropped",
+            Mode::KeepLocal => "(bk) as (b), worker-local messages written",
         }
     }
 }
@@ -106,6 +111,10 @@ struct Args {
     /// events built and dropped: the floor of any logger on timely.
     #[arg(long)]
     breakdown: bool,
+    /// Also run (bk): (b) with worker-local message halves written too
+    /// (`PROBE_LOCAL_MESSAGES=keep`), what eliding them saves.
+    #[arg(long)]
+    keep_local: bool,
     /// Arguments passed to every workload (after `--`), e.g. `-- --iters 60`.
     #[arg(last = true)]
     extra: Vec<String>,
@@ -120,6 +129,9 @@ fn main() {
     }
     if a.breakdown {
         modes.extend([Mode::Discard, Mode::File, Mode::DropLog]);
+    }
+    if a.keep_local {
+        modes.push(Mode::KeepLocal);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     if build {
@@ -155,6 +167,7 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
     let mut cmd = Command::new(exe);
     cmd.arg("-w").arg(workers.to_string()).args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
     cmd.env_remove("PROBE_SINK").env_remove("TIMELY_LOG_FILE").env_remove("PROBE_ATTACH").env_remove("TIMELY_LOG_DROP");
+    cmd.env_remove("PROBE_LOCAL_MESSAGES");
     let mut side = None;
     let mut discard = None;
     let sock = tmp.join("sidecar.sock");
@@ -174,7 +187,7 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
         Mode::None => {
             cmd.arg("--no-probe");
         }
-        Mode::Sidecar | Mode::SidecarIdle => {
+        Mode::Sidecar | Mode::SidecarIdle | Mode::KeepLocal => {
             std::fs::remove_file(&sock).ok();
             let mut side_cmd = Command::new(sidecar);
             if mode == Mode::SidecarIdle {
@@ -197,6 +210,9 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
             }
             side = Some(child);
             cmd.env("PROBE_SINK", format!("unix:{}", sock.display()));
+            if mode == Mode::KeepLocal {
+                cmd.env("PROBE_LOCAL_MESSAGES", "keep");
+            }
         }
         Mode::Off => {
             cmd.env("PROBE_SINK", "off");
@@ -343,7 +359,7 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     let ratios =
         |rs: &[Run], f: fn(&Run) -> f64| -> Vec<f64> { rs.iter().zip(base).map(|(r, b)| f(r) / f(b)).collect() };
     for (&mode, rs) in runs {
-        let side = if matches!(mode, Mode::Sidecar | Mode::SidecarIdle) {
+        let side = if matches!(mode, Mode::Sidecar | Mode::SidecarIdle | Mode::KeepLocal) {
             format!("{:.3}", stats::median(&rs.iter().map(|r| r.sidecar_cpu).collect::<Vec<_>>()))
         } else {
             "-".into()
@@ -393,5 +409,19 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     if let Some(d) = runs.get(&Mode::TimelyLog) {
         let bd: Vec<f64> = b.iter().zip(d).map(|(b, d)| b.wall / d.wall).collect();
         println!("(b) cheaper than (d) in wall time: {} (median (b)/(d) {})", verdict(&bd, 1.0), ratio_cell(&bd));
+    }
+    if let Some(k) = runs.get(&Mode::KeepLocal) {
+        let per = |f: fn(&Run) -> f64| -> String {
+            ratio_cell(&b.iter().zip(k).map(|(b, k)| f(b) / f(k)).collect::<Vec<_>>())
+        };
+        let recs = |rs: &[Run]| stats::median(&rs.iter().map(|r| r.written as f64).collect::<Vec<_>>());
+        println!(
+            "worker-local messages elided, (b)/(bk): wall {}, CPU {}, sidecar CPU {}; records {:.0} against {:.0}",
+            per(|r| r.wall),
+            per(|r| r.cpu),
+            per(|r| r.sidecar_cpu),
+            recs(b),
+            recs(k)
+        );
     }
 }
