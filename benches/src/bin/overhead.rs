@@ -16,7 +16,8 @@
 //! median over rounds of each mode's wall time and CPU time (the traced
 //! process, all its threads, writer included) relative to (a) in the same
 //! round, the sidecar's CPU time, engine events (records written plus the
-//! two events of each elided schedule pair) and records per second, bytes
+//! two events of each elided schedule pair and the worker-local message
+//! halves) and records per second, bytes
 //! on the wire per event and per record, and the share of schedule pairs
 //! elided (from one extra, untimed run into a file that is decoded).
 //!
@@ -83,6 +84,8 @@ struct Run {
     written: u64,
     bytes: u64,
     elided: u64,
+    /// Worker-local message halves counted, not written.
+    local: u64,
 }
 
 /// Runs timely workloads in alternation with and without tracing and
@@ -246,6 +249,7 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
     r.written = field("written");
     r.bytes = field("bytes");
     r.elided = field("elided");
+    r.local = field("local");
     for f in std::fs::read_dir(tmp).unwrap().flatten() {
         if f.file_name().to_string_lossy().starts_with("timely.log") {
             std::fs::remove_file(f.path()).ok();
@@ -378,8 +382,9 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     let rate = stats::median(&b.iter().map(|r| r.written as f64 / r.wall).collect::<Vec<_>>());
     let bpe = stats::median(&b.iter().map(|r| r.bytes as f64 / r.written.max(1) as f64).collect::<Vec<_>>());
     // The engine's events: the records written plus the two schedule
-    // events of every elided pair (what the probe saw, not what it sent).
-    let events = |r: &Run| (r.written + 2 * r.elided) as f64;
+    // events of every elided pair and the worker-local message halves
+    // (what the probe saw, not what it sent).
+    let events = |r: &Run| (r.written + 2 * r.elided + r.local) as f64;
     let ev_rate = stats::median(&b.iter().map(|r| events(r) / r.wall).collect::<Vec<_>>());
     let bpev = stats::median(&b.iter().map(|r| r.bytes as f64 / events(r).max(1.0)).collect::<Vec<_>>());
     println!(
