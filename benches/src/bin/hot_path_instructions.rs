@@ -4,7 +4,8 @@
 //!
 //! `valgrind --tool=callgrind target/release/hot_path_instructions KIND N`
 //!
-//! KIND: floor | send | elided | disabled. The probe's ring is large enough
+//! KIND: floor | send | local (a message to the worker itself: counted,
+//! not written) | elided | disabled. The probe's ring is large enough
 //! that nothing is lost and its sink is /dev/null.
 
 use std::hint::black_box;
@@ -25,7 +26,7 @@ fn main() {
                 black_box(&arr[(i & 63) as usize]);
             }
         }
-        "send" | "elided" | "disabled" => {
+        "send" | "local" | "elided" | "disabled" => {
             let p = if kind == "disabled" {
                 Probe::disabled()
             } else {
@@ -43,8 +44,9 @@ fn main() {
                     w.schedule_stop(black_box(5));
                 }
             } else {
+                let to = if kind == "local" { 0 } else { 1 };
                 for i in 0..n {
-                    w.message_send(black_box(3), black_box(1), i, black_box(64));
+                    w.message_send(black_box(3), black_box(to), i, black_box(64));
                 }
             }
             drop(w);
