@@ -221,6 +221,7 @@ impl Adapter {
         let epoch = worker.timer()?;
         worker.log_register()?;
         let w = probe.worker(worker.index());
+        let w_keeps_local = w.keeps_local_messages();
         let p0 = read_pair(&w, epoch);
         let stats = AdapterStats { pairs: 1, max_pair_error_ticks: p0.err, ..AdapterStats::default() };
         let state = State {
@@ -236,6 +237,9 @@ impl Adapter {
             pending_len: 0,
             activity: false,
             src0_parked: false,
+            drop_local: !w_keeps_local,
+            after_start: false,
+            local_uncounted: 0,
             push_pending: None,
             addr_to_id: HashMap::new(),
             channels: Vec::new(),
@@ -325,6 +329,17 @@ impl Adapter {
                             }
                             StartStop::Stop => Ev::Stop(e.id as u32),
                         },
+                        // Worker-local: not written (the probe's rule, see
+                        // `Builder::keep_local_messages`). Only the first in
+                        // an execution is queued, to publish its start.
+                        TimelyEvent::Messages(m) if m.source == m.target && s.drop_local => {
+                            if std::mem::take(&mut s.after_start) {
+                                s.push(0, d, Ev::Local);
+                            } else {
+                                s.local_uncounted += 1;
+                            }
+                            continue;
+                        }
                         TimelyEvent::Messages(m) => {
                             let records = m.record_count.clamp(0, u32::MAX as i64) as u32;
                             if m.is_send {
@@ -364,6 +379,7 @@ impl Adapter {
                         TimelyEvent::CommChannels(_) | TimelyEvent::Text(_) => continue,
                     };
                     s.activity = true;
+                    s.after_start = matches!(e, Ev::Start(_));
                     s.push(0, d, e);
                 }
                 if operators {
@@ -442,6 +458,8 @@ enum Ev {
     Park(Option<Duration>),
     Unpark,
     Step,
+    /// The first worker-local message half of an execution.
+    Local,
 }
 
 type PendingChannel = (usize, Vec<usize>, (usize, usize), (usize, usize));
@@ -469,6 +487,14 @@ struct State {
     /// The `"timely"` log's last event was a Park (its next flush is the
     /// one before parking).
     src0_parked: bool,
+    /// Worker-local message halves are dropped here, before they are queued
+    /// (the probe does not keep them).
+    drop_local: bool,
+    /// The last event queued from the `"timely"` log was a schedule start:
+    /// a worker-local half now is the first thing its execution did.
+    after_start: bool,
+    /// Worker-local halves dropped and not yet counted by the probe.
+    local_uncounted: u64,
     /// A PushProgress waiting for its operator's schedule start.
     push_pending: Option<u32>,
     addr_to_id: HashMap<Vec<usize>, usize>,
@@ -631,7 +657,9 @@ impl State {
                 self.w.event_at(ts, Event::Park { hint })
             }
             Ev::Unpark => w.event_at(ts, Event::Unpark),
+            Ev::Local => w.local_message_at(ts),
             Ev::Step => {
+                w.count_local_messages(std::mem::take(&mut self.local_uncounted));
                 w.event_at(ts, Event::Step { elided: 0, spin_ticks: 0 });
                 self.stats.steps += 1;
             }
@@ -675,6 +703,7 @@ impl Drop for State {
             let ts = self.last_ts;
             self.w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });
         }
+        self.w.count_local_messages(std::mem::take(&mut self.local_uncounted));
         // Dropping `w` writes the final Step and ends the stream.
     }
 }

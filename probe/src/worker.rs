@@ -206,6 +206,30 @@ impl WorkerProbe {
         }
     }
 
+    /// Whether worker-local message halves are written
+    /// ([`crate::Builder::keep_local_messages`]); false when disabled.
+    pub fn keeps_local_messages(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.keep_local)
+    }
+
+    /// For adapters that drop worker-local message halves themselves (when
+    /// the probe does not keep them): one such half at `ts` (same rules as
+    /// [`Self::event_at`]), the first in an operator's execution. Counted,
+    /// not written; the held schedule start is published.
+    pub fn local_message_at(&mut self, ts: u64) {
+        if let Some(a) = &mut self.active {
+            a.local_message(|| ts);
+        }
+    }
+
+    /// For such adapters: `n` more worker-local halves, only counted (the
+    /// ones after the first of an execution, which change nothing else).
+    pub fn count_local_messages(&mut self, n: u64) {
+        if let Some(a) = &mut self.active {
+            a.local += n;
+        }
+    }
+
     /// A reading of the probe's clock (TSC ticks, or CLOCK_MONOTONIC ns on
     /// hosts without an invariant TSC); 0 when disabled.
     pub fn clock_now(&self) -> u64 {

@@ -69,14 +69,20 @@ fn monotonic_ns() -> u64 {
 /// The tests of this file run one at a time: one of them sets PROBE_CLOCK.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn run(name: &str, monotonic: bool) -> Run {
+fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let path = tmp_path(name);
     if monotonic {
         std::env::set_var("PROBE_CLOCK", "monotonic");
     }
     let started =
-        Probe::builder().sink(Sink::file(&path)).on_full(OnFull::Block).workers(WORKERS).ring_capacity(1 << 12).start();
+        Probe::builder()
+            .sink(Sink::file(&path))
+            .on_full(OnFull::Block)
+            .workers(WORKERS)
+            .ring_capacity(1 << 12)
+            .keep_local_messages(keep_local)
+            .start();
     if monotonic {
         std::env::remove_var("PROBE_CLOCK");
     }
@@ -209,7 +215,17 @@ fn op_ids(meta: &[Meta]) -> HashMap<u32, (String, Vec<u32>)> {
 
 #[test]
 fn trace_matches_what_timely_logged() {
-    let run = run("timely-attach.ringlog", false);
+    check_trace(false);
+}
+
+/// The same with worker-local message halves written.
+#[test]
+fn trace_with_worker_local_messages_matches_what_timely_logged() {
+    check_trace(true);
+}
+
+fn check_trace(keep_local: bool) {
+    let run = run("timely-attach.ringlog", false, keep_local);
     let n = ROUNDS * PER_ROUND;
     assert_eq!(run.sum, n * (n - 1) / 2, "the computation itself");
     assert_eq!(run.trace.workers.len(), WORKERS);
@@ -313,15 +329,21 @@ fn trace_matches_what_timely_logged() {
         assert!(steps >= ad.steps, "worker {w}: {steps} steps, adapter wrote {} by then", ad.steps);
         let (ws, wr) =
             (sends.keys().filter(|k| k.1 == w).count() as u64, recvs.keys().filter(|k| k.2 == w).count() as u64);
-        assert_eq!((ws, wr), (logged.sends, logged.recvs), "worker {w}");
         assert!(logged.local > 0, "worker {w}: no worker-local message in an exchange");
-        assert_eq!(run.local[w as usize], logged.local, "worker {w}: worker-local halves counted");
+        if keep_local {
+            assert_eq!(ws + wr, logged.sends + logged.recvs + logged.local, "worker {w}");
+            assert_eq!(run.local[w as usize], 0, "worker {w}");
+        } else {
+            assert_eq!((ws, wr), (logged.sends, logged.recvs), "worker {w}");
+            assert_eq!(run.local[w as usize], logged.local, "worker {w}: worker-local halves counted");
+        }
     }
 
     assert!(!sends.is_empty());
-    // Only messages between workers are written: the worker-local ones are
-    // counted above.
-    assert!(sends.keys().chain(recvs.keys()).all(|k| k.1 != k.2), "a worker-local half was written");
+    // Unless kept, only messages between workers are written: the
+    // worker-local ones are counted above.
+    let local_written = sends.keys().chain(recvs.keys()).filter(|k| k.1 == k.2).count();
+    assert_eq!(local_written > 0, keep_local, "worker-local halves written: {local_written}");
     assert_eq!(sends, recvs, "every message sent is received, with its record count");
     // Progress: a broadcast, received by every worker (itself included).
     assert!(!psends.is_empty(), "no progress messages");
@@ -335,13 +357,13 @@ fn trace_matches_what_timely_logged() {
 /// inside the operator's execution, within the documented error.
 #[test]
 fn mapped_times_bracket_independent_clock_reads() {
-    check_clock(run("timely-clock.ringlog", false), None);
+    check_clock(run("timely-clock.ringlog", false, false), None);
 }
 
 /// The same on the CLOCK_MONOTONIC fallback.
 #[test]
 fn mapped_times_bracket_independent_clock_reads_monotonic() {
-    check_clock(run("timely-clock-mono.ringlog", true), Some(ClockDomain::MonotonicNs));
+    check_clock(run("timely-clock-mono.ringlog", true, false), Some(ClockDomain::MonotonicNs));
 }
 
 fn check_clock(run: Run, domain: Option<ClockDomain>) {
