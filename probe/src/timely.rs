@@ -458,7 +458,7 @@ enum Ev {
     Park(Option<Duration>),
     Unpark,
     Step,
-    /// The first worker-local message half of an execution.
+    // The first worker-local message half of an execution.
     Local,
 }
 

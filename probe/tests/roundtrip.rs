@@ -181,7 +181,8 @@ fn check(
             buf
         })
     });
-    let mut builder = Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64).keep_local_messages(keep_local);
+    let mut builder =
+        Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64).keep_local_messages(keep_local);
     if let Some(c) = compression {
         builder = builder.compression(c);
     }

@@ -75,14 +75,13 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
     if monotonic {
         std::env::set_var("PROBE_CLOCK", "monotonic");
     }
-    let started =
-        Probe::builder()
-            .sink(Sink::file(&path))
-            .on_full(OnFull::Block)
-            .workers(WORKERS)
-            .ring_capacity(1 << 12)
-            .keep_local_messages(keep_local)
-            .start();
+    let started = Probe::builder()
+        .sink(Sink::file(&path))
+        .on_full(OnFull::Block)
+        .workers(WORKERS)
+        .ring_capacity(1 << 12)
+        .keep_local_messages(keep_local)
+        .start();
     if monotonic {
         std::env::remove_var("PROBE_CLOCK");
     }
