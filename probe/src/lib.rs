@@ -27,8 +27,10 @@
 //! ```
 //!
 //! Cost: one clock read and one 32-byte record per event; an elided
-//! schedule pair costs one clock read and no record; a disabled probe
-//! (`PROBE_SINK=off`, [`Probe::disabled`]) costs one predictable branch.
+//! schedule pair costs one clock read and no record; a worker-local message
+//! half (to or from the worker itself) costs neither, only a count
+//! ([`Builder::keep_local_messages`]); a disabled probe (`PROBE_SINK=off`,
+//! [`Probe::disabled`]) costs one predictable branch.
 
 mod clock;
 mod io;
