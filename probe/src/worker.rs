@@ -48,10 +48,11 @@ pub(crate) struct Active {
     ring: ringlog::ring::Producer,
     clock: Source,
     block: bool,
-    /// This worker's index: a message to or from it is worker-local.
-    index: u32,
-    /// Write worker-local message halves too ([`crate::Builder::keep_local_messages`]).
-    keep_local: bool,
+    /// This worker's index, where a message to or from it is worker-local
+    /// and not written; `KEEP_LOCAL` (no u32 index equals it) where such
+    /// messages are written ([`crate::Builder::keep_local_messages`]). One
+    /// compare on the hot path either way.
+    local_index: u64,
     /// Worker-local message halves not written.
     local: u64,
     /// A schedule start held back until something shows it was not idle.
@@ -97,8 +98,7 @@ impl WorkerProbe {
                 ring,
                 clock,
                 block: on_full == OnFull::Block,
-                index: shared.index,
-                keep_local,
+                local_index: if keep_local { KEEP_LOCAL } else { shared.index as u64 },
                 local: 0,
                 pending: false,
                 pending_op: 0,
@@ -198,7 +198,7 @@ impl WorkerProbe {
         if let Some(a) = &mut self.active {
             match ev {
                 Event::Step { .. } => a.step_at(ts),
-                Event::MessageSend { to: w, .. } | Event::MessageRecv { from: w, .. } if a.is_local(w) => {
+                Event::MessageSend { to: w, .. } | Event::MessageRecv { from: w, .. } if a.is_local(w as u64) => {
                     a.local_message(|| ts)
                 }
                 ev => a.record_at(Record::from_event(ts, ev)),
@@ -209,7 +209,7 @@ impl WorkerProbe {
     /// Whether worker-local message halves are written
     /// ([`crate::Builder::keep_local_messages`]); false when disabled.
     pub fn keeps_local_messages(&self) -> bool {
-        self.active.as_ref().is_some_and(|a| a.keep_local)
+        self.active.as_ref().is_some_and(|a| a.local_index == KEEP_LOCAL)
     }
 
     /// For adapters that drop worker-local message halves themselves (when
@@ -250,7 +250,7 @@ impl WorkerProbe {
     #[inline]
     pub fn message_send(&mut self, channel: usize, to_worker: usize, seq_no: u64, records: usize) {
         if let Some(a) = &mut self.active {
-            if a.is_local(to_worker as u32) {
+            if a.is_local(to_worker as u64) {
                 let clock = a.clock;
                 return a.local_message(|| clock.now());
             }
@@ -263,7 +263,7 @@ impl WorkerProbe {
     #[inline]
     pub fn message_recv(&mut self, channel: usize, from_worker: usize, seq_no: u64, records: usize) {
         if let Some(a) = &mut self.active {
-            if a.is_local(from_worker as u32) {
+            if a.is_local(from_worker as u64) {
                 let clock = a.clock;
                 return a.local_message(|| clock.now());
             }
@@ -333,6 +333,9 @@ impl WorkerProbe {
     }
 }
 
+/// `Active::local_index` when worker-local messages are written.
+const KEEP_LOCAL: u64 = u64::MAX;
+
 #[inline(always)]
 fn saturate(n: usize) -> u32 {
     n.min(u32::MAX as usize) as u32
@@ -379,9 +382,10 @@ impl Active {
         self.record_at(Record::new(kind, ts, a, b, c, d));
     }
 
+    /// A worker-local half that is not to be written.
     #[inline(always)]
-    fn is_local(&self, worker: u32) -> bool {
-        worker == self.index && !self.keep_local
+    fn is_local(&self, worker: u64) -> bool {
+        worker == self.local_index
     }
 
     /// A worker-local message half. Not written: the activity graph has no
