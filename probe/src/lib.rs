@@ -28,7 +28,8 @@
 //!
 //! Cost: one clock read and one 32-byte record per event; an elided
 //! schedule pair costs one clock read and no record; a worker-local message
-//! half (to or from the worker itself) costs neither, only a count
+//! half (to or from the worker itself) costs a count, and a clock read
+//! only as the first event of an execution
 //! ([`Builder::keep_local_messages`]); a disabled probe (`PROBE_SINK=off`,
 //! [`Probe::disabled`]) costs one predictable branch.
 
@@ -122,8 +123,10 @@ impl Builder {
     /// analysis has no use for them (Sager §5.2: the activity graph has no
     /// worker-local messages; program order already links the two halves),
     /// and in a timely program they are most message halves (pagerank
-    /// 73 %, bfs 57 %). They cost no clock read then, and the operator
-    /// they happen in is still published as having done something. Keep
+    /// 73 %, bfs 57 %). They cost a count and no record then (a clock
+    /// read only when one is the first event of an operator's execution,
+    /// whose held start it publishes: the operator still shows as having
+    /// done something). Keep
     /// them to see them in `sidecar dump`, or for an analysis of your own.
     /// Without this call: `PROBE_LOCAL_MESSAGES` (`keep` or `elide`) if set,
     /// else elide.
