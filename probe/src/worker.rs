@@ -391,7 +391,7 @@ impl Active {
     /// A worker-local message half. Not written: the activity graph has no
     /// worker-local messages (Sager §5.2, sager-notes §2.3; on one worker,
     /// program order already links the send to the read), and in a timely
-    /// program they are most message halves (pagerank: 73 %). It still
+    /// program they are most of the records (pagerank: 71 %). It still
     /// shows that the held schedule did something, which is all the clock
     /// is read for (`now`, only then).
     #[inline(always)]
