@@ -329,15 +329,12 @@ impl Adapter {
                             }
                             StartStop::Stop => Ev::Stop(e.id as u32),
                         },
-                        // Worker-local: not written (the probe's rule, see
-                        // `Builder::keep_local_messages`). Only the first in
-                        // an execution is queued, to publish its start.
-                        TimelyEvent::Messages(m) if m.source == m.target && s.drop_local => {
-                            if std::mem::take(&mut s.after_start) {
-                                s.push(0, d, Ev::Local);
-                            } else {
-                                s.local_uncounted += 1;
-                            }
+                        // Worker-local, and the probe does not write it
+                        // (`Builder::keep_local_messages`): only the first
+                        // of an execution is queued, for the probe to
+                        // publish its start; the rest are only counted.
+                        TimelyEvent::Messages(m) if m.source == m.target && s.drop_local && !s.after_start => {
+                            s.local_uncounted += 1;
                             continue;
                         }
                         TimelyEvent::Messages(m) => {
@@ -458,8 +455,6 @@ enum Ev {
     Park(Option<Duration>),
     Unpark,
     Step,
-    // The first worker-local message half of an execution.
-    Local,
 }
 
 type PendingChannel = (usize, Vec<usize>, (usize, usize), (usize, usize));
@@ -491,7 +486,8 @@ struct State {
     /// (the probe does not keep them).
     drop_local: bool,
     /// The last event queued from the `"timely"` log was a schedule start:
-    /// a worker-local half now is the first thing its execution did.
+    /// a worker-local half now is the first thing its execution did, and
+    /// is queued.
     after_start: bool,
     /// Worker-local halves dropped and not yet counted by the probe.
     local_uncounted: u64,
@@ -657,7 +653,6 @@ impl State {
                 self.w.event_at(ts, Event::Park { hint })
             }
             Ev::Unpark => w.event_at(ts, Event::Unpark),
-            Ev::Local => w.local_message_at(ts),
             Ev::Step => {
                 w.count_local_messages(std::mem::take(&mut self.local_uncounted));
                 w.event_at(ts, Event::Step { elided: 0, spin_ticks: 0 });

@@ -212,18 +212,10 @@ impl WorkerProbe {
         self.active.as_ref().is_some_and(|a| a.local_index == KEEP_LOCAL)
     }
 
-    /// For adapters that drop worker-local message halves themselves (when
-    /// the probe does not keep them): one such half at `ts` (same rules as
-    /// [`Self::event_at`]), the first in an operator's execution. Counted,
-    /// not written; the held schedule start is published.
-    pub fn local_message_at(&mut self, ts: u64) {
-        if let Some(a) = &mut self.active {
-            a.local_message(|| ts);
-        }
-    }
-
-    /// For such adapters: `n` more worker-local halves, only counted (the
-    /// ones after the first of an execution, which change nothing else).
+    /// For adapters that drop worker-local message halves themselves when
+    /// the probe does not keep them: `n` such halves, only counted. (The
+    /// first of an operator's execution goes through [`Self::event_at`],
+    /// which publishes the held start; the rest change nothing else.)
     pub fn count_local_messages(&mut self, n: u64) {
         if let Some(a) = &mut self.active {
             a.local += n;
