@@ -243,8 +243,7 @@ impl WorkerProbe {
     pub fn message_send(&mut self, channel: usize, to_worker: usize, seq_no: u64, records: usize) {
         if let Some(a) = &mut self.active {
             if a.is_local(to_worker as u64) {
-                let clock = a.clock;
-                return a.local_message(|| clock.now());
+                return a.local_message_now();
             }
             a.event(Kind::MessageSend, seq_no, channel as u32, to_worker as u32, saturate(records));
         }
@@ -256,8 +255,7 @@ impl WorkerProbe {
     pub fn message_recv(&mut self, channel: usize, from_worker: usize, seq_no: u64, records: usize) {
         if let Some(a) = &mut self.active {
             if a.is_local(from_worker as u64) {
-                let clock = a.clock;
-                return a.local_message(|| clock.now());
+                return a.local_message_now();
             }
             a.event(Kind::MessageRecv, seq_no, channel as u32, from_worker as u32, saturate(records));
         }
@@ -392,6 +390,13 @@ impl Active {
             self.before_event(now());
         }
         self.local += 1;
+    }
+
+    /// [`Self::local_message`] at the clock's time, should it be needed.
+    #[inline(always)]
+    fn local_message_now(&mut self) {
+        let clock = self.clock;
+        self.local_message(|| clock.now());
     }
 
     /// A record made by the caller (not a schedule event nor a Step).
