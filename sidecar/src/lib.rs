@@ -6,7 +6,8 @@
 //! (projection onto fixed windows), [`waits`] (Waiting / Waiting-for-Input),
 //! [`graph`] (window graph, critical path, participation), [`properties`]
 //! (Sager's trace properties), [`analyze`] + [`summary`] (the per-window
-//! report). [`dataflow`] wires them on timely; [`io`] reads files and sockets.
+//! report). [`dataflow`] wires them on timely (with [`analyst`], a worker's
+//! windows analyzed on a thread of its own); [`io`] reads files and sockets.
 //! [`export`] turns windows into a Perfetto trace (written by the streaming
 //! protobuf writer in [`perfetto`]); [`watch`] is the closing summary of
 //! `sidecar watch` and what tracing cost. [`sync`] converts synchronized
@@ -29,6 +30,7 @@ macro_rules! say {
 }
 
 pub mod activity;
+pub mod analyst;
 pub mod analyze;
 pub mod clock;
 pub mod dataflow;

@@ -276,6 +276,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
                 unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
+                analysis_thread: offline_helper("SIDECAR_ANALYSIS", common.workers),
             };
             let _prefault = offline_prefault(common.workers);
             run(settings, Inputs::Files(files), &common).0
@@ -297,6 +298,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
                 unpack_thread: offline_helper("SIDECAR_UNPACK", workers),
+                analysis_thread: offline_helper("SIDECAR_ANALYSIS", workers),
             };
             let _prefault = offline_prefault(workers);
             run(settings, Inputs::Files(files), &common).0
@@ -386,6 +388,7 @@ fn main() {
                 progress_bar: false,
                 sync: sync.clone(),
                 unpack_thread: false,
+                analysis_thread: false,
             };
             let code = run(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
             stop.store(true, Ordering::SeqCst);
@@ -592,6 +595,7 @@ fn watch(
         progress_bar: false,
         sync: Default::default(),
         unpack_thread: false,
+        analysis_thread: false,
     };
     let (code, st) = run_with(settings, Inputs::Live { queues, stop, grace }, &common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");

@@ -401,8 +401,9 @@ fn corrupt_payload(bytes: &mut [u8], worker: u32, seq: u64) -> usize {
 }
 
 /// `analyze FILE --window 50ms -q -w WORKERS --json …` with
-/// `SIDECAR_UNPACK=UNPACK` (frames unpacked on a helper thread, or on the
-/// analysis worker; with one worker per file only): its output and reports.
+/// `SIDECAR_UNPACK=UNPACK` and `SIDECAR_ANALYSIS=UNPACK` (frames unpacked,
+/// and windows analyzed, on helper threads, or both on the analysis worker;
+/// the unpacking with one worker per file only): its output and reports.
 fn analyze_50ms(file: &Path, workers: &str, unpack: &str) -> (std::process::Output, Vec<Value>) {
     let json = tmp(&format!("onebad_{}_{workers}_{unpack}.jsonl", file.file_stem().unwrap().to_string_lossy()));
     let _ = std::fs::remove_file(&json);
@@ -411,13 +412,14 @@ fn analyze_50ms(file: &Path, workers: &str, unpack: &str) -> (std::process::Outp
         .arg("--json")
         .arg(&json)
         .env("SIDECAR_UNPACK", unpack)
+        .env("SIDECAR_ANALYSIS", unpack)
         .output()
         .unwrap();
     (out, lines(&json))
 }
 
-/// The ways one file is read: one worker unpacking on a helper thread or
-/// not, two workers sharing it.
+/// The ways one file is read: one worker with its helper threads (unpacking,
+/// analysis) or without, two workers sharing it (with none).
 const READS: [(&str, &str); 3] = [("1", "off"), ("1", "on"), ("2", "off")];
 
 /// `bad` is `clean` with a fault in worker 2's stream: read in each of the
@@ -459,7 +461,7 @@ fn assert_only_worker_2_is_dropped(name: &str, clean: &[u8], bad: &[u8], msg: &s
         assert!(reps[first + 1..].iter().all(|r| records(r, 2).is_none()));
         outputs.push(reps);
     }
-    assert_eq!(outputs[0], outputs[1], "-w 1 with and without the unpacking thread agree");
+    assert_eq!(outputs[0], outputs[1], "-w 1 with and without the helper threads agree");
     assert_eq!(outputs[0], outputs[2], "-w 1 and -w 2 agree");
     clean
 }
@@ -507,7 +509,7 @@ fn a_corrupt_frame_drops_only_its_stream() {
         assert!(reps.len() < clean.len());
         outputs.push(reps);
     }
-    assert_eq!(outputs[0], outputs[1], "with and without the unpacking thread");
+    assert_eq!(outputs[0], outputs[1], "with and without the helper threads");
     // A file cut inside its last frame: everything before the cut is
     // analyzed, the truncation is named.
     let fc = tmp("onebad_cut.rlog");
@@ -522,7 +524,7 @@ fn a_corrupt_frame_drops_only_its_stream() {
         assert!(!reps.is_empty() && reps.len() <= clean.len());
         outputs.push(reps);
     }
-    assert_eq!(outputs[0], outputs[1], "with and without the unpacking thread");
+    assert_eq!(outputs[0], outputs[1], "with and without the helper threads");
 }
 
 /// CRC-32 (IEEE), as the format uses; written out so the test does not

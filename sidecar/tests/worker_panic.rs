@@ -37,13 +37,22 @@ impl std::io::Write for Panics {
 
 #[test]
 fn a_panicking_worker_ends_the_run_with_an_error() {
-    let file = trace("panic.rlog");
+    // With the windows analyzed on the workers, and on analysis threads
+    // (whose windows in flight must not keep the run alive either).
+    for analysis_thread in [false, true] {
+        panicking_worker_ends_the_run(analysis_thread);
+    }
+}
+
+fn panicking_worker_ends_the_run(analysis_thread: bool) {
+    let file = trace(&format!("panic_{analysis_thread}.rlog"));
     let settings = Settings {
         width: 20_000_000,
         timely_args: vec!["-w".into(), "2".into()],
         progress_bar: false,
         sync: Default::default(),
         unpack_thread: false,
+        analysis_thread,
     };
     // Reports are printed by worker 0: it panics, worker 1 must not wait.
     let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None };

@@ -1,0 +1,226 @@
+//! A worker's window analyses on a thread of their own, for a spare core:
+//! the worker ingests the next window while the last one is analyzed.
+//!
+//! The analysis of a window is a pure function of its fragments
+//! ([`crate::sync::analyze_window`]), so moving it to another thread changes
+//! no output, only when a report is ready. Jobs are analyzed in the order
+//! they are submitted and their results come back in that order. At most
+//! [`Analyst::MAX_IN_FLIGHT`] are in flight: a worker with more ready
+//! windows waits for the oldest ([`Analyst::wait`]), so memory stays bounded
+//! by the windows in flight, as without the thread.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::thread::JoinHandle;
+
+use crate::analyze::WindowDetail;
+use crate::model::{Fragment, Ns};
+use crate::summary::WindowReport;
+
+/// One window to analyze: its key (timely time, host), index and fragments.
+pub struct Job {
+    pub key: (u64, u64),
+    pub window: u64,
+    pub frags: Vec<Fragment>,
+    /// Also build the window's detail (for a Perfetto trace).
+    pub detail: bool,
+}
+
+/// A window analyzed.
+pub struct Done {
+    pub key: (u64, u64),
+    pub report: WindowReport,
+    pub detail: Option<WindowDetail>,
+}
+
+/// The analysis thread of one worker.
+pub struct Analyst {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Done>,
+    thread: Option<JoinHandle<()>>,
+    /// Keys submitted and not yet returned, oldest first.
+    in_flight: VecDeque<(u64, u64)>,
+}
+
+impl Analyst {
+    /// Windows submitted and not yet returned, at most: one analyzed while
+    /// the worker ingests the next.
+    pub const MAX_IN_FLIGHT: usize = 1;
+
+    /// Starts the thread; `wake` is called after each result, to schedule
+    /// the operator that takes it ([`Analyst::try_take`]).
+    pub fn start(width: Ns, wake: impl Fn() + Send + 'static) -> std::io::Result<Analyst> {
+        Analyst::with(
+            move |job: Job| {
+                let mut detail = job.detail.then(WindowDetail::default);
+                let report = crate::sync::analyze_window(job.key.1, job.window, width, job.frags, detail.as_mut());
+                Done { key: job.key, report, detail }
+            },
+            wake,
+        )
+    }
+
+    /// The thread, running `analyze` on each job.
+    fn with(
+        analyze: impl Fn(Job) -> Done + Send + 'static,
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Analyst> {
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let (done_tx, done) = mpsc::channel::<Done>();
+        let thread = std::thread::Builder::new().name("sidecar-analysis".into()).spawn(move || {
+            for job in job_rx {
+                if done_tx.send(analyze(job)).is_err() {
+                    return;
+                }
+                wake();
+            }
+        })?;
+        Ok(Analyst { jobs: Some(jobs), done, thread: Some(thread), in_flight: VecDeque::new() })
+    }
+
+    /// Whether another job may be submitted without waiting first.
+    pub fn has_room(&self) -> bool {
+        self.in_flight.len() < Self::MAX_IN_FLIGHT
+    }
+
+    /// Queues a window for analysis.
+    pub fn submit(&mut self, job: Job) {
+        self.in_flight.push_back(job.key);
+        // (The thread ends only when `jobs` is dropped, or by a panic,
+        // which the next `try_take` or `wait` passes on.)
+        let _ = self.jobs.as_ref().expect("jobs open until drop").send(job);
+    }
+
+    /// Whether the window at timely time `time` is being analyzed.
+    pub fn holds(&self, time: u64) -> bool {
+        self.in_flight.iter().any(|k| k.0 == time)
+    }
+
+    /// The oldest result if it is ready.
+    pub fn try_take(&mut self) -> Option<Done> {
+        if self.in_flight.is_empty() {
+            return None;
+        }
+        match self.done.try_recv() {
+            Ok(d) => Some(self.returned(d)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => self.failed(),
+        }
+    }
+
+    /// The oldest result, waiting for it; `None` when nothing is in flight.
+    pub fn wait(&mut self) -> Option<Done> {
+        if self.in_flight.is_empty() {
+            return None;
+        }
+        match self.done.recv() {
+            Ok(d) => Some(self.returned(d)),
+            Err(_) => self.failed(),
+        }
+    }
+
+    fn returned(&mut self, d: Done) -> Done {
+        let k = self.in_flight.pop_front();
+        debug_assert_eq!(k, Some(d.key), "results come back in submission order");
+        d
+    }
+
+    /// The thread is gone with jobs in flight: it panicked. The panic goes
+    /// on in the worker, as if the analysis had run there.
+    fn failed(&mut self) -> ! {
+        self.jobs = None;
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Err(payload)) => std::panic::resume_unwind(payload),
+            _ => panic!("the analysis thread ended with windows in flight"),
+        }
+    }
+}
+
+impl Drop for Analyst {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread after its current job.
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A synthetic trace's fragments, per window.
+    fn windows(width: Ns) -> Vec<(u64, Vec<Fragment>)> {
+        let cfg = crate::synth::SynthConfig { workers: 4, records: 100_000, ..Default::default() };
+        let mut bytes = Vec::new();
+        crate::synth::generate(&cfg, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let mut ing = crate::ingest::Ingest::new("synth", width);
+        for f in ringlog::Decoder::new(&bytes[..]) {
+            let before = ing.out.len();
+            ing.frame(f.unwrap(), 1);
+            ing.finish_batch(before);
+        }
+        ing.eof();
+        assert!(ing.errors.is_empty(), "{:?}", ing.errors);
+        let mut by: std::collections::BTreeMap<u64, Vec<Fragment>> = Default::default();
+        for f in ing.out.drain(..) {
+            by.entry(f.window).or_default().push(f);
+        }
+        by.into_iter().collect()
+    }
+
+    /// Results come back in order, each equal to the analysis on the
+    /// caller's thread, and each wakes the caller.
+    #[test]
+    fn analyses_on_the_thread_equal_those_in_place() {
+        let width = 5_000_000;
+        let windows = windows(width);
+        assert!(windows.len() >= 3, "the test trace spans several windows: {}", windows.len());
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w2 = woken.clone();
+        let mut a = Analyst::start(width, move || {
+            w2.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        for (i, (window, frags)) in windows.iter().enumerate() {
+            if !a.has_room() {
+                got.push(a.wait().unwrap());
+            }
+            assert!(!a.holds(i as u64));
+            a.submit(Job { key: (i as u64, 7), window: *window, frags: frags.clone(), detail: i == 1 });
+            assert!(a.holds(i as u64));
+        }
+        while let Some(d) = a.wait() {
+            got.push(d);
+        }
+        assert!(a.try_take().is_none());
+        drop(a); // (joins the thread: its last wake is done)
+        assert_eq!(got.len(), windows.len());
+        assert_eq!(woken.load(Ordering::SeqCst), windows.len());
+        for (i, ((window, frags), d)) in windows.into_iter().zip(got).enumerate() {
+            assert_eq!(d.key, (i as u64, 7));
+            assert_eq!(d.detail.is_some(), i == 1);
+            assert!(d.report.events > 0);
+            let here = crate::sync::analyze_window(7, window, width, frags, None);
+            assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
+        }
+    }
+
+    /// A panic in an analysis reaches the caller with its message.
+    #[test]
+    fn a_panic_in_the_analysis_reaches_the_worker() {
+        let mut a = Analyst::with(|_job| panic!("analysis failed on purpose"), || {}).unwrap();
+        a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false });
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.wait().map(|d| d.key)));
+        let payload = r.expect_err("the panic reaches the caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"analysis failed on purpose"));
+    }
+}
