@@ -36,7 +36,8 @@ pub struct Done {
 /// The analysis thread of one worker.
 pub struct Analyst {
     jobs: Option<Sender<Job>>,
-    done: Receiver<Done>,
+    /// Each job's result, or the message of the panic it ended in.
+    done: Receiver<Result<Done, String>>,
     thread: Option<JoinHandle<()>>,
     /// Keys submitted and not yet returned, oldest first.
     in_flight: VecDeque<(u64, u64)>,
@@ -66,13 +67,19 @@ impl Analyst {
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Analyst> {
         let (jobs, job_rx) = mpsc::channel::<Job>();
-        let (done_tx, done) = mpsc::channel::<Done>();
+        let (done_tx, done) = mpsc::channel::<Result<Done, String>>();
         let thread = std::thread::Builder::new().name("sidecar-analysis".into()).spawn(move || {
             for job in job_rx {
-                if done_tx.send(analyze(job)).is_err() {
+                // A panic goes back as the job's result and wakes the
+                // worker like any result: the window may be the worker's
+                // last, with nothing else left to schedule the operator.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| analyze(job)));
+                let failed = r.is_err();
+                let sent = done_tx.send(r.map_err(|p| panic_message(p.as_ref())));
+                wake();
+                if sent.is_err() || failed {
                     return;
                 }
-                wake();
             }
         })?;
         Ok(Analyst { jobs: Some(jobs), done, thread: Some(thread), in_flight: VecDeque::new() })
@@ -86,7 +93,7 @@ impl Analyst {
     /// Queues a window for analysis.
     pub fn submit(&mut self, job: Job) {
         self.in_flight.push_back(job.key);
-        // (The thread ends only when `jobs` is dropped, or by a panic,
+        // (The thread ends only when `jobs` is dropped, or after a panic,
         // which the next `try_take` or `wait` passes on.)
         let _ = self.jobs.as_ref().expect("jobs open until drop").send(job);
     }
@@ -102,9 +109,9 @@ impl Analyst {
             return None;
         }
         match self.done.try_recv() {
-            Ok(d) => Some(self.returned(d)),
+            Ok(r) => Some(self.returned(r)),
             Err(TryRecvError::Empty) => None,
-            Err(TryRecvError::Disconnected) => self.failed(),
+            Err(TryRecvError::Disconnected) => Some(self.returned(Err("its thread ended".into()))),
         }
     }
 
@@ -113,27 +120,33 @@ impl Analyst {
         if self.in_flight.is_empty() {
             return None;
         }
-        match self.done.recv() {
-            Ok(d) => Some(self.returned(d)),
-            Err(_) => self.failed(),
-        }
+        let r = self.done.recv().unwrap_or_else(|_| Err("its thread ended".into()));
+        Some(self.returned(r))
     }
 
-    fn returned(&mut self, d: Done) -> Done {
+    /// A result taken. A failed analysis panics here, on the worker, with
+    /// the analysis's message, as if it had run here: the run then ends as
+    /// after any worker's panic, and names it.
+    fn returned(&mut self, r: Result<Done, String>) -> Done {
         let k = self.in_flight.pop_front();
-        debug_assert_eq!(k, Some(d.key), "results come back in submission order");
-        d
-    }
-
-    /// The thread is gone with jobs in flight: it panicked. The panic goes
-    /// on in the worker, as if the analysis had run there.
-    fn failed(&mut self) -> ! {
-        self.jobs = None;
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Err(payload)) => std::panic::resume_unwind(payload),
-            _ => panic!("the analysis thread ended with windows in flight"),
+        match r {
+            Ok(d) => {
+                debug_assert_eq!(k, Some(d.key), "results come back in submission order");
+                d
+            }
+            Err(msg) => {
+                self.jobs = None;
+                panic!("the analysis of a window failed on its thread: {msg}")
+            }
         }
     }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 impl Drop for Analyst {
@@ -214,13 +227,40 @@ mod tests {
         }
     }
 
-    /// A panic in an analysis reaches the caller with its message.
+    /// A panic in an analysis wakes the caller, whose next look at the
+    /// results panics with its message (waiting for them, or not).
     #[test]
-    fn a_panic_in_the_analysis_reaches_the_worker() {
-        let mut a = Analyst::with(|_job| panic!("analysis failed on purpose"), || {}).unwrap();
-        a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false });
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.wait().map(|d| d.key)));
-        let payload = r.expect_err("the panic reaches the caller");
-        assert_eq!(payload.downcast_ref::<&str>(), Some(&"analysis failed on purpose"));
+    fn a_panic_in_the_analysis_wakes_the_worker_and_reaches_it() {
+        for blocking in [false, true] {
+            let woken = Arc::new(AtomicUsize::new(0));
+            let w2 = woken.clone();
+            let mut a = Analyst::with(
+                |_job| panic!("analysis failed on purpose"),
+                move || {
+                    w2.fetch_add(1, Ordering::SeqCst);
+                },
+            )
+            .unwrap();
+            a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false });
+            if !blocking {
+                let t = std::time::Instant::now();
+                while woken.load(Ordering::SeqCst) == 0 {
+                    assert!(t.elapsed() < std::time::Duration::from_secs(30), "a failed analysis must wake the worker");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if blocking {
+                    a.wait().map(|d| d.key)
+                } else {
+                    a.try_take().map(|d| d.key)
+                }
+            }));
+            let payload = r.expect_err("the panic reaches the caller");
+            assert_eq!(
+                panic_message(payload.as_ref()),
+                "the analysis of a window failed on its thread: analysis failed on purpose"
+            );
+        }
     }
 }

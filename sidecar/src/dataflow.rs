@@ -383,6 +383,10 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
             let analyzed = analyzed2;
             let analyzed_out = analyzed.clone();
             let analysis_worker = scope.worker().clone();
+            // Whether this worker's analysis thread started (set when the
+            // Analyze operator is built, before anything runs).
+            let analysis_thread_on = std::rc::Rc::new(std::cell::Cell::new(false));
+            let analysis_thread_started = analysis_thread_on.clone();
             let fragments = source(scope, "Ingest", move |cap: Capability<u64>, info| {
                 let activator = scope.activator_for(info.address.clone());
                 let mut cap = Some(cap);
@@ -463,7 +467,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     // two ahead and 444–458 without the thread; no slower.)
                     let ahead = if live {
                         16
-                    } else if analysis_thread {
+                    } else if analysis_thread_on.get() {
                         1
                     } else {
                         2
@@ -679,6 +683,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker"))
                                 .ok()
                         });
+                    analysis_thread_started.set(analyst.is_some());
                     // (timely time, host) → fragments of that window
                     let mut stash: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
                     let mut ended = crate::model::EndedStreams::default();

@@ -249,10 +249,22 @@ fn sink(c: &Common) -> Result<Sink, String> {
 /// it (fewer analysis workers than cores), or as the environment variable
 /// `var` says (`on` or `off`, for comparing with and without it).
 fn offline_helper(var: &str, workers: usize) -> bool {
+    offline_helper_with(var, workers + 1)
+}
+
+/// Whether the analysis threads run ([`sidecar::analyst`]), one per worker,
+/// busy as long as it: with a core for each beside the workers' own (`-w 1`
+/// on 2 cores, as measured), or as `SIDECAR_ANALYSIS` says.
+fn offline_analysis_threads(workers: usize) -> bool {
+    offline_helper_with("SIDECAR_ANALYSIS", 2 * workers)
+}
+
+/// `var`'s `on` or `off`, else whether there are at least `cores` cores.
+fn offline_helper_with(var: &str, cores: usize) -> bool {
     match std::env::var(var).as_deref() {
         Ok("on" | "1") => true,
         Ok("off" | "0") => false,
-        _ => std::thread::available_parallelism().is_ok_and(|n| n.get() > workers.max(1)),
+        _ => std::thread::available_parallelism().is_ok_and(|n| n.get() >= cores.max(2)),
     }
 }
 
@@ -276,7 +288,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
                 unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
-                analysis_thread: offline_helper("SIDECAR_ANALYSIS", common.workers),
+                analysis_thread: offline_analysis_threads(common.workers),
             };
             let _prefault = offline_prefault(common.workers);
             run(settings, Inputs::Files(files), &common).0
@@ -298,7 +310,7 @@ fn main() {
                 progress_bar: std::io::stderr().is_terminal(),
                 sync: Default::default(),
                 unpack_thread: offline_helper("SIDECAR_UNPACK", workers),
-                analysis_thread: offline_helper("SIDECAR_ANALYSIS", workers),
+                analysis_thread: offline_analysis_threads(workers),
             };
             let _prefault = offline_prefault(workers);
             run(settings, Inputs::Files(files), &common).0

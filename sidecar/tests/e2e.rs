@@ -419,8 +419,9 @@ fn analyze_50ms(file: &Path, workers: &str, unpack: &str) -> (std::process::Outp
 }
 
 /// The ways one file is read: one worker with its helper threads (unpacking,
-/// analysis) or without, two workers sharing it (with none).
-const READS: [(&str, &str); 3] = [("1", "off"), ("1", "on"), ("2", "off")];
+/// analysis) or without, two workers sharing it with analysis threads or
+/// without.
+const READS: [(&str, &str); 4] = [("1", "off"), ("1", "on"), ("2", "off"), ("2", "on")];
 
 /// `bad` is `clean` with a fault in worker 2's stream: read in each of the
 /// [`READS`] ways alike, worker 2's stream is dropped, named once with
@@ -463,6 +464,7 @@ fn assert_only_worker_2_is_dropped(name: &str, clean: &[u8], bad: &[u8], msg: &s
     }
     assert_eq!(outputs[0], outputs[1], "-w 1 with and without the helper threads agree");
     assert_eq!(outputs[0], outputs[2], "-w 1 and -w 2 agree");
+    assert_eq!(outputs[2], outputs[3], "-w 2 with and without the analysis threads agree");
     clean
 }
 
