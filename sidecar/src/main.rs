@@ -28,6 +28,12 @@ struct Common {
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
     /// Analysis worker threads (timely workers in this process).
+    ///
+    /// Offline (analyze, export), cores to spare also get helper threads:
+    /// with more cores than workers, a reader that unpacks each file and a
+    /// heap prefaulter; with two cores per worker, a thread per worker that
+    /// analyzes its windows. SIDECAR_UNPACK, SIDECAR_PREFAULT and
+    /// SIDECAR_ANALYSIS (on, off) override.
     #[arg(short = 'w', long, default_value_t = 1)]
     workers: usize,
     /// Run as process P of N (timely cluster); with --hostfile.
@@ -157,7 +163,7 @@ enum Cmd {
         /// Window length.
         #[arg(long, default_value = "1s", value_parser = parse_duration)]
         window: u64,
-        /// Analysis worker threads.
+        /// Analysis worker threads (helper threads as for analyze).
         #[arg(short = 'w', long, default_value_t = 1)]
         workers: usize,
     },
