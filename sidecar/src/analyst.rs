@@ -75,7 +75,7 @@ impl Analyst {
                 // last, with nothing else left to schedule the operator.
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| analyze(job)));
                 let failed = r.is_err();
-                let sent = done_tx.send(r.map_err(|p| panic_message(p.as_ref())));
+                let sent = done_tx.send(r.map_err(|p| crate::panic_message(p.as_ref()).to_string()));
                 wake();
                 if sent.is_err() || failed {
                     return;
@@ -140,13 +140,6 @@ impl Analyst {
             }
         }
     }
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 impl Drop for Analyst {
@@ -258,7 +251,7 @@ mod tests {
             }));
             let payload = r.expect_err("the panic reaches the caller");
             assert_eq!(
-                panic_message(payload.as_ref()),
+                crate::panic_message(payload.as_ref()),
                 "the analysis of a window failed on its thread: analysis failed on purpose"
             );
         }

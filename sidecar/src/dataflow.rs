@@ -221,8 +221,7 @@ fn record_panics() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let p = info.payload();
-            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+            let msg = crate::panic_message(info.payload());
             let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
             // Only timely's threads (workers "timely:work-N", network
             // "timely:send-N" / "timely:recv-N") are a run's.
@@ -230,7 +229,6 @@ fn record_panics() {
                 previous(info);
                 return;
             }
-            let msg = msg.as_deref().unwrap_or("(no message)");
             let what = format!("thread '{thread}': {msg}");
             let mut known = false;
             {

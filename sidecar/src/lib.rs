@@ -29,6 +29,16 @@ macro_rules! say {
     }};
 }
 
+/// A panic's message: its payload when that is a string (as `panic!`
+/// makes it), else "(no message)".
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 pub mod activity;
 pub mod analyst;
 pub mod analyze;
