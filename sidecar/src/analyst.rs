@@ -26,6 +26,15 @@ pub struct Job {
     pub detail: bool,
 }
 
+impl Job {
+    /// The analysis itself, on whichever thread calls it.
+    pub fn analyze(self, width: Ns) -> Done {
+        let mut detail = self.detail.then(WindowDetail::default);
+        let report = crate::sync::analyze_window(self.key.1, self.window, width, self.frags, detail.as_mut());
+        Done { key: self.key, report, detail }
+    }
+}
+
 /// A window analyzed.
 pub struct Done {
     pub key: (u64, u64),
@@ -51,14 +60,7 @@ impl Analyst {
     /// Starts the thread; `wake` is called after each result, to schedule
     /// the operator that takes it ([`Analyst::try_take`]).
     pub fn start(width: Ns, wake: impl Fn() + Send + 'static) -> std::io::Result<Analyst> {
-        Analyst::with(
-            move |job: Job| {
-                let mut detail = job.detail.then(WindowDetail::default);
-                let report = crate::sync::analyze_window(job.key.1, job.window, width, job.frags, detail.as_mut());
-                Done { key: job.key, report, detail }
-            },
-            wake,
-        )
+        Analyst::with(move |job: Job| job.analyze(width), wake)
     }
 
     /// The thread, running `analyze` on each job.

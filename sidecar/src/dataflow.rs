@@ -760,24 +760,19 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             }
                             let window = frags[0].window;
                             ended.apply(window, width, &mut frags);
-                            let detail = perfetto.is_some();
+                            let job = crate::analyst::Job { key, window, frags, detail: perfetto.is_some() };
                             match analyst.as_mut() {
                                 Some(a) => {
                                     while !a.has_room() {
                                         out.extend(a.wait().and_then(&emit));
                                     }
-                                    a.submit(crate::analyst::Job { key, window, frags, detail });
+                                    a.submit(job);
                                 }
-                                None => {
-                                    let mut d = detail.then(crate::analyze::WindowDetail::default);
-                                    let report = crate::sync::analyze_window(key.1, window, width, frags, d.as_mut());
-                                    out.extend(emit(crate::analyst::Done { key, report, detail: d }));
-                                }
-                            }
-                            for (c, x) in out.drain(..) {
-                                output.session(&c).give(x);
+                                None => out.extend(emit(job.analyze(width))),
                             }
                         }
+                        // (Reports are small: a window's detail is gone once
+                        // written.)
                         for (c, x) in out.drain(..) {
                             output.session(&c).give(x);
                         }
