@@ -18,22 +18,124 @@
 //!
 //! Times are the host's CLOCK_MONOTONIC in ns, as in the JSON.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
+
+use rustc_hash::FxHashMap;
 
 use crate::analyze::{ActivityKind, CriticalKind, WindowDetail};
 use crate::model::{MsgKind, Ns, Sid};
 use crate::perfetto::{Arg, Writer};
 
 /// A slice of a window, written once the window's slices are all known.
-struct Slice {
+/// Its name borrows the window's operator and span names where it can, and
+/// its arguments lie in the window's shared list (`args`): a window has a
+/// slice per activity, so an allocation or two per slice was much of the
+/// export's cost.
+struct Slice<'a> {
     track: u64,
     start: u64,
     end: u64,
-    name: String,
+    name: Name<'a>,
     category: &'static str,
-    flows_in: Vec<u64>,
-    args: Vec<(&'static str, Arg)>,
+    flow_in: Option<u64>,
+    args: std::ops::Range<u32>,
+}
+
+/// A slice's name, interned when the slice is written (so names get their
+/// iids in the order the slices are written).
+enum Name<'a> {
+    Text(Cow<'a, str>),
+    /// `wait on wN`.
+    WaitOn(u32),
+    /// `wN: label`, a piece of the critical path.
+    Critical(u32, Cow<'a, str>),
+}
+
+/// A window's slices and their arguments.
+#[derive(Default)]
+struct Slices<'a> {
+    slices: Vec<Slice<'a>>,
+    args: Vec<(&'static str, Arg<'a>)>,
+}
+
+impl<'a> Slices<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        track: u64,
+        start: u64,
+        end: u64,
+        name: Name<'a>,
+        category: &'static str,
+        flow_in: Option<u64>,
+        args: impl IntoIterator<Item = (&'static str, Arg<'a>)>,
+    ) {
+        let first = self.args.len() as u32;
+        self.args.extend(args);
+        let args = first..self.args.len() as u32;
+        self.slices.push(Slice { track, start, end, name, category, flow_in, args });
+    }
+}
+
+/// Event names made from a message's kind, channel and peer worker, or from
+/// a critical path piece's worker and label: interned once each, so that a
+/// window's thousands of messages do not each format their names again.
+#[derive(Default)]
+struct NameCache {
+    /// (data?, channel, peer worker, sent?) → iid.
+    messages: FxHashMap<(bool, u32, u32, bool), u64>,
+    /// (data?, channel, from, to) → iid.
+    critical_messages: FxHashMap<(bool, u32, u32, u32), u64>,
+    /// waited-on worker → iid of `wait on wN`.
+    wait_on: FxHashMap<u32, u64>,
+    /// worker → label → iid of `wN: label`.
+    critical: FxHashMap<u32, FxHashMap<String, u64>>,
+}
+
+fn kind_name(data: bool) -> &'static str {
+    if data {
+        "data"
+    } else {
+        "progress"
+    }
+}
+
+impl NameCache {
+    fn message<W: Write>(&mut self, w: &mut Writer<W>, data: bool, channel: u32, peer: u32, sent: bool) -> u64 {
+        *self.messages.entry((data, channel, peer, sent)).or_insert_with(|| {
+            let kind = kind_name(data);
+            if sent {
+                w.name_iid(&format!("send {kind} ch{channel} to w{peer}"))
+            } else {
+                w.name_iid(&format!("recv {kind} ch{channel} from w{peer}"))
+            }
+        })
+    }
+
+    fn critical_message<W: Write>(&mut self, w: &mut Writer<W>, data: bool, channel: u32, from: u32, to: u32) -> u64 {
+        *self
+            .critical_messages
+            .entry((data, channel, from, to))
+            .or_insert_with(|| w.name_iid(&format!("critical {} message ch{channel} w{from} → w{to}", kind_name(data))))
+    }
+
+    fn slice<W: Write>(&mut self, w: &mut Writer<W>, name: &Name<'_>) -> u64 {
+        match name {
+            Name::Text(s) => w.name_iid(s),
+            Name::WaitOn(on) => *self.wait_on.entry(*on).or_insert_with(|| w.name_iid(&format!("wait on w{on}"))),
+            Name::Critical(worker, label) => {
+                let labels = self.critical.entry(*worker).or_default();
+                if let Some(&iid) = labels.get(label.as_ref()) {
+                    return iid;
+                }
+                let iid = w.name_iid(&format!("w{worker}: {label}"));
+                labels.insert(label.to_string(), iid);
+                iid
+            }
+        }
+    }
 }
 
 struct Worker {
@@ -50,6 +152,7 @@ pub struct PerfettoExport<W: Write> {
     next_pid: u32,
     next_spare_tid: u32,
     next_flow: u64,
+    names: NameCache,
     pub windows: u64,
 }
 
@@ -76,6 +179,7 @@ impl<W: Write> PerfettoExport<W> {
             next_pid: 1,
             next_spare_tid: SPARE_TIDS,
             next_flow: 1,
+            names: NameCache::default(),
             windows: 0,
         }
     }
@@ -121,7 +225,7 @@ impl<W: Write> PerfettoExport<W> {
 
     /// Adds one window.
     pub fn window(&mut self, d: &WindowDetail) -> io::Result<()> {
-        let mut slices = Vec::new();
+        let mut slices = Slices::default();
         self.window_into(d, &mut slices)?;
         self.write_slices(slices, d.span.0)
     }
@@ -142,16 +246,25 @@ impl<W: Write> PerfettoExport<W> {
     /// back to back across it). So a slice beginning at its window's start
     /// (`ws`) begins 1 ns after it, after every end at that instant
     /// whatever the order of the windows.
-    fn write_slices(&mut self, mut slices: Vec<Slice>, ws: Ns) -> io::Result<()> {
-        for s in &mut slices {
+    fn write_slices(&mut self, mut slices: Slices<'_>, ws: Ns) -> io::Result<()> {
+        for s in &mut slices.slices {
             if s.start == ws {
                 s.start = ws + 1;
                 s.end = s.end.max(s.start);
             }
         }
-        slices.sort_by(|a, b| a.track.cmp(&b.track).then(a.start.cmp(&b.start)).then(b.end.cmp(&a.end)));
+        // (Sorting small keys, the index last for the order given, moves
+        // less than sorting the slices themselves.)
+        let mut order: Vec<(u64, u64, std::cmp::Reverse<u64>, u32)> = slices
+            .slices
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.track, s.start, std::cmp::Reverse(s.end), i as u32))
+            .collect();
+        order.sort_unstable();
         let mut open: Vec<(u64, u64)> = Vec::new(); // (track, end)
-        for s in slices {
+        for (.., i) in order {
+            let s = &slices.slices[i as usize];
             while let Some(&(t, e)) = open.last() {
                 if t == s.track && e > s.start {
                     break;
@@ -159,8 +272,10 @@ impl<W: Write> PerfettoExport<W> {
                 open.pop();
                 self.w.end(t, e)?;
             }
-            let args: Vec<(&str, Arg)> = s.args.iter().map(|(k, v)| (*k, v.clone())).collect();
-            self.w.begin(s.track, s.start, &s.name, s.category, &[], &s.flows_in, &args)?;
+            let args = &slices.args[s.args.start as usize..s.args.end as usize];
+            let flows_in = s.flow_in.as_slice();
+            let name = self.names.slice(&mut self.w, &s.name);
+            self.w.begin_named(s.track, s.start, name, s.category, &[], flows_in, args)?;
             open.push((s.track, s.end.max(s.start)));
         }
         while let Some((t, e)) = open.pop() {
@@ -169,20 +284,22 @@ impl<W: Write> PerfettoExport<W> {
         Ok(())
     }
 
-    fn window_into(&mut self, d: &WindowDetail, out: &mut Vec<Slice>) -> io::Result<()> {
+    fn window_into<'a>(&mut self, d: &'a WindowDetail, out: &mut Slices<'a>) -> io::Result<()> {
         self.windows += 1;
         let n = d.streams.len();
         let mut tracks = Vec::with_capacity(n);
         for i in 0..n {
             tracks.push(self.worker(d.streams[i], &d.programs[i])?);
         }
-        let name_of = |i: usize, k: ActivityKind| -> String {
+        let name_of = |i: usize, k: ActivityKind| -> Cow<'a, str> {
             match k {
                 ActivityKind::Operator(op) => {
-                    d.op_names[i].get(&op).cloned().unwrap_or_else(|| format!("operator {op}"))
+                    d.op_names[i].get(&op).map_or_else(|| format!("operator {op}").into(), |s| s.as_str().into())
                 }
-                ActivityKind::Span(id) => d.span_names[i].get(&id).cloned().unwrap_or_else(|| format!("span {id}")),
-                ActivityKind::Waiting { on: Some(w), .. } => format!("wait on w{w}"),
+                ActivityKind::Span(id) => {
+                    d.span_names[i].get(&id).map_or_else(|| format!("span {id}").into(), |s| s.as_str().into())
+                }
+                ActivityKind::Waiting { on: Some(w), .. } => format!("wait on w{w}").into(),
                 ActivityKind::Waiting { on: None, .. } => "wait (cause not visible)".into(),
                 ActivityKind::WaitingForInput => "waiting for input".into(),
             }
@@ -196,66 +313,42 @@ impl<W: Write> PerfettoExport<W> {
         }
         for a in &d.activities {
             let i = a.stream as usize;
-            let name = name_of(i, a.what);
+            let track = tracks[i];
+            let (start, end) = (a.start, a.end);
             match a.what {
-                ActivityKind::Operator(op) => out.push(Slice {
-                    track: tracks[i],
-                    start: a.start,
-                    end: a.end,
-                    name,
-                    category: "operator",
-                    flows_in: vec![],
-                    args: vec![("operator", Arg::U(op as u64))],
-                }),
-                ActivityKind::Span(id) => out.push(Slice {
-                    track: tracks[i],
-                    start: a.start,
-                    end: a.end,
-                    name,
-                    category: "span",
-                    flows_in: vec![],
-                    args: vec![("span", Arg::U(id))],
-                }),
-                ActivityKind::Waiting { on, channel, kind } => {
-                    let mut args = vec![("kind", Arg::S(kind.into()))];
-                    if let Some(w) = on {
-                        args.push(("waited_on_worker", Arg::U(w as u64)));
-                    }
-                    if let Some(c) = channel {
-                        args.push(("channel", Arg::U(c as u64)));
-                    }
-                    out.push(Slice {
-                        track: tracks[i],
-                        start: a.start,
-                        end: a.end,
-                        name,
-                        category: "wait",
-                        flows_in: vec![],
-                        args,
-                    })
+                ActivityKind::Operator(op) => {
+                    let name = Name::Text(name_of(i, a.what));
+                    out.push(track, start, end, name, "operator", None, [("operator", Arg::U(op as u64))])
                 }
-                ActivityKind::WaitingForInput => out.push(Slice {
-                    track: tracks[i],
-                    start: a.start,
-                    end: a.end,
-                    name,
-                    category: "wait",
-                    flows_in: vec![],
-                    args: vec![],
-                }),
+                ActivityKind::Span(id) => {
+                    out.push(track, start, end, Name::Text(name_of(i, a.what)), "span", None, [("span", Arg::U(id))])
+                }
+                ActivityKind::Waiting { on, channel, kind } => {
+                    let name = match on {
+                        Some(w) => Name::WaitOn(w),
+                        None => Name::Text(name_of(i, a.what)),
+                    };
+                    let args = [
+                        Some(("kind", Arg::S(kind.into()))),
+                        on.map(|w| ("waited_on_worker", Arg::U(w as u64))),
+                        channel.map(|c| ("channel", Arg::U(c as u64))),
+                    ];
+                    out.push(track, start, end, name, "wait", None, args.into_iter().flatten())
+                }
+                ActivityKind::WaitingForInput => {
+                    out.push(track, start, end, Name::Text(name_of(i, a.what)), "wait", None, [])
+                }
             }
         }
         for m in &d.messages {
             let id = self.flow();
-            let kind = match m.kind {
-                MsgKind::Data => "data",
-                MsgKind::Progress => "progress",
-            };
+            let data = m.kind == MsgKind::Data;
             let (src, dst) = (m.src as usize, m.dst as usize);
-            let out = format!("send {kind} ch{} to w{}", m.channel, d.streams[dst].worker);
-            let inn = format!("recv {kind} ch{} from w{}", m.channel, d.streams[src].worker);
-            self.w.instant(tracks[src], m.sent, &out, "message", &[id], &[])?;
-            self.w.instant(tracks[dst], m.read, &inn, "message", &[], &[id])?;
+            let (to, from) = (d.streams[dst].worker, d.streams[src].worker);
+            let sent = self.names.message(&mut self.w, data, m.channel, to, true);
+            self.w.instant_named(tracks[src], m.sent, sent, "message", &[id], &[])?;
+            let read = self.names.message(&mut self.w, data, m.channel, from, false);
+            self.w.instant_named(tracks[dst], m.read, read, "message", &[], &[id])?;
         }
         // The critical path, oldest piece first; a flow along each message
         // it jumps over.
@@ -267,10 +360,9 @@ impl<W: Write> PerfettoExport<W> {
             match p.what {
                 CriticalKind::Message { from, channel, kind } => {
                     let id = self.flow();
-                    let k = if kind == MsgKind::Data { "data" } else { "progress" };
                     let fw = d.streams[from as usize].worker;
-                    let name = format!("critical {k} message ch{channel} w{fw} → w{w}");
-                    self.w.instant(tracks[from as usize], p.start, &name, "critical_path", &[id], &[])?;
+                    let name = self.names.critical_message(&mut self.w, kind == MsgKind::Data, channel, fw, w);
+                    self.w.instant_named(tracks[from as usize], p.start, name, "critical_path", &[id], &[])?;
                     pending_flow = Some(id);
                 }
                 what => {
@@ -280,25 +372,12 @@ impl<W: Write> PerfettoExport<W> {
                         CriticalKind::WaitingForInput => "waiting for input".into(),
                         _ => "unknown".into(),
                     };
-                    let flows_in: Vec<u64> = pending_flow.take().into_iter().collect();
-                    out.push(Slice {
-                        track: cp_track,
-                        start: p.start,
-                        end: p.end,
-                        name: format!("w{w}: {label}"),
-                        category: "critical_path",
-                        flows_in: vec![],
-                        args: vec![("worker", Arg::U(w as u64))],
-                    });
-                    out.push(Slice {
-                        track: tracks[i],
-                        start: p.start,
-                        end: p.end,
-                        name: "critical path".into(),
-                        category: "critical_path",
-                        flows_in,
-                        args: vec![("activity", Arg::S(label))],
-                    });
+                    let (start, end) = (p.start, p.end);
+                    let name = Name::Critical(w, label.clone());
+                    out.push(cp_track, start, end, name, "critical_path", None, [("worker", Arg::U(w as u64))]);
+                    let name = Name::Text("critical path".into());
+                    let flow = pending_flow.take();
+                    out.push(tracks[i], start, end, name, "critical_path", flow, [("activity", Arg::S(label))]);
                 }
             }
         }
