@@ -521,10 +521,12 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    /// One track event, as the writer's callers give it.
+    /// One track event, as the writer's callers give it. A named event is
+    /// a slice beginning (`begin`) or an instant (no arguments).
     #[derive(Clone, Debug)]
     enum Ev {
-        Begin {
+        Named {
+            begin: bool,
             track: u64,
             ts: u64,
             name: u8,
@@ -536,14 +538,6 @@ mod tests {
         End {
             track: u64,
             ts: u64,
-        },
-        Instant {
-            track: u64,
-            ts: u64,
-            name: u8,
-            cat: u8,
-            out: Vec<u64>,
-            into: Vec<u64>,
         },
         Counter {
             track: u64,
@@ -578,7 +572,7 @@ mod tests {
         for (i, ev) in evs.iter().enumerate() {
             let mut interned = InternedData::default();
             let (ts, e) = match ev {
-                Ev::Begin { track, ts, name, cat, out, into, args } => {
+                Ev::Named { begin, track, ts, name, cat, out, into, args } => {
                     let name_iid = intern(0, text("name ", *name), &mut interned.event_names);
                     let debug_annotations = args
                         .iter()
@@ -591,7 +585,7 @@ mod tests {
                         .collect();
                     let cat = intern(1, text("cat ", *cat), &mut interned.event_categories);
                     let e = TrackEvent {
-                        r#type: Some(SLICE_BEGIN),
+                        r#type: Some(if *begin { SLICE_BEGIN } else { INSTANT }),
                         track_uuid: Some(*track),
                         name_iid: Some(name_iid),
                         category_iids: vec![cat],
@@ -604,20 +598,6 @@ mod tests {
                 }
                 Ev::End { track, ts } => {
                     (*ts, TrackEvent { r#type: Some(SLICE_END), track_uuid: Some(*track), ..Default::default() })
-                }
-                Ev::Instant { track, ts, name, cat, out, into } => {
-                    let name_iid = intern(0, text("name ", *name), &mut interned.event_names);
-                    let cat = intern(1, text("cat ", *cat), &mut interned.event_categories);
-                    let e = TrackEvent {
-                        r#type: Some(INSTANT),
-                        track_uuid: Some(*track),
-                        name_iid: Some(name_iid),
-                        category_iids: vec![cat],
-                        flow_ids: out.clone(),
-                        terminating_flow_ids: into.clone(),
-                        ..Default::default()
-                    };
-                    (*ts, e)
                 }
                 Ev::Counter { track, ts, value } => {
                     let e = TrackEvent {
@@ -649,15 +629,15 @@ mod tests {
         let mut w = Writer::new(Vec::new());
         for ev in evs {
             match ev {
-                Ev::Begin { track, ts, name, cat, out, into, args } => {
+                Ev::Named { begin: true, track, ts, name, cat, out, into, args } => {
                     let args: Vec<(String, Arg)> = args.iter().map(|(k, v)| (text("arg ", *k), arg(v))).collect();
                     let args: Vec<(&str, Arg)> = args.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
                     w.begin(*track, *ts, &text("name ", *name), &text("cat ", *cat), out, into, &args).unwrap()
                 }
-                Ev::End { track, ts } => w.end(*track, *ts).unwrap(),
-                Ev::Instant { track, ts, name, cat, out, into } => {
+                Ev::Named { begin: false, track, ts, name, cat, out, into, .. } => {
                     w.instant(*track, *ts, &text("name ", *name), &text("cat ", *cat), out, into).unwrap()
                 }
+                Ev::End { track, ts } => w.end(*track, *ts).unwrap(),
                 Ev::Counter { track, ts, value } => w.counter(*track, *ts, *value).unwrap(),
             }
         }
@@ -668,28 +648,15 @@ mod tests {
     fn ev() -> impl Strategy<Value = Ev> {
         let flows = || prop::collection::vec(any::<u64>(), 0..3);
         let value = prop_oneof![any::<u64>().prop_map(Ok), "[a-z →]{0,200}".prop_map(Err)];
+        let args = prop::collection::vec((0..8u8, value), 0..7);
         prop_oneof![
-            (
-                any::<u64>(),
-                any::<u64>(),
-                0..20u8,
-                0..4u8,
-                flows(),
-                flows(),
-                prop::collection::vec((0..8u8, value), 0..7)
-            )
-                .prop_map(|(track, ts, name, cat, out, into, args)| Ev::Begin {
-                    track,
-                    ts,
-                    name,
-                    cat,
-                    out,
-                    into,
-                    args
-                }),
+            (any::<bool>(), any::<u64>(), any::<u64>(), 0..20u8, 0..4u8, flows(), flows(), args).prop_map(
+                |(begin, track, ts, name, cat, out, into, args)| {
+                    let args = if begin { args } else { Vec::new() };
+                    Ev::Named { begin, track, ts, name, cat, out, into, args }
+                }
+            ),
             (any::<u64>(), any::<u64>()).prop_map(|(track, ts)| Ev::End { track, ts }),
-            (any::<u64>(), any::<u64>(), 0..20u8, 0..4u8, flows(), flows())
-                .prop_map(|(track, ts, name, cat, out, into)| Ev::Instant { track, ts, name, cat, out, into }),
             (any::<u64>(), any::<u64>(), any::<i64>()).prop_map(|(track, ts, value)| Ev::Counter { track, ts, value }),
         ]
     }
