@@ -20,6 +20,8 @@
 //! halves) and records per second, bytes
 //! on the wire per event and per record, and the share of schedule pairs
 //! elided (from one extra, untimed run into a file that is decoded).
+//! `--modes` runs a subset ((a) always): a goal that concerns two modes
+//! gets more rounds in the same time.
 //!
 //! Each median ratio comes with a distribution-free 95 % interval for the
 //! median (`benches::stats::median_ci`: order statistics of the per-round
@@ -30,7 +32,7 @@
 //! noisy machine the harness says "undecided" rather than guess from a
 //! median.
 //!
-//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--idle-sidecar] [--breakdown] [--keep-local] [-- WORKLOAD ARGS]`
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--modes a,b,c,d] [--idle-sidecar] [--breakdown] [--keep-local] [-- WORKLOAD ARGS]`
 
 use std::collections::BTreeMap;
 
@@ -74,6 +76,26 @@ impl Mode {
             Mode::KeepLocal => "(bk) as (b), worker-local messages written",
         }
     }
+
+    /// The mode a `--modes` name stands for: the letter of its label.
+    fn parse(name: &str) -> Result<Mode, String> {
+        let all = [
+            Mode::None,
+            Mode::Sidecar,
+            Mode::Off,
+            Mode::TimelyLog,
+            Mode::SidecarIdle,
+            Mode::Discard,
+            Mode::File,
+            Mode::DropLog,
+            Mode::KeepLocal,
+        ];
+        let code = |m: Mode| m.label()[1..].split(')').next().unwrap_or("").to_string();
+        all.into_iter().find(|&m| code(m) == name.trim()).ok_or_else(|| {
+            let known: Vec<String> = all.into_iter().map(code).collect();
+            format!("unknown mode {name:?}; the modes are {}", known.join(", "))
+        })
+    }
 }
 
 #[derive(Default, Clone, Debug)]
@@ -105,6 +127,11 @@ struct Args {
     /// Use the binaries already built (skip `cargo build --release`).
     #[arg(long)]
     no_build: bool,
+    /// Run only these modes, comma-separated (a, b, c, d, b', b0, bf, bt,
+    /// bk; (a) always runs, the ratios are against it), e.g. `--modes a,c`
+    /// to decide (c) with many rounds of two modes instead of four.
+    #[arg(long, value_delimiter = ',', value_parser = Mode::parse)]
+    modes: Vec<Mode>,
     /// Also run (b') the live sidecar at SCHED_IDLE (`chrt --idle 0`).
     #[arg(long)]
     idle_sidecar: bool,
@@ -126,7 +153,10 @@ struct Args {
 fn main() {
     let a = <Args as clap::Parser>::parse();
     let (rounds, workloads, workers, build, extra) = (a.rounds, a.workloads, a.workers, !a.no_build, a.extra);
-    let mut modes: Vec<Mode> = Mode::ALL.to_vec();
+    let mut modes: Vec<Mode> = if a.modes.is_empty() { Mode::ALL.to_vec() } else { a.modes.clone() };
+    if !modes.contains(&Mode::None) {
+        modes.insert(0, Mode::None);
+    }
     if a.idle_sidecar {
         modes.push(Mode::SidecarIdle);
     }
@@ -136,6 +166,8 @@ fn main() {
     if a.keep_local {
         modes.push(Mode::KeepLocal);
     }
+    let mut seen = std::collections::BTreeSet::new();
+    modes.retain(|m| seen.insert(*m));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     if build {
         let ok = Command::new(env!("CARGO"))
@@ -160,7 +192,8 @@ fn main() {
                 runs.entry(mode).or_default().push(r);
             }
         }
-        let share = elided_share(&exe, workers, &extra, &tmp);
+        // (Only (b)'s figures use it.)
+        let share = if modes.contains(&Mode::Sidecar) { elided_share(&exe, workers, &extra, &tmp) } else { 0.0 };
         report(wl, &runs, share);
     }
     std::fs::remove_dir_all(&tmp).ok();
@@ -378,7 +411,50 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
             side
         );
     }
-    let b = &runs[&Mode::Sidecar];
+    // The goals, each decided only when its interval is clear of
+    // the bound: (b) within 2 % of (a); (c) indistinguishable from (a);
+    // (b) cheaper than (d) (per round, (b)'s wall over (d)'s below 1).
+    // Each needs its modes in the run (`--modes`).
+    let b = runs.get(&Mode::Sidecar);
+    if let Some(b) = b {
+        report_b(b, elided_share, &ratios(b, |r| r.wall));
+    }
+    if let Some(c) = runs.get(&Mode::Off) {
+        // Equivalence, not a failure to find a difference: a wide interval
+        // that holds 1 says nothing. Yes only when the whole interval lies
+        // within the same 2 % as (b)'s goal.
+        let same = match stats::median_ci(&ratios(c, |r| r.wall), CONFIDENCE) {
+            Some((lo, hi, _)) if lo >= 0.98 && hi <= 1.02 => "yes (its interval lies within 2 % of 1)",
+            Some((lo, hi, _)) if lo > 1.0 || hi < 1.0 => "no (its interval excludes 1)",
+            Some(_) => "undecided at this many rounds (its interval holds 1 but is wider than 2 %)",
+            None => "undecided (too few rounds for an interval)",
+        };
+        println!("(c) indistinguishable from (a) in wall time: {same}");
+    }
+    if let (Some(b), Some(d)) = (b, runs.get(&Mode::TimelyLog)) {
+        let bd: Vec<f64> = b.iter().zip(d).map(|(b, d)| b.wall / d.wall).collect();
+        println!("(b) cheaper than (d) in wall time: {} (median (b)/(d) {})", verdict(&bd, 1.0), ratio_cell(&bd));
+    }
+    if let (Some(b), Some(k)) = (b, runs.get(&Mode::KeepLocal)) {
+        let per = |f: fn(&Run) -> f64| -> String {
+            ratio_cell(&b.iter().zip(k).map(|(b, k)| f(b) / f(k)).collect::<Vec<_>>())
+        };
+        let recs = |rs: &[Run]| stats::median(&rs.iter().map(|r| r.written as f64).collect::<Vec<_>>());
+        println!(
+            "worker-local messages elided, (b)/(bk): wall {}, CPU {}, sidecar CPU {}; records {:.0} against {:.0}",
+            per(|r| r.wall),
+            per(|r| r.cpu),
+            per(|r| r.sidecar_cpu),
+            recs(b),
+            recs(k)
+        );
+    }
+}
+
+/// The figures of (b): event and record rates, bytes on the wire, the
+/// share elided, and its first goal (`wall`: its per-round wall-time
+/// ratios to (a)).
+fn report_b(b: &[Run], elided_share: f64, wall: &[f64]) {
     let rate = stats::median(&b.iter().map(|r| r.written as f64 / r.wall).collect::<Vec<_>>());
     let bpe = stats::median(&b.iter().map(|r| r.bytes as f64 / r.written.max(1) as f64).collect::<Vec<_>>());
     // The engine's events: the records written plus the two schedule
@@ -395,38 +471,5 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
         bpe,
         elided_share * 100.0
     );
-    // The goals, each decided only when its interval is clear of
-    // the bound: (b) within 2 % of (a); (c) indistinguishable from (a);
-    // (b) cheaper than (d) (per round, (b)'s wall over (d)'s below 1).
-    println!("(b) within 2 % of (a) in wall time: {}", verdict(&ratios(b, |r| r.wall), 1.02));
-    if let Some(c) = runs.get(&Mode::Off) {
-        // Equivalence, not a failure to find a difference: a wide interval
-        // that holds 1 says nothing. Yes only when the whole interval lies
-        // within the same 2 % as (b)'s goal.
-        let same = match stats::median_ci(&ratios(c, |r| r.wall), CONFIDENCE) {
-            Some((lo, hi, _)) if lo >= 0.98 && hi <= 1.02 => "yes (its interval lies within 2 % of 1)",
-            Some((lo, hi, _)) if lo > 1.0 || hi < 1.0 => "no (its interval excludes 1)",
-            Some(_) => "undecided at this many rounds (its interval holds 1 but is wider than 2 %)",
-            None => "undecided (too few rounds for an interval)",
-        };
-        println!("(c) indistinguishable from (a) in wall time: {same}");
-    }
-    if let Some(d) = runs.get(&Mode::TimelyLog) {
-        let bd: Vec<f64> = b.iter().zip(d).map(|(b, d)| b.wall / d.wall).collect();
-        println!("(b) cheaper than (d) in wall time: {} (median (b)/(d) {})", verdict(&bd, 1.0), ratio_cell(&bd));
-    }
-    if let Some(k) = runs.get(&Mode::KeepLocal) {
-        let per = |f: fn(&Run) -> f64| -> String {
-            ratio_cell(&b.iter().zip(k).map(|(b, k)| f(b) / f(k)).collect::<Vec<_>>())
-        };
-        let recs = |rs: &[Run]| stats::median(&rs.iter().map(|r| r.written as f64).collect::<Vec<_>>());
-        println!(
-            "worker-local messages elided, (b)/(bk): wall {}, CPU {}, sidecar CPU {}; records {:.0} against {:.0}",
-            per(|r| r.wall),
-            per(|r| r.cpu),
-            per(|r| r.sidecar_cpu),
-            recs(b),
-            recs(k)
-        );
-    }
+    println!("(b) within 2 % of (a) in wall time: {}", verdict(wall, 1.02));
 }
