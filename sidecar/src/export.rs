@@ -291,18 +291,11 @@ impl<W: Write> PerfettoExport<W> {
         for i in 0..n {
             tracks.push(self.worker(d.streams[i], &d.programs[i])?);
         }
-        let name_of = |i: usize, k: ActivityKind| -> Cow<'a, str> {
-            match k {
-                ActivityKind::Operator(op) => {
-                    d.op_names[i].get(&op).map_or_else(|| format!("operator {op}").into(), |s| s.as_str().into())
-                }
-                ActivityKind::Span(id) => {
-                    d.span_names[i].get(&id).map_or_else(|| format!("span {id}").into(), |s| s.as_str().into())
-                }
-                ActivityKind::Waiting { on: Some(w), .. } => format!("wait on w{w}").into(),
-                ActivityKind::Waiting { on: None, .. } => "wait (cause not visible)".into(),
-                ActivityKind::WaitingForInput => "waiting for input".into(),
-            }
+        let op_name = |i: usize, op: u32| -> Cow<'a, str> {
+            d.op_names[i].get(&op).map_or_else(|| format!("operator {op}").into(), |s| s.as_str().into())
+        };
+        let span_name = |i: usize, id: u64| -> Cow<'a, str> {
+            d.span_names[i].get(&id).map_or_else(|| format!("span {id}").into(), |s| s.as_str().into())
         };
         // Counters, at the window's start.
         for i in 0..n {
@@ -317,16 +310,16 @@ impl<W: Write> PerfettoExport<W> {
             let (start, end) = (a.start, a.end);
             match a.what {
                 ActivityKind::Operator(op) => {
-                    let name = Name::Text(name_of(i, a.what));
+                    let name = Name::Text(op_name(i, op));
                     out.push(track, start, end, name, "operator", None, [("operator", Arg::U(op as u64))])
                 }
                 ActivityKind::Span(id) => {
-                    out.push(track, start, end, Name::Text(name_of(i, a.what)), "span", None, [("span", Arg::U(id))])
+                    out.push(track, start, end, Name::Text(span_name(i, id)), "span", None, [("span", Arg::U(id))])
                 }
                 ActivityKind::Waiting { on, channel, kind } => {
                     let name = match on {
                         Some(w) => Name::WaitOn(w),
-                        None => Name::Text(name_of(i, a.what)),
+                        None => Name::Text("wait (cause not visible)".into()),
                     };
                     let args = [
                         Some(("kind", Arg::S(kind.into()))),
@@ -336,7 +329,7 @@ impl<W: Write> PerfettoExport<W> {
                     out.push(track, start, end, name, "wait", None, args.into_iter().flatten())
                 }
                 ActivityKind::WaitingForInput => {
-                    out.push(track, start, end, Name::Text(name_of(i, a.what)), "wait", None, [])
+                    out.push(track, start, end, Name::Text("waiting for input".into()), "wait", None, [])
                 }
             }
         }
@@ -367,8 +360,8 @@ impl<W: Write> PerfettoExport<W> {
                 }
                 what => {
                     let label = match what {
-                        CriticalKind::Operator(op) => name_of(i, ActivityKind::Operator(op)),
-                        CriticalKind::Span(id) => name_of(i, ActivityKind::Span(id)),
+                        CriticalKind::Operator(op) => op_name(i, op),
+                        CriticalKind::Span(id) => span_name(i, id),
                         CriticalKind::WaitingForInput => "waiting for input".into(),
                         _ => "unknown".into(),
                     };
