@@ -62,7 +62,20 @@ enum Mode {
 }
 
 impl Mode {
+    /// The issue's four modes: what runs without `--modes`.
     const ALL: [Mode; 4] = [Mode::None, Mode::Sidecar, Mode::Off, Mode::TimelyLog];
+    /// Every mode, the diagnostic ones too: what `--modes` may name.
+    const EVERY: [Mode; 9] = [
+        Mode::None,
+        Mode::Sidecar,
+        Mode::Off,
+        Mode::TimelyLog,
+        Mode::SidecarIdle,
+        Mode::Discard,
+        Mode::File,
+        Mode::DropLog,
+        Mode::KeepLocal,
+    ];
     fn label(self) -> &'static str {
         match self {
             Mode::None => "(a) no logging",
@@ -79,20 +92,9 @@ impl Mode {
 
     /// The mode a `--modes` name stands for: the letter of its label.
     fn parse(name: &str) -> Result<Mode, String> {
-        let all = [
-            Mode::None,
-            Mode::Sidecar,
-            Mode::Off,
-            Mode::TimelyLog,
-            Mode::SidecarIdle,
-            Mode::Discard,
-            Mode::File,
-            Mode::DropLog,
-            Mode::KeepLocal,
-        ];
         let code = |m: Mode| m.label()[1..].split(')').next().unwrap_or("").to_string();
-        all.into_iter().find(|&m| code(m) == name.trim()).ok_or_else(|| {
-            let known: Vec<String> = all.into_iter().map(code).collect();
+        Mode::EVERY.into_iter().find(|&m| code(m) == name.trim()).ok_or_else(|| {
+            let known: Vec<String> = Mode::EVERY.into_iter().map(code).collect();
             format!("unknown mode {name:?}; the modes are {}", known.join(", "))
         })
     }
@@ -116,8 +118,8 @@ struct Run {
 #[command(name = "overhead")]
 struct Args {
     /// Rounds: each runs every mode once, in turn (A B C D A B C D ...).
-    #[arg(long, default_value_t = 10)]
-    rounds: usize,
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Workloads, comma-separated (binaries of the `examples` crate).
     #[arg(long, value_delimiter = ',', default_value = "bfs,pagerank")]
     workloads: Vec<String>,
@@ -152,7 +154,7 @@ struct Args {
 
 fn main() {
     let a = <Args as clap::Parser>::parse();
-    let (rounds, workloads, workers, build, extra) = (a.rounds, a.workloads, a.workers, !a.no_build, a.extra);
+    let (rounds, workloads, workers, build, extra) = (a.rounds as usize, a.workloads, a.workers, !a.no_build, a.extra);
     let mut modes: Vec<Mode> = if a.modes.is_empty() { Mode::ALL.to_vec() } else { a.modes.clone() };
     if !modes.contains(&Mode::None) {
         modes.insert(0, Mode::None);
@@ -385,11 +387,14 @@ const CONFIDENCE: f64 = 0.95;
 fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     let base = &runs[&Mode::None];
     let n = base.len();
-    let coverage =
-        stats::median_ci_rank(n, CONFIDENCE).map_or("none".to_string(), |(_, c)| format!("{:.1} %", c * 100.0));
+    let intervals = stats::median_ci_rank(n, CONFIDENCE).map_or(
+        "too few rounds for an interval around the median".to_string(),
+        |(_, c)| {
+            format!("with the interval that holds the median ratio at {:.1} % confidence, distribution-free", c * 100.0)
+        },
+    );
     println!(
-        "\n## {workload}  (median of {n} rounds; ratios are per round against (a) of the same round, \
-         with the interval that holds the median ratio at {coverage} confidence, distribution-free)"
+        "\n## {workload}  (median of {n} rounds; ratios are per round against (a) of the same round, {intervals})"
     );
     println!("| mode | wall s | wall / (a) | CPU s | CPU / (a) | sidecar CPU s |");
     println!("|---|---:|---:|---:|---:|---:|");
@@ -415,9 +420,14 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     // the bound: (b) within 2 % of (a); (c) indistinguishable from (a);
     // (b) cheaper than (d) (per round, (b)'s wall over (d)'s below 1).
     // Each needs its modes in the run (`--modes`).
+    // A goal whose modes were left out by `--modes` still gets its line,
+    // so that a report never reads as if the goal had been forgotten.
+    let not_run = |goal: &str, modes: &str| println!("{goal}: not run (needs {modes} in --modes)");
     let b = runs.get(&Mode::Sidecar);
     if let Some(b) = b {
         report_b(b, elided_share, &ratios(b, |r| r.wall));
+    } else {
+        not_run("(b) within 2 % of (a) in wall time", "b");
     }
     if let Some(c) = runs.get(&Mode::Off) {
         // Equivalence, not a failure to find a difference: a wide interval
@@ -430,10 +440,14 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
             None => "undecided (too few rounds for an interval)",
         };
         println!("(c) indistinguishable from (a) in wall time: {same}");
+    } else {
+        not_run("(c) indistinguishable from (a) in wall time", "c");
     }
     if let (Some(b), Some(d)) = (b, runs.get(&Mode::TimelyLog)) {
         let bd: Vec<f64> = b.iter().zip(d).map(|(b, d)| b.wall / d.wall).collect();
         println!("(b) cheaper than (d) in wall time: {} (median (b)/(d) {})", verdict(&bd, 1.0), ratio_cell(&bd));
+    } else {
+        not_run("(b) cheaper than (d) in wall time", "b and d");
     }
     if let (Some(b), Some(k)) = (b, runs.get(&Mode::KeepLocal)) {
         let per = |f: fn(&Run) -> f64| -> String {
