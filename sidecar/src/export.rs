@@ -72,9 +72,12 @@ impl<'a> Slices<'a> {
         flow_in: Option<u64>,
         args: impl IntoIterator<Item = (&'static str, Arg<'a>)>,
     ) {
-        let first = self.args.len() as u32;
+        // (u32 halves a slice's argument range; a window with 2^32 arguments
+        // would need hundreds of GB, but say so rather than wrap.)
+        let index = |n: usize| u32::try_from(n).expect("fewer than 2^32 slice arguments in one window");
+        let first = index(self.args.len());
         self.args.extend(args);
-        let args = first..self.args.len() as u32;
+        let args = first..index(self.args.len());
         self.slices.push(Slice { track, start, end, name, category, flow_in, args });
     }
 }
@@ -259,7 +262,10 @@ impl<W: Write> PerfettoExport<W> {
             .slices
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.track, s.start, std::cmp::Reverse(s.end), i as u32))
+            .map(|(i, s)| {
+                let i = u32::try_from(i).expect("fewer than 2^32 slices in one window");
+                (s.track, s.start, std::cmp::Reverse(s.end), i)
+            })
             .collect();
         order.sort_unstable();
         let mut open: Vec<(u64, u64)> = Vec::new(); // (track, end)
