@@ -18,6 +18,10 @@ const MAX_BATCH: usize = 1 << 14;
 /// Bytes of frames gathered before a write is issued.
 const FLUSH_BYTES: usize = 1 << 20;
 const CLOCK_EVERY: Duration = Duration::from_secs(1);
+/// The start-up calibration's interval (see `Writer::calibrate`), and the
+/// shorter one it ends at when the probe is stopped meanwhile.
+const CALIBRATION: Duration = Duration::from_millis(20);
+const CALIBRATION_STOPPED: Duration = Duration::from_millis(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Metadata entries per frame, at most.
@@ -189,10 +193,22 @@ impl Writer {
     /// thread so that starting a probe never makes the engine wait; records
     /// taken meanwhile carry raw ticks, which readers convert with the clock
     /// samples anyway.
+    ///
+    /// A program that stops its probe sooner (a short run, a test) would
+    /// wait out the rest of the 20 ms in `shutdown`: then the calibration
+    /// ends at 1 ms, whose read error (tens of ns, see `Source::sample`)
+    /// is still some 10^-5 of the interval, and readers refine the rate
+    /// from the clock samples the stream carries.
     fn calibrate(&mut self) {
         if self.cfg.clock == Source::Tsc {
             let a = self.last_clock;
-            std::thread::sleep(Duration::from_millis(20));
+            let started = Instant::now();
+            loop {
+                let least = if self.shared.stop.load(Ordering::Acquire) { CALIBRATION_STOPPED } else { CALIBRATION };
+                let Some(left) = least.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else { break };
+                // (`shutdown` unparks; a spurious wake-up goes round again.)
+                std::thread::park_timeout(left);
+            }
             let b = self.cfg.clock.sample();
             self.hello.ticks_per_sec = clock::ticks_per_sec(&a, &b);
             self.stats.ticks_per_sec = self.hello.ticks_per_sec;

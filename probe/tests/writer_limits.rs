@@ -53,3 +53,42 @@ fn pairs_elided_before_a_lost_final_step_still_count() {
     let end = t.workers[&0].end.expect("the stream's End frame");
     assert_eq!((end.elided, end.lost), (5, ws.lost()));
 }
+
+/// A program that stops its probe right after starting it (a short run, a
+/// test) does not wait out the writer's 20 ms clock calibration in
+/// `shutdown`: the calibration ends early, over at least 1 ms, and still
+/// gives the TSC's rate.
+#[test]
+fn a_probe_stopped_at_once_does_not_wait_out_the_calibration() {
+    let reference = {
+        let (t0, n0) = (probe::rdtsc(), probe::monotonic_ns());
+        std::thread::sleep(Duration::from_millis(30));
+        let (t1, n1) = (probe::rdtsc(), probe::monotonic_ns());
+        (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64
+    };
+    // The best of five, so that one run preempted on a busy machine (CI
+    // runs tests side by side) does not decide it.
+    let mut fastest = Duration::MAX;
+    let mut closest = f64::MAX;
+    for i in 0..5 {
+        let p = tmp_path(&format!("stopped-at-once-{i}.ringlog"));
+        let started = std::time::Instant::now();
+        let probe = Probe::builder().sink(Sink::file(&p)).start().unwrap();
+        let mut w = probe.worker(0);
+        w.mark(1);
+        drop(w);
+        let stats = probe.shutdown().unwrap();
+        fastest = fastest.min(started.elapsed());
+        assert_eq!(stats.workers[0].written, stats.workers[0].produced, "{stats:?}");
+        let t = read_trace(&std::fs::read(&p).unwrap());
+        assert!(t.workers[&0].end.is_some(), "the stream was not ended");
+        if std::env::var_os("PROBE_CLOCK").is_none() && probe::invariant_tsc() {
+            closest = closest.min((stats.ticks_per_sec as f64 / reference - 1.0).abs());
+        }
+    }
+    // Waiting out the calibration takes 20 ms at the least.
+    assert!(fastest < Duration::from_millis(15), "shutdown took {fastest:?} at best");
+    if closest != f64::MAX {
+        assert!(closest < 0.01, "the early calibration is {:.3} % off", closest * 100.0);
+    }
+}
