@@ -486,11 +486,13 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         }
                     }
                     // Hosts seen: fix their offset and shift once.
+                    let mut new_host = false;
                     let hosts: Vec<(u64, (i128, u64))> = {
                         let mut offs = offsets.lock().unwrap();
                         for r in readers.iter() {
                             for h in r.ingest.hosts() {
                                 offs.entry(h).or_insert_with(|| {
+                                    new_host = true;
                                     let o = r.ingest.realtime_offset(h).unwrap_or(0);
                                     // ceil: a window's timely time is never
                                     // below the wall-clock index of its start
@@ -501,6 +503,15 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         offs.iter().map(|(h, o)| (*h, *o)).collect()
                     };
                     let shift = |h: u64| hosts.iter().find(|x| x.0 == h).map_or(0, |x| x.1 .1);
+                    if let (true, Inputs::Live { queues, .. }) = (new_host, &*inputs) {
+                        // The other workers follow a host's clock once they
+                        // see it: wake them now rather than at their next
+                        // timeout (up to 100 ms; the first window with `-w 2`
+                        // was emitted 99.9 ms late).
+                        for q in &queues.workers {
+                            q.wake();
+                        }
+                    }
                     // Live deadline: streams silent since before now − grace
                     // close their windows up to then (their gap is "open").
                     if let Inputs::Live { grace, .. } = &*inputs {

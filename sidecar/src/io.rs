@@ -744,7 +744,7 @@ impl WorkerQueue {
         *self.waker.lock().unwrap() = Some(wake);
     }
 
-    fn wake(&self) {
+    pub fn wake(&self) {
         if let Some(w) = &*self.waker.lock().unwrap() {
             w();
         }
