@@ -392,14 +392,19 @@ fn main() {
                     sidecar::sync::SharedSync::new(sidecar::sync::Registry::with_reference(id, Some(offset)))
                 }
             };
-            let listener =
-                match spawn_listener(listen.clone(), common.window, queues.clone(), stop.clone(), sync.clone()) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        sidecar::say!("sidecar: cannot listen on {listen}: {e}");
-                        std::process::exit(2);
-                    }
-                };
+            let listener = match spawn_listener(
+                listen.clone(),
+                (common.window, grace),
+                queues.clone(),
+                stop.clone(),
+                sync.clone(),
+            ) {
+                Ok(l) => l,
+                Err(e) => {
+                    sidecar::say!("sidecar: cannot listen on {listen}: {e}");
+                    std::process::exit(2);
+                }
+            };
             let settings = Settings {
                 width: common.window,
                 timely_args: timely_args(&common),
@@ -528,7 +533,7 @@ fn watch(
     let queues = sidecar::io::queues(n);
     let listener = match spawn_listener(
         Listen::Unix(sock.clone()),
-        common.window,
+        (common.window, grace),
         queues.clone(),
         listen_stop.clone(),
         Default::default(),
