@@ -884,7 +884,7 @@ impl Conn {
 /// Accepts connections until `stop` and reads them: each connection becomes
 /// a Reader on the queue of worker `n % workers`, fed by this thread, which
 /// sleeps in poll(2) until a socket has data, reads it, and wakes that
-/// worker when it is news (see [`WAKE_BYTES`]).
+/// worker when it is news (see `WAKE_BYTES`).
 /// After `stop`, connections already pending are still taken and what the
 /// sockets hold is read one last time.
 pub fn spawn_listener(
