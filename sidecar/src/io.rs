@@ -832,7 +832,8 @@ impl Read for Pipe {
 }
 
 /// Bytes a connection's pipe holds before its analysis worker is woken for
-/// them in mid-window. Within the grace after a window's end every read
+/// them in mid-window. Within the grace after a window's end (on this
+/// host's CLOCK_MONOTONIC, the timeline windows are cut on) every read
 /// wakes it (the bytes that carry its streams past the end let it close the
 /// window at once); otherwise it reads them at its next wake-up (at the
 /// latest its deadline, a window's end plus the grace). Waking it for every
@@ -939,7 +940,9 @@ pub fn spawn_listener(
             }
             // Data: every socket poll found readable (or, when stopping,
             // every socket: one last pass).
-            let closing = now_unix_ns().max(0) as u64 % width.max(1) <= grace;
+            // (Windows are cut on the hosts' CLOCK_MONOTONIC, this host's for
+            // its own probes and for relayed hosts synced to it.)
+            let closing = probe::monotonic_ns() % width.max(1) <= grace;
             for (i, c) in conns.iter_mut().enumerate() {
                 let ready = fds.get(i + 1).is_some_and(|f| f.revents != 0);
                 if (ready || stopping) && c.open && c.read_available(&mut buf) {
