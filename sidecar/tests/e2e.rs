@@ -251,6 +251,50 @@ fn probe_over_unix_socket_live() {
     eprintln!("live latency past window end (ms): median {:.1} max {:.1}", d[d.len() / 2], d[d.len() - 1]);
 }
 
+/// A live window closes when its streams' data passes its end, not when the
+/// grace runs out: the sidecar wakes its analysis for what arrives just
+/// after a window's end (on CLOCK_MONOTONIC, the timeline windows are cut
+/// on) even though it leaves mid-window frames to its next wake-up. Without
+/// that wake-up, windows close at the analysis's next timed wake-up (at most
+/// 100 ms apart) or at the deadline (the 300 ms grace here): ~100 ms past
+/// their end, against ~10 ms with it.
+#[test]
+fn live_windows_close_when_the_data_passes_their_end() {
+    let sock = tmp("prompt.sock");
+    let json = tmp("prompt.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&sock);
+    let mut child = Command::new(BIN)
+        .args(["run", "--listen", &format!("unix:{}", sock.display())])
+        .args(["--window", "500ms", "--grace", "300ms", "--json", json.to_str().unwrap(), "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the sidecar did not create {}", sock.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // ~2 s of two traced workers (worker 1 spins 300 µs a step).
+    traced_run(probe::Sink::unix(&sock), 2, 5500);
+    std::thread::sleep(Duration::from_millis(800));
+    let out = interrupt(&mut child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reps = lines(&json);
+    // The windows the streams ran through (not their last, closed by the
+    // streams' end).
+    let mut d: Vec<f64> = reps[..reps.len().saturating_sub(1)]
+        .iter()
+        .filter(|r| r["complete"].as_bool() == Some(true))
+        .map(|r| r["emitted_after_end_ms"].as_f64().unwrap())
+        .collect();
+    assert!(d.len() >= 3, "too few complete windows to judge: {reps:?}");
+    d.sort_by(|a, b| a.total_cmp(b));
+    let median = d[d.len() / 2];
+    eprintln!("complete windows, ms past their end: {d:?}");
+    assert!(median < 60.0, "windows waited for a timed wake-up (median {median} ms past their end): {d:?}");
+}
+
 /// Bytes of a live stream (MonotonicNs clock, now-based) for `ms` ms.
 fn live_bytes_now(w: &mut dyn Write, ms: u64, end: bool) {
     use ringlog::*;
