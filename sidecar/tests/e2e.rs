@@ -270,11 +270,7 @@ fn live_windows_close_when_the_data_passes_their_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "the sidecar did not create {}", sock.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(&sock);
     // ~2 s of two traced workers (worker 1 spins 300 µs a step).
     traced_run(probe::Sink::unix(&sock), 2, 5500);
     std::thread::sleep(Duration::from_millis(800));
