@@ -293,14 +293,11 @@ fn live_probes_through_a_relay_are_synchronized() {
         let _ = std::fs::remove_file(p);
     }
     let port = free_udp_port();
-    let mut sidecar = Command::new(BIN)
-        .args(["run", "--listen", &format!("unix:{}", sock.display())])
-        .args(["--clock-listen", &format!("udp:127.0.0.1:{port}"), "--window", "100ms", "--grace", "300ms", "-q"])
-        .args(["--json", json.to_str().unwrap()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for(&sock);
+    let clock = format!("udp:127.0.0.1:{port}");
+    let mut sidecar = common::live_sidecar(
+        &sock,
+        &["--clock-listen", &clock, "--window", "100ms", "--grace", "300ms", "-q", "--json", json.to_str().unwrap()],
+    );
     let mut relay = Command::new(BIN)
         .args(["relay", "--listen", &format!("unix:{}", relay_sock.display())])
         .args(["--to", &format!("unix:{}", sock.display()), "--clock", &format!("udp:127.0.0.1:{port}")])

@@ -264,13 +264,8 @@ fn live_windows_close_when_the_data_passes_their_end() {
     let json = tmp("prompt.jsonl");
     let _ = std::fs::remove_file(&json);
     let _ = std::fs::remove_file(&sock);
-    let mut child = Command::new(BIN)
-        .args(["run", "--listen", &format!("unix:{}", sock.display())])
-        .args(["--window", "500ms", "--grace", "300ms", "--json", json.to_str().unwrap(), "-q"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for(&sock);
+    let mut child =
+        common::live_sidecar(&sock, &["--window", "500ms", "--grace", "300ms", "--json", json.to_str().unwrap(), "-q"]);
     // ~2 s of two traced workers (worker 1 spins 300 µs a step).
     traced_run(probe::Sink::unix(&sock), 2, 5500);
     std::thread::sleep(Duration::from_millis(800));

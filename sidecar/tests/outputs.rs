@@ -237,13 +237,7 @@ fn a_live_run_whose_json_cannot_be_written_stops_by_itself() {
     }
     let sock = tmp("full.sock");
     let _ = std::fs::remove_file(&sock);
-    let child = Command::new(BIN)
-        .args(["run", "--listen", &format!("unix:{}", sock.display())])
-        .args(["--window", "100ms", "--json", "/dev/full", "-q"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for(&sock);
+    let child = common::live_sidecar(&sock, &["--window", "100ms", "--json", "/dev/full", "-q"]);
     let stop = Arc::new(AtomicBool::new(false));
     let p = live_probe(&sock, stop.clone());
     let mut child = child;
@@ -264,13 +258,7 @@ fn a_window_cut_by_ctrl_c_is_not_reported_as_emitted_before_its_end() {
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(&json);
     let width_ns: u64 = 10_000_000_000;
-    let mut child = Command::new(BIN)
-        .args(["run", "--listen", &format!("unix:{}", sock.display())])
-        .args(["--window", "10s", "--json", json.to_str().unwrap(), "-q"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for(&sock);
+    let mut child = common::live_sidecar(&sock, &["--window", "10s", "--json", json.to_str().unwrap(), "-q"]);
     let stop = Arc::new(AtomicBool::new(false));
     let p = live_probe(&sock, stop.clone());
     std::thread::sleep(Duration::from_millis(700));

@@ -152,3 +152,16 @@ pub fn wait_for(p: &std::path::Path) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Starts `sidecar run --listen unix:SOCK ARGS...` (stderr piped) and waits
+/// until it listens.
+pub fn live_sidecar(sock: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_sidecar"))
+        .args(["run", "--listen", &format!("unix:{}", sock.display())])
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the sidecar");
+    wait_for(sock);
+    child
+}
