@@ -52,7 +52,7 @@ pub use io::IoBackend;
 pub use ringlog::Compression;
 pub use sink::Sink;
 pub use stats::{Stats, WorkerStats};
-pub use worker::{OnFull, WorkerProbe};
+pub use worker::{AdapterCost, OnFull, WorkerProbe};
 
 /// Why a probe could not start or stop.
 #[derive(Debug)]
@@ -318,6 +318,11 @@ impl Probe {
             lost: AtomicU64::new(0),
             elided: AtomicU64::new(0),
             local: AtomicU64::new(0),
+            adapter_ticks: AtomicU64::new(0),
+            engine_events: AtomicU64::new(0),
+            engine_log_ns: AtomicU64::new(0),
+            engine_flushes: AtomicU64::new(0),
+            engine_flush_ns: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             meta: Mutex::new(Vec::new()),
             writer_alive: inner.alive.clone(),

@@ -19,9 +19,29 @@ pub struct WorkerStats {
     /// Worker-local message halves counted but not written
     /// ([`crate::Builder::keep_local_messages`]).
     pub local_messages: u64,
+    /// Time the engine adapter spent in its own code on this worker, in
+    /// probe clock ticks ([`crate::WorkerProbe::add_adapter_cost`]; 0
+    /// without an adapter).
+    pub adapter_ticks: u64,
+    /// Events the engine logged for the adapter.
+    pub engine_events: u64,
+    /// The engine's own cost of logging them, estimated, in ns (flushes
+    /// included).
+    pub engine_log_ns: u64,
+    /// Flush calls of the adapter's logs, and their part of `engine_log_ns`.
+    pub engine_flushes: u64,
+    pub engine_flush_ns: u64,
 }
 
 impl WorkerStats {
+    pub(crate) fn copy_adapter_cost(&mut self, s: &crate::worker::WorkerShared) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.adapter_ticks = s.adapter_ticks.load(Relaxed);
+        self.engine_events = s.engine_events.load(Relaxed);
+        self.engine_log_ns = s.engine_log_ns.load(Relaxed);
+        self.engine_flushes = s.engine_flushes.load(Relaxed);
+        self.engine_flush_ns = s.engine_flush_ns.load(Relaxed);
+    }
     pub fn lost(&self) -> u64 {
         self.lost_ring + self.lost_sink
     }
@@ -67,5 +87,26 @@ impl Stats {
     }
     pub fn local_messages(&self) -> u64 {
         self.workers.iter().map(|w| w.local_messages).sum()
+    }
+    /// Time in the engine adapter's own code, all workers, in ns (0 before
+    /// the clock is calibrated).
+    pub fn adapter_ns(&self) -> u64 {
+        let ticks: u64 = self.workers.iter().map(|w| w.adapter_ticks).fold(0, u64::saturating_add);
+        match self.ticks_per_sec {
+            0 => 0,
+            tps => (ticks as u128 * 1_000_000_000 / tps as u128).min(u64::MAX as u128) as u64,
+        }
+    }
+    pub fn engine_events(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_events).fold(0, u64::saturating_add)
+    }
+    pub fn engine_log_ns(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_log_ns).fold(0, u64::saturating_add)
+    }
+    pub fn engine_flushes(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_flushes).fold(0, u64::saturating_add)
+    }
+    pub fn engine_flush_ns(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_flush_ns).fold(0, u64::saturating_add)
     }
 }

@@ -100,6 +100,23 @@
 //! independent clock reads taken inside the operator.
 //! The mapping is an interpolation on CLOCK_MONOTONIC, so the probe's
 //! start-up ticks-per-second estimate is not used.
+//!
+//! # Cost
+//!
+//! The adapter tells the probe what tracing costs the worker beyond the
+//! probe's pushes ([`WorkerProbe::add_adapter_cost`], at each Step and at
+//! the end; the probe's [`crate::Stats`] and `sidecar watch` report it):
+//!
+//! - its own time, measured with the probe's clock around every logger
+//!   call that brings events or writes records (the probe's pushes are
+//!   inside it). Flush calls with nothing to do are not timed: two clock
+//!   reads would cost more than the call.
+//! - timely's own cost of logging for it, estimated: the events timely
+//!   handed over and the flush calls it made (every registered log, at
+//!   every step), each priced at what timely's `Logger` costs on this
+//!   machine, measured once per process at attach (about 50 µs).
+//!   A floor: building the event at timely's call site, and the cache
+//!   lines all this touches, are not in it.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -111,7 +128,7 @@ use ::timely::order::Product;
 use ::timely::worker::Worker;
 use ringlog::Event;
 
-use crate::{Probe, WorkerProbe};
+use crate::{AdapterCost, Probe, WorkerProbe};
 
 /// Tag of the Mark written for timely's `PushProgress { op_id }`: the mark id
 /// is `MARK_PUSH_PROGRESS | op_id`.
@@ -244,6 +261,8 @@ impl Adapter {
             addr_to_id: HashMap::new(),
             channels: Vec::new(),
             stats,
+            cost: Unreported::default(),
+            engine_ps: engine_cost(),
         };
         Some(Adapter { state: Rc::new(RefCell::new(state)) })
     }
@@ -291,6 +310,7 @@ impl Adapter {
         let name = format!("timely/progress/{}", std::any::type_name::<T>());
         reg.insert::<TimelyProgressEventBuilder<T>, _>(&name, move |time, data| {
             let mut s = me.state.borrow_mut();
+            let mut t0 = s.work_starts(data.as_ref().map(Vec::len));
             if let Some(batch) = data {
                 for (d, ev) in batch.drain(..) {
                     s.stats.events += 1;
@@ -303,7 +323,8 @@ impl Adapter {
                     s.push(src, d, e);
                 }
             }
-            s.advance(src, *time);
+            s.advance(src, *time, &mut t0);
+            s.work_ends(t0);
         });
     }
 
@@ -315,6 +336,7 @@ impl Adapter {
         if s.frontiers.is_empty() {
             s.new_source();
         }
+        let mut t0 = s.work_starts(data.as_ref().map(Vec::len));
         match data {
             Some(batch) => {
                 let mut operators = false;
@@ -403,7 +425,8 @@ impl Adapter {
                 }
             }
         }
-        s.advance(0, *time);
+        s.advance(0, *time, &mut t0);
+        s.work_ends(t0);
     }
 
     /// A snapshot of this adapter's counters.
@@ -411,6 +434,63 @@ impl Adapter {
         let s = self.state.borrow();
         AdapterStats { unresolved_channels: s.channels.len() as u64, ..s.stats }
     }
+}
+
+/// Timely's own cost of logging, per event and per flush call of a logger,
+/// in picoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct EngineCost {
+    per_event: u64,
+    per_flush: u64,
+}
+
+/// Measures timely's cost of logging an event and of a flush call on this
+/// machine, once per process: a `timely_logging::Logger` of the `"timely"`
+/// log's type, as timely builds them, logs `Schedule` events (the most
+/// common kind, and as cheap to build as `Messages`) into an action that
+/// drops them, and is flushed with nothing buffered (the progress logs no
+/// scope uses, at every worker step). Best of three rounds, timed with
+/// `Instant` (the probe's tick rate is not calibrated yet at attach). It
+/// costs about 50 µs, once.
+///
+/// This is what timely spends inside its `log` call: reading its clock
+/// (`Instant::elapsed`), moving the event into its buffer, and handing full
+/// buffers over. The building of the event at timely's call site, and the
+/// cache lines all this touches, are not in it, so the figure is a floor.
+fn engine_cost() -> EngineCost {
+    static COST: std::sync::OnceLock<EngineCost> = std::sync::OnceLock::new();
+    *COST.get_or_init(|| {
+        use ::timely::logging::ScheduleEvent;
+        const EVENTS: u64 = 512;
+        const FLUSHES: u64 = 128;
+        let logger = ::timely::logging_core::Logger::<TimelyEventBuilder>::new(
+            Instant::now(),
+            Duration::ZERO,
+            |_: &Duration, data: &mut Option<Vec<(Duration, TimelyEvent)>>| {
+                if let Some(v) = data {
+                    v.clear();
+                }
+            },
+        );
+        let mut best = EngineCost { per_event: u64::MAX, per_flush: u64::MAX };
+        for _ in 0..3 {
+            let t = Instant::now();
+            for i in 0..EVENTS as usize {
+                let e = if i % 2 == 0 { ScheduleEvent::start(i) } else { ScheduleEvent::stop(i) };
+                logger.log(TimelyEvent::Schedule(std::hint::black_box(e)));
+            }
+            logger.flush();
+            let per_event = nanos(t.elapsed()) * 1000 / EVENTS;
+            let t = Instant::now();
+            for _ in 0..FLUSHES {
+                logger.flush();
+            }
+            let per_flush = nanos(t.elapsed()) * 1000 / FLUSHES;
+            best.per_event = best.per_event.min(per_event);
+            best.per_flush = best.per_flush.min(per_flush);
+        }
+        best
+    })
 }
 
 /// An instant of timely's clock and the probe's clock read back to back.
@@ -496,6 +576,20 @@ struct State {
     addr_to_id: HashMap<Vec<usize>, usize>,
     channels: Vec<PendingChannel>,
     stats: AdapterStats,
+    /// What this adapter cost since it last told the probe
+    /// ([`WorkerProbe::add_adapter_cost`]; at each Step and at the end).
+    cost: Unreported,
+    /// Timely's own cost per event and per flush call, in picoseconds
+    /// ([`engine_cost`]).
+    engine_ps: EngineCost,
+}
+
+/// The adapter's cost not yet handed to the probe.
+#[derive(Default)]
+struct Unreported {
+    ticks: u64,
+    events: u64,
+    flushes: u64,
 }
 
 impl State {
@@ -515,9 +609,48 @@ impl State {
         self.pending_len += 1;
     }
 
+    /// A logger call begins: counts it, and reads the clock if it brings
+    /// events (`Some(len)`); a flush is timed only once it has something
+    /// to write ([`Self::advance`]): most flushes are of progress logs no
+    /// scope uses, and two clock reads would cost more than they do.
+    fn work_starts(&mut self, batch: Option<usize>) -> Option<u64> {
+        match batch {
+            Some(n) => {
+                self.cost.events += n as u64;
+                Some(self.w.clock_now())
+            }
+            None => {
+                self.cost.flushes += 1;
+                None
+            }
+        }
+    }
+
+    fn work_ends(&mut self, t0: Option<u64>) {
+        if let Some(t0) = t0 {
+            self.cost.ticks += self.w.clock_now().saturating_sub(t0);
+        }
+    }
+
+    /// Hands the cost so far to the probe (at each Step and at the end).
+    fn report_cost(&mut self) {
+        let c = std::mem::take(&mut self.cost);
+        let ps = self.engine_ps;
+        let ns = |n: u64, ps: u64| (n as u128 * ps as u128 / 1000).min(u64::MAX as u128) as u64;
+        let flush_ns = ns(c.flushes, ps.per_flush);
+        self.w.add_adapter_cost(AdapterCost {
+            ticks: c.ticks,
+            engine_events: c.events,
+            engine_log_ns: ns(c.events, ps.per_event).saturating_add(flush_ns),
+            engine_flushes: c.flushes,
+            engine_flush_ns: flush_ns,
+        });
+    }
+
     /// Source `src` will log nothing before `time`: write out what no log
-    /// can precede any more.
-    fn advance(&mut self, src: usize, time: Duration) {
+    /// can precede any more (reading the clock into `t0` first, if the
+    /// call is not timed yet).
+    fn advance(&mut self, src: usize, time: Duration, t0: &mut Option<u64>) {
         if self.frontiers[src] < time {
             self.frontiers[src] = time;
         }
@@ -529,6 +662,9 @@ impl State {
         // another log: nothing pending is old enough to go out yet.
         if self.pending.iter().all(|q| q.front().is_none_or(|e| e.0 > wm)) {
             return;
+        }
+        if t0.is_none() {
+            *t0 = Some(self.w.clock_now());
         }
         self.write_until(wm);
     }
@@ -657,6 +793,7 @@ impl State {
                 w.count_local_messages(std::mem::take(&mut self.local_uncounted));
                 w.event_at(ts, Event::Step { elided: 0, spin_ticks: 0 });
                 self.stats.steps += 1;
+                self.report_cost();
             }
         }
     }
@@ -699,6 +836,7 @@ impl Drop for State {
             self.w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });
         }
         self.w.count_local_messages(std::mem::take(&mut self.local_uncounted));
+        self.report_cost();
         // Dropping `w` writes the final Step and ends the stream.
     }
 }

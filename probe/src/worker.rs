@@ -22,6 +22,27 @@ pub enum OnFull {
     Block,
 }
 
+/// What an engine adapter cost a worker thread since its last report
+/// ([`WorkerProbe::add_adapter_cost`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AdapterCost {
+    /// Time spent in the adapter's own code, in probe clock ticks
+    /// (measured: clock reads around its work).
+    pub ticks: u64,
+    /// Events the engine logged for the adapter.
+    pub engine_events: u64,
+    /// The engine's own cost of logging those events (building them,
+    /// reading its clock, buffering them) and of flushing its logs, in ns:
+    /// an estimate, since the engine's code cannot be timed from outside
+    /// without costing more than it measures. Includes `engine_flush_ns`.
+    pub engine_log_ns: u64,
+    /// Flush calls the engine made to the adapter's logs (timely: every
+    /// registered log at every worker step, busy or not).
+    pub engine_flushes: u64,
+    /// The part of `engine_log_ns` those flush calls cost.
+    pub engine_flush_ns: u64,
+}
+
 /// State a worker shares with the writer thread. Every counter here has one
 /// writer (the worker or the writer thread), so plain stores suffice.
 pub(crate) struct WorkerShared {
@@ -32,6 +53,13 @@ pub(crate) struct WorkerShared {
     pub elided: AtomicU64,
     /// Worker-local message halves not written (stored as `elided` is).
     pub local: AtomicU64,
+    /// An engine adapter's own cost ([`AdapterCost`], totals stored by
+    /// [`WorkerProbe::add_adapter_cost`]).
+    pub adapter_ticks: AtomicU64,
+    pub engine_events: AtomicU64,
+    pub engine_log_ns: AtomicU64,
+    pub engine_flushes: AtomicU64,
+    pub engine_flush_ns: AtomicU64,
     /// The worker is gone and published everything it had.
     pub closed: AtomicBool,
     /// Metadata not yet taken by the writer.
@@ -219,6 +247,24 @@ impl WorkerProbe {
     pub fn count_local_messages(&mut self, n: u64) {
         if let Some(a) = &mut self.active {
             a.local += n;
+        }
+    }
+
+    /// For engine adapters (such as [`crate::timely`]): adds what turning
+    /// the engine's own log into probe calls cost this worker, so that the
+    /// probe's [`crate::Stats`] (and `sidecar watch`'s closing summary) can
+    /// report tracing's whole cost in the worker threads, not only the
+    /// probe's pushes. Call it now and then (at steps, at the end): it
+    /// publishes running totals.
+    pub fn add_adapter_cost(&mut self, c: AdapterCost) {
+        if let Some(a) = &mut self.active {
+            let s = &a.shared;
+            let add = |x: &AtomicU64, n: u64| x.store(x.load(Ordering::Relaxed).saturating_add(n), Ordering::Relaxed);
+            add(&s.adapter_ticks, c.ticks);
+            add(&s.engine_events, c.engine_events);
+            add(&s.engine_log_ns, c.engine_log_ns);
+            add(&s.engine_flushes, c.engine_flushes);
+            add(&s.engine_flush_ns, c.engine_flush_ns);
         }
     }
 

@@ -457,6 +457,7 @@ impl Writer {
         let s = &mut self.streams[i];
         s.stats.elided = s.shared.elided.load(Ordering::Relaxed);
         s.stats.local_messages = s.shared.local.load(Ordering::Relaxed);
+        s.stats.copy_adapter_cost(&s.shared);
         if self.conn.is_none() {
             if stopping {
                 s.ended = true;
@@ -570,6 +571,7 @@ impl Writer {
             let mut w = s.stats.clone();
             w.elided = s.shared.elided.load(Ordering::Relaxed);
             w.local_messages = s.shared.local.load(Ordering::Relaxed);
+            w.copy_adapter_cost(&s.shared);
             workers.push(w);
         }
         workers.sort_by_key(|w| w.index);

@@ -56,6 +56,9 @@ struct Run {
     adapters: BTreeMap<usize, AdapterStats>,
     /// The probe's worker-local message halves, per worker.
     local: Vec<u64>,
+    stats: probe::Stats,
+    /// Wall time of `timely::execute`, all workers' closures.
+    wall: Duration,
     sum: u64,
 }
 
@@ -91,6 +94,7 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
     let adapters: Arc<Mutex<BTreeMap<usize, AdapterStats>>> = Arc::default();
     let total: Arc<Mutex<u64>> = Arc::default();
     let (p, l, r, a, t) = (probe.clone(), logged.clone(), reads.clone(), adapters.clone(), total.clone());
+    let started = Instant::now();
     timely::execute(timely::Config::process(WORKERS), move |worker| {
         let index = worker.index();
         // What `attach` does, with the "timely" log shared with a counter
@@ -173,6 +177,7 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
     .join()
     .into_iter()
     .for_each(|r| r.unwrap());
+    let wall = started.elapsed();
     let stats = Arc::try_unwrap(probe).ok().expect("workers are gone").shutdown().unwrap();
     assert_eq!(stats.lost(), 0, "{stats:?}");
 
@@ -194,6 +199,8 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
         reads: std::mem::take(&mut reads.lock().unwrap()),
         adapters: std::mem::take(&mut adapters.lock().unwrap()),
         local: stats.workers.iter().map(|w| w.local_messages).collect(),
+        stats,
+        wall,
         sum,
     };
     out
@@ -228,6 +235,9 @@ fn check_trace(keep_local: bool) {
     let n = ROUNDS * PER_ROUND;
     assert_eq!(run.sum, n * (n - 1) / 2, "the computation itself");
     assert_eq!(run.trace.workers.len(), WORKERS);
+    // The adapter's measured time lies within the workers' run time.
+    let adapter = Duration::from_nanos(run.stats.adapter_ns());
+    assert!(adapter > Duration::ZERO && adapter < run.wall * WORKERS as u32, "{adapter:?} of {:?}", run.wall);
 
     // Data messages, matched across workers on (channel, from, to, seq).
     let mut sends: BTreeMap<(u32, u32, u32, u64), u32> = BTreeMap::new();
@@ -239,6 +249,25 @@ fn check_trace(keep_local: bool) {
         let logged = &run.logged[&(w as usize)];
         let ad = &run.adapters[&(w as usize)];
         assert_eq!(ad.unresolved_channels, 0, "worker {w}: {ad:?}");
+
+        // What the adapter cost, as the probe reports it: every event timely
+        // handed over (the snapshot `ad` was taken before the worker's last
+        // flushes), its own time measured, timely's estimated per event.
+        let ws = run.stats.workers.iter().find(|x| x.index == w).expect("worker stats");
+        let seen = logged.starts + logged.stops + logged.sends + logged.recvs + logged.local;
+        assert!(ws.engine_events >= ad.events && ws.engine_events > seen, "worker {w}: {ws:?} {ad:?} {seen}");
+        assert!(ws.adapter_ticks > 0, "worker {w}: {ws:?}");
+        assert!(ws.engine_log_ns >= ws.engine_events, "timely's logging costs at least 1 ns an event: {ws:?}");
+        // (It also holds the flushes of every registered log at every step,
+        // most of them in this test's spinning `step()` loop: not bounded
+        // per event, but by the run.)
+        assert!(Duration::from_nanos(ws.engine_log_ns) < run.wall, "worker {w}: {ws:?} in {:?}", run.wall);
+        // Every step flushes all 15 registered logs (the "timely" log and 14
+        // progress logs), and the test's loop steps more often than it logs.
+        assert!(
+            ws.engine_flushes >= 15 * ad.steps.saturating_sub(1) && ws.engine_flush_ns <= ws.engine_log_ns,
+            "worker {w}: {ws:?}"
+        );
 
         // Metadata: every operator timely announced, with its name; every
         // channel, with both ends resolved to announced operators.

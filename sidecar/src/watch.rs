@@ -4,9 +4,19 @@
 //! elided schedules, bytes and traced worker time, summed over the
 //! windows), and the workload's own `probe:` line on its standard error
 //! (what the probe produced and lost, and the writer thread's CPU time,
-//! which no frame carries). The time spent in the probe is an estimate:
-//! records × the per-record cost plus elided pairs × the per-pair cost,
-//! as a share of the traced worker time.
+//! which no frame carries, and what the engine adapter cost). Tracing's
+//! cost in the worker threads has three parts, each a share of the traced
+//! worker time:
+//!
+//! - the engine's own logging (timely building its log events, reading its
+//!   clock for each, buffering them): events × a per-event cost the
+//!   adapter measured at attach, an estimate and a floor;
+//! - the adapter turning those events into probe calls: measured (clock
+//!   reads around its work);
+//! - the probe's pushes: records × the per-record cost plus elided pairs ×
+//!   the per-pair cost, an estimate from the hot-path benchmark.
+//!
+//! The writer thread's CPU comes on top, on whichever core it runs.
 
 use serde::Serialize;
 
@@ -35,6 +45,15 @@ pub struct ProbeLine {
     pub local: Option<u64>,
     pub bytes: Option<u64>,
     pub writer_cpu_ms: Option<f64>,
+    /// Time in the engine adapter's own code (measured).
+    pub adapter_ms: Option<f64>,
+    /// Events the engine logged for the adapter.
+    pub engine_events: Option<u64>,
+    /// The engine's own cost of logging them (estimated), flushes included.
+    pub engine_log_ms: Option<f64>,
+    /// Flush calls of the adapter's logs, and their part of engine_log_ms.
+    pub engine_flushes: Option<u64>,
+    pub engine_flush_ms: Option<f64>,
 }
 
 impl ProbeLine {
@@ -46,6 +65,7 @@ impl ProbeLine {
         for kv in rest.split_whitespace() {
             let Some((k, v)) = kv.split_once('=') else { continue };
             let u = || v.parse::<u64>().ok();
+            let ms = || v.strip_suffix("ms").and_then(|x| x.parse::<f64>().ok()).filter(|x| x.is_finite() && *x >= 0.0);
             match k {
                 "workers" => p.workers = u(),
                 "produced" => p.produced = u(),
@@ -54,7 +74,12 @@ impl ProbeLine {
                 "elided" => p.elided = u(),
                 "local" => p.local = u(),
                 "bytes" => p.bytes = u(),
-                "writer_cpu" => p.writer_cpu_ms = v.strip_suffix("ms").and_then(|x| x.parse().ok()),
+                "writer_cpu" => p.writer_cpu_ms = ms(),
+                "adapter" => p.adapter_ms = ms(),
+                "engine_events" => p.engine_events = u(),
+                "engine_log" => p.engine_log_ms = ms(),
+                "engine_flushes" => p.engine_flushes = u(),
+                "engine_flush" => p.engine_flush_ms = ms(),
                 _ => continue,
             }
             any = true;
@@ -84,6 +109,11 @@ impl ProbeLine {
         self.local = sum(self.local, o.local, add);
         self.bytes = sum(self.bytes, o.bytes, add);
         self.writer_cpu_ms = sum(self.writer_cpu_ms, o.writer_cpu_ms, |x, y| x + y);
+        self.adapter_ms = sum(self.adapter_ms, o.adapter_ms, |x, y| x + y);
+        self.engine_events = sum(self.engine_events, o.engine_events, add);
+        self.engine_log_ms = sum(self.engine_log_ms, o.engine_log_ms, |x, y| x + y);
+        self.engine_flushes = sum(self.engine_flushes, o.engine_flushes, add);
+        self.engine_flush_ms = sum(self.engine_flush_ms, o.engine_flush_ms, |x, y| x + y);
     }
 }
 
@@ -107,6 +137,23 @@ pub struct Cost {
     pub worker_ms: f64,
     /// est_probe_ms / worker_ms.
     pub est_probe_share: f64,
+    /// The engine adapter's own code, measured (from the `probe:` line).
+    pub adapter_ms: Option<f64>,
+    /// Events the engine logged for the adapter.
+    pub engine_events: Option<u64>,
+    /// The engine's own logging of them, estimated (a floor), flushes
+    /// included.
+    pub engine_log_ms: Option<f64>,
+    /// The engine's flush calls of the adapter's logs, and their part of
+    /// engine_log_ms.
+    pub engine_flushes: Option<u64>,
+    pub engine_flush_ms: Option<f64>,
+    /// engine_log_ms + adapter_ms (which holds the probe's pushes), or
+    /// est_probe_ms without an adapter: tracing's cost inside the worker
+    /// threads.
+    pub worker_threads_ms: f64,
+    /// worker_threads_ms / worker_ms.
+    pub worker_threads_share: f64,
     /// The probe's writer thread (from the workload's `probe:` line).
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
@@ -123,6 +170,10 @@ impl Cost {
         let est = records as f64 * ns_per_record + elided as f64 * ns_per_elided;
         let workers = t.streams.len().max(1) as f64;
         let wall_ns = t.worker_ns as f64 / workers;
+        // An adapter's measured time holds the probe calls it makes (the
+        // pushes): the estimate stands in for them only without one.
+        let in_workers = p.adapter_ms.unwrap_or(est / 1e6) + p.engine_log_ms.unwrap_or(0.0);
+        let share = |ms: f64| if t.worker_ns > 0 { ms * 1e6 / t.worker_ns as f64 } else { 0.0 };
         Cost {
             records,
             records_lost: p.lost.unwrap_or(i.records_lost),
@@ -134,7 +185,14 @@ impl Cost {
             ns_per_elided,
             est_probe_ms: est / 1e6,
             worker_ms: t.worker_ns as f64 / 1e6,
-            est_probe_share: if t.worker_ns > 0 { est / t.worker_ns as f64 } else { 0.0 },
+            est_probe_share: share(est / 1e6),
+            adapter_ms: p.adapter_ms,
+            engine_events: p.engine_events,
+            engine_log_ms: p.engine_log_ms,
+            engine_flushes: p.engine_flushes,
+            engine_flush_ms: p.engine_flush_ms,
+            worker_threads_ms: in_workers,
+            worker_threads_share: share(in_workers),
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
         }
@@ -224,18 +282,47 @@ impl Summary {
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
         s += &format!(
-            "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record); \
-             probe time ~{:.2} ms = {:.3}% of worker time ({} ns/record, {} ns/elided pair); writer thread CPU {}\n",
+            "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
             c.records,
             c.records_lost,
             c.elided_schedules,
             c.local_messages.map(|n| format!(", {n} worker-local message halves not written")).unwrap_or_default(),
             c.bytes,
             c.bytes_per_record,
-            c.est_probe_ms,
-            c.est_probe_share * 100.0,
-            c.ns_per_record,
-            c.ns_per_elided,
+        );
+        let mut parts = Vec::new();
+        if let (Some(ms), Some(n)) = (c.engine_log_ms, c.engine_events) {
+            let (flushes, flush_ms) = (c.engine_flushes.unwrap_or(0), c.engine_flush_ms.unwrap_or(0.0).min(ms));
+            let events_ms = ms - flush_ms;
+            let mut s = format!(
+                "the engine's own logging ~{ms:.2} ms (a floor, priced at attach: {n} events ~{events_ms:.2} ms, ~{:.0} ns each",
+                events_ms * 1e6 / n.max(1) as f64
+            );
+            if flushes > 0 {
+                s += &format!(
+                    "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every \
+                     step, idle ones included",
+                    flush_ms * 1e6 / flushes as f64
+                );
+            }
+            parts.push(s + ")");
+        }
+        let pushes = format!(
+            "the probe's pushes, ~{:.2} ms at {} ns/record and {} ns/elided pair",
+            c.est_probe_ms, c.ns_per_record, c.ns_per_elided
+        );
+        match c.adapter_ms {
+            Some(ms) => parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})")),
+            None => parts.push(pushes),
+        }
+        s += &format!(
+            "  in the worker threads ~{:.2} ms = {:.2}% of worker time: {}\n",
+            c.worker_threads_ms,
+            c.worker_threads_share * 100.0,
+            parts.join(", ")
+        );
+        s += &format!(
+            "  writer thread CPU {}\n",
             match (c.writer_cpu_ms, c.writer_cpu_share) {
                 (Some(ms), Some(sh)) => format!("{ms:.1} ms ({:.2}% of one core over the traced time)", sh * 100.0),
                 (Some(ms), None) => format!("{ms:.1} ms"),
@@ -252,7 +339,7 @@ mod tests {
 
     #[test]
     fn parses_the_probe_line() {
-        let l = "probe: sink=unix:/tmp/x io=io_uring workers=2 produced=100 written=98 lost=2 elided=7 local=40 bytes=1234 bytes/record=12.59 writer_cpu=3.5ms ticks/s=1000";
+        let l = "probe: sink=unix:/tmp/x io=io_uring workers=2 produced=100 written=98 lost=2 elided=7 local=40 bytes=1234 bytes/record=12.59 writer_cpu=3.5ms adapter=1.25ms engine_events=500 engine_log=0.02ms engine_flushes=30 engine_flush=0.01ms ticks/s=1000";
         let p = ProbeLine::parse(l).unwrap();
         assert_eq!(p.workers, Some(2));
         assert_eq!(p.produced, Some(100));
@@ -262,15 +349,28 @@ mod tests {
         assert_eq!(p.local, Some(40));
         assert_eq!(p.bytes, Some(1234));
         assert_eq!(p.writer_cpu_ms, Some(3.5));
+        assert_eq!(p.adapter_ms, Some(1.25));
+        assert_eq!(p.engine_events, Some(500));
+        assert_eq!(p.engine_log_ms, Some(0.02));
+        assert_eq!((p.engine_flushes, p.engine_flush_ms), (Some(30), Some(0.01)));
         assert_eq!(p.lines, 1);
+        // A probe without an adapter (or an older line) has none of them.
+        let q = ProbeLine::parse("probe: written=3 writer_cpu=1.0ms").unwrap();
+        assert_eq!((q.adapter_ms, q.engine_events, q.engine_log_ms), (None, None, None));
+        // Nonsense times are not figures.
+        let q = ProbeLine::parse("probe: adapter=-1ms engine_log=NaNms written=1").unwrap();
+        assert_eq!((q.adapter_ms, q.engine_log_ms), (None, None));
         assert!(ProbeLine::parse("probe: off (PROBE_SINK unset or off)").is_none());
         assert!(ProbeLine::parse("Compiling x").is_none());
     }
 
     #[test]
     fn probe_lines_of_several_programs_add_up() {
-        let mut p = ProbeLine::parse("probe: workers=2 written=98 lost=2 bytes=1000 writer_cpu=3.5ms").unwrap();
-        p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 local=6 bytes=200 writer_cpu=0.5ms").unwrap());
+        let mut p = ProbeLine::parse(
+            "probe: workers=2 written=98 lost=2 bytes=1000 writer_cpu=3.5ms adapter=2.0ms engine_events=7",
+        )
+        .unwrap();
+        p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 local=6 bytes=200 writer_cpu=0.5ms adapter=0.5ms engine_events=3 engine_log=0.25ms engine_flushes=9 engine_flush=0.125ms").unwrap());
         let want = ProbeLine {
             lines: 2,
             workers: Some(3),
@@ -281,6 +381,11 @@ mod tests {
             local: Some(6),
             bytes: Some(1200),
             writer_cpu_ms: Some(4.0),
+            adapter_ms: Some(2.5),
+            engine_events: Some(10),
+            engine_log_ms: Some(0.25),
+            engine_flushes: Some(9),
+            engine_flush_ms: Some(0.125),
         };
         assert_eq!(p, want);
         // Absurd figures saturate instead of overflowing the sum.
@@ -303,5 +408,33 @@ mod tests {
         assert!((c.est_probe_ms - 22.0).abs() < 1e-9);
         assert!((c.est_probe_share - 0.011).abs() < 1e-9);
         assert!((c.writer_cpu_share.unwrap() - 0.01).abs() < 1e-9);
+        // No adapter: the worker threads' share is the pushes' estimate.
+        assert!((c.worker_threads_ms - 22.0).abs() < 1e-9);
+        assert!((c.worker_threads_share - 0.011).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_an_adapter_its_measured_time_replaces_the_push_estimate() {
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let p = ProbeLine {
+            written: Some(1_000_000),
+            adapter_ms: Some(30.0),
+            engine_events: Some(3_000_000),
+            engine_log_ms: Some(90.0),
+            engine_flushes: Some(1_000_000),
+            engine_flush_ms: Some(30.0),
+            ..Default::default()
+        };
+        let c = Cost::new(&t, Some(&p), 12.0, 10.0);
+        // The adapter's 30 ms hold the 12 ms of pushes: not added twice.
+        assert!((c.est_probe_ms - 12.0).abs() < 1e-9);
+        assert!((c.worker_threads_ms - 120.0).abs() < 1e-9, "{c:?}");
+        assert!((c.worker_threads_share - 0.12).abs() < 1e-9, "{c:?}");
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c).text();
+        assert!(text.contains("in the worker threads ~120.00 ms = 12.00% of worker time"), "{text}");
+        assert!(text.contains("3000000 events ~60.00 ms, ~20 ns each"), "{text}");
+        assert!(text.contains("1000000 flushes of its logs ~30.00 ms, ~30 ns each"), "{text}");
+        assert!(text.contains("the adapter 30.00 ms (measured, including the probe's pushes, ~12.00 ms"), "{text}");
     }
 }

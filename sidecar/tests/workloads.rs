@@ -206,6 +206,15 @@ fn watch_runs_a_workload_live_and_reports_its_cost() {
     let share = c["est_probe_share"].as_f64().unwrap();
     assert!(share > 0.0 && share < 0.05, "{s}");
     assert!(c["writer_cpu_ms"].as_f64().is_some(), "the probe line was read: {s}");
+    // The timely adapter's cost: every event timely logged for it, its own
+    // time, and timely's; the worker threads' share holds them all.
+    assert!(c["engine_events"].as_u64().unwrap() > c["records"].as_u64().unwrap(), "{s}");
+    let (adapter, engine) = (c["adapter_ms"].as_f64().unwrap(), c["engine_log_ms"].as_f64().unwrap());
+    assert!(adapter > 0.0 && engine > 0.0, "{s}");
+    let in_workers = c["worker_threads_ms"].as_f64().unwrap();
+    assert!((in_workers - adapter - engine).abs() < 1e-6, "{s}");
+    let wshare = c["worker_threads_share"].as_f64().unwrap();
+    assert!(wshare > 0.0 && wshare < 0.5, "{s}");
     // The probe's own count and what the sidecar read agree.
     let read: u64 = lines(&json).iter().map(|w| w["instrumentation"]["records"].as_u64().unwrap()).sum();
     assert_eq!(Some(read), s["probe_line"]["written"].as_u64(), "{s}");
