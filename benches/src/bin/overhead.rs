@@ -18,8 +18,11 @@
 //! round, the sidecar's CPU time, engine events (records written plus the
 //! two events of each elided schedule pair and the worker-local message
 //! halves) and records per second, bytes
-//! on the wire per event and per record, and the share of schedule pairs
-//! elided (from one extra, untimed run into a file that is decoded).
+//! on the wire per event and per record, the share of schedule pairs
+//! elided (from one extra, untimed run into a file that is decoded), and,
+//! beside (b)'s measured CPU over (a), the probe's own account of its cost
+//! (its `probe:` line: timely's logging, the adapter, the writer thread; the
+//! figures `sidecar watch` reports).
 //! `--modes` runs a subset ((a) always): a goal that concerns two modes
 //! gets more rounds in the same time.
 //!
@@ -110,6 +113,12 @@ struct Run {
     elided: u64,
     /// Worker-local message halves counted, not written.
     local: u64,
+    /// The probe's own account of its cost (its `probe:` line, as `sidecar
+    /// watch` reports it), in seconds: timely's logging (estimated), the
+    /// adapter (measured), the writer thread's CPU.
+    engine_log: f64,
+    adapter: f64,
+    writer: f64,
 }
 
 /// Runs timely workloads in alternation with and without tracing and
@@ -285,6 +294,15 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
     r.bytes = field("bytes");
     r.elided = field("elided");
     r.local = field("local");
+    let ms = |name: &str| -> f64 {
+        stderr
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.strip_suffix("ms"))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |v| v / 1e3)
+    };
+    (r.engine_log, r.adapter, r.writer) = (ms("engine_log"), ms("adapter"), ms("writer_cpu"));
     for f in std::fs::read_dir(tmp).unwrap().flatten() {
         if f.file_name().to_string_lossy().starts_with("timely.log") {
             std::fs::remove_file(f.path()).ok();
@@ -425,7 +443,7 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
     let not_run = |goal: &str, modes: &str| println!("{goal}: not run (needs {modes} in --modes)");
     let b = runs.get(&Mode::Sidecar);
     if let Some(b) = b {
-        report_b(b, elided_share, &ratios(b, |r| r.wall));
+        report_b(b, base, elided_share, &ratios(b, |r| r.wall));
     } else {
         not_run("(b) within 2 % of (a) in wall time", "b");
     }
@@ -468,7 +486,7 @@ fn report(workload: &str, runs: &BTreeMap<Mode, Vec<Run>>, elided_share: f64) {
 /// The figures of (b): event and record rates, bytes on the wire, the
 /// share elided, and its first goal (`wall`: its per-round wall-time
 /// ratios to (a)).
-fn report_b(b: &[Run], elided_share: f64, wall: &[f64]) {
+fn report_b(b: &[Run], a: &[Run], elided_share: f64, wall: &[f64]) {
     let rate = stats::median(&b.iter().map(|r| r.written as f64 / r.wall).collect::<Vec<_>>());
     let bpe = stats::median(&b.iter().map(|r| r.bytes as f64 / r.written.max(1) as f64).collect::<Vec<_>>());
     // The engine's events: the records written plus the two schedule
@@ -484,6 +502,18 @@ fn report_b(b: &[Run], elided_share: f64, wall: &[f64]) {
         bpev,
         bpe,
         elided_share * 100.0
+    );
+    // What the probe accounts for (`sidecar watch`'s figures) against what
+    // the harness measures, both over (a)'s CPU time in the same round.
+    let share = |f: fn(&Run) -> f64| stats::median(&b.iter().zip(a).map(|(r, a)| f(r) / a.cpu).collect::<Vec<_>>());
+    println!(
+        "the probe's own account under (b), over (a)'s CPU: timely's logging {:.2}% (estimated), the adapter {:.2}% \
+         (measured), the writer thread {:.2}%; in all {:.2}%, against {:.2}% measured ((b)'s CPU over (a)'s)",
+        share(|r| r.engine_log) * 100.0,
+        share(|r| r.adapter) * 100.0,
+        share(|r| r.writer) * 100.0,
+        share(|r| r.engine_log + r.adapter + r.writer) * 100.0,
+        (stats::median(&b.iter().zip(a).map(|(r, a)| r.cpu / a.cpu).collect::<Vec<_>>()) - 1.0) * 100.0
     );
     println!("(b) within 2 % of (a) in wall time: {}", verdict(wall, 1.02));
 }
