@@ -250,7 +250,7 @@ impl WorkerProbe {
         }
     }
 
-    /// For engine adapters (such as [`crate::timely`]): adds what turning
+    /// For engine adapters (such as the timely adapter): adds what turning
     /// the engine's own log into probe calls cost this worker, so that the
     /// probe's [`crate::Stats`] (and `sidecar watch`'s closing summary) can
     /// report tracing's whole cost in the worker threads, not only the
