@@ -226,7 +226,7 @@ impl Tracing {
 /// One line of probe accounting.
 pub fn stats_line(s: &probe::Stats) -> String {
     format!(
-        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} local={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms adapter={:.2}ms engine_events={} engine_log={:.2}ms engine_flushes={} engine_flush={:.2}ms ticks/s={}{}",
+        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} local={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms adapter={:.3}ms engine_events={} engine_log={:.3}ms engine_flushes={} engine_flush={:.3}ms ticks/s={}{}",
         s.sink,
         s.io_backend,
         s.compression,

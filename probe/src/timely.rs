@@ -109,8 +109,10 @@
 //!
 //! - its own time, measured with the probe's clock around every logger
 //!   call that brings events or writes records (the probe's pushes are
-//!   inside it). Flush calls with nothing to do are not timed: two clock
-//!   reads would cost more than the call.
+//!   inside it). Of the flush calls with nothing to write, one in 64 is
+//!   timed and counts for all (timing each would cost more than the call).
+//!   Each timing is net of the clock reads' own cost (the least distance
+//!   of two back-to-back reads, measured at attach).
 //! - timely's own cost of logging for it, estimated: the events timely
 //!   handed over and the flush calls it made (every registered log, at
 //!   every step), each priced at what timely's `Logger` costs on this
@@ -240,6 +242,13 @@ impl Adapter {
         let w = probe.worker(worker.index());
         let w_keeps_local = w.keeps_local_messages();
         let p0 = read_pair(&w, epoch);
+        let read_ticks = (0..64)
+            .map(|_| {
+                let a = w.clock_now();
+                w.clock_now().saturating_sub(a)
+            })
+            .min()
+            .unwrap_or(0);
         let stats = AdapterStats { pairs: 1, max_pair_error_ticks: p0.err, ..AdapterStats::default() };
         let state = State {
             w,
@@ -263,6 +272,7 @@ impl Adapter {
             stats,
             cost: Unreported::default(),
             engine_ps: engine_cost(),
+            read_ticks,
         };
         Some(Adapter { state: Rc::new(RefCell::new(state)) })
     }
@@ -310,7 +320,7 @@ impl Adapter {
         let name = format!("timely/progress/{}", std::any::type_name::<T>());
         reg.insert::<TimelyProgressEventBuilder<T>, _>(&name, move |time, data| {
             let mut s = me.state.borrow_mut();
-            let mut t0 = s.work_starts(data.as_ref().map(Vec::len));
+            let mut timing = s.work_starts(data.as_ref().map(Vec::len));
             if let Some(batch) = data {
                 for (d, ev) in batch.drain(..) {
                     s.stats.events += 1;
@@ -323,8 +333,8 @@ impl Adapter {
                     s.push(src, d, e);
                 }
             }
-            s.advance(src, *time, &mut t0);
-            s.work_ends(t0);
+            s.advance(src, *time, &mut timing);
+            s.work_ends(timing);
         });
     }
 
@@ -336,7 +346,7 @@ impl Adapter {
         if s.frontiers.is_empty() {
             s.new_source();
         }
-        let mut t0 = s.work_starts(data.as_ref().map(Vec::len));
+        let mut timing = s.work_starts(data.as_ref().map(Vec::len));
         match data {
             Some(batch) => {
                 let mut operators = false;
@@ -425,8 +435,8 @@ impl Adapter {
                 }
             }
         }
-        s.advance(0, *time, &mut t0);
-        s.work_ends(t0);
+        s.advance(0, *time, &mut timing);
+        s.work_ends(timing);
     }
 
     /// A snapshot of this adapter's counters.
@@ -582,6 +592,19 @@ struct State {
     /// Timely's own cost per event and per flush call, in picoseconds
     /// ([`engine_cost`]).
     engine_ps: EngineCost,
+    /// The least distance of two back-to-back probe clock reads, in ticks.
+    read_ticks: u64,
+}
+
+/// One in this many flush calls with nothing to write is timed, and counts
+/// for all of them.
+const FLUSH_SAMPLE: u64 = 64;
+
+/// A logger call being timed: from `t0`, counting `scale` times.
+#[derive(Clone, Copy)]
+struct Timing {
+    t0: u64,
+    scale: u64,
 }
 
 /// The adapter's cost not yet handed to the probe.
@@ -610,25 +633,39 @@ impl State {
     }
 
     /// A logger call begins: counts it, and reads the clock if it brings
-    /// events (`Some(len)`); a flush is timed only once it has something
-    /// to write ([`Self::advance`]): most flushes are of progress logs no
-    /// scope uses, and two clock reads would cost more than they do.
-    fn work_starts(&mut self, batch: Option<usize>) -> Option<u64> {
+    /// events (`Some(len)`). Flushes are mostly of progress logs no scope
+    /// uses, and two clock reads would cost more than such a call does: one
+    /// in `FLUSH_SAMPLE` is timed and counts for them all, and any flush is
+    /// timed exactly from the moment it has something to write
+    /// ([`Self::advance`]).
+    fn work_starts(&mut self, batch: Option<usize>) -> Option<Timing> {
         match batch {
             Some(n) => {
                 self.cost.events += n as u64;
-                Some(self.w.clock_now())
+                Some(Timing { t0: self.w.clock_now(), scale: 1 })
             }
             None => {
                 self.cost.flushes += 1;
-                None
+                (self.cost.flushes % FLUSH_SAMPLE == 0).then(|| Timing { t0: self.w.clock_now(), scale: FLUSH_SAMPLE })
             }
         }
     }
 
-    fn work_ends(&mut self, t0: Option<u64>) {
-        if let Some(t0) = t0 {
-            self.cost.ticks += self.w.clock_now().saturating_sub(t0);
+    fn work_ends(&mut self, t: Option<Timing>) {
+        if let Some(t) = t {
+            // (Less what two back-to-back reads show with nothing between:
+            // the reads' own cost, which would count `scale` times.)
+            let mut spent = self.w.clock_now().saturating_sub(t.t0).saturating_sub(self.read_ticks);
+            if t.scale > 1 {
+                // A sample counts many times over: one the thread was
+                // preempted in must not count as if every flush had been.
+                // An empty flush takes tens of ns; 2 µs is a generous cap.
+                spent = spent.min(match self.w.ticks_per_sec() {
+                    0 => 2_000,
+                    tps => tps / 500_000,
+                });
+            }
+            self.cost.ticks = self.cost.ticks.saturating_add(spent.saturating_mul(t.scale));
         }
     }
 
@@ -648,9 +685,9 @@ impl State {
     }
 
     /// Source `src` will log nothing before `time`: write out what no log
-    /// can precede any more (reading the clock into `t0` first, if the
-    /// call is not timed yet).
-    fn advance(&mut self, src: usize, time: Duration, t0: &mut Option<u64>) {
+    /// can precede any more (timing the writing exactly: a sampled flush's
+    /// share so far is booked first, at its scale).
+    fn advance(&mut self, src: usize, time: Duration, timing: &mut Option<Timing>) {
         if self.frontiers[src] < time {
             self.frontiers[src] = time;
         }
@@ -663,8 +700,9 @@ impl State {
         if self.pending.iter().all(|q| q.front().is_none_or(|e| e.0 > wm)) {
             return;
         }
-        if t0.is_none() {
-            *t0 = Some(self.w.clock_now());
+        if timing.is_none_or(|t| t.scale != 1) {
+            self.work_ends(timing.take());
+            *timing = Some(Timing { t0: self.w.clock_now(), scale: 1 });
         }
         self.write_until(wm);
     }
@@ -830,7 +868,9 @@ impl State {
 impl Drop for State {
     fn drop(&mut self) {
         // The last logger is gone: nothing precedes what is pending.
+        let t = Some(Timing { t0: self.w.clock_now(), scale: 1 });
         self.write_until(Duration::MAX);
+        self.work_ends(t);
         if let Some(op) = self.push_pending.take() {
             let ts = self.last_ts;
             self.w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });

@@ -31,10 +31,11 @@ pub struct AdapterCost {
     pub ticks: u64,
     /// Events the engine logged for the adapter.
     pub engine_events: u64,
-    /// The engine's own cost of logging those events (building them,
-    /// reading its clock, buffering them) and of flushing its logs, in ns:
+    /// The engine's own cost of logging those events (reading its clock,
+    /// buffering them, handing them over) and of flushing its logs, in ns:
     /// an estimate, since the engine's code cannot be timed from outside
-    /// without costing more than it measures. Includes `engine_flush_ns`.
+    /// without costing more than it measures; a floor, since building the
+    /// events is not in it. Includes `engine_flush_ns`.
     pub engine_log_ns: u64,
     /// Flush calls the engine made to the adapter's logs (timely: every
     /// registered log at every worker step, busy or not).

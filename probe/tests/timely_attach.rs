@@ -261,7 +261,9 @@ fn check_trace(keep_local: bool) {
         // (It also holds the flushes of every registered log at every step,
         // most of them in this test's spinning `step()` loop: not bounded
         // per event, but by the run.)
-        assert!(Duration::from_nanos(ws.engine_log_ns) < run.wall, "worker {w}: {ws:?} in {:?}", run.wall);
+        // (A calibration slowed on a loaded machine raises the price: the
+        // bound leaves room for that.)
+        assert!(Duration::from_nanos(ws.engine_log_ns) < run.wall * 2, "worker {w}: {ws:?} in {:?}", run.wall);
         // Every step flushes all 15 registered logs (the "timely" log and 14
         // progress logs), and the test's loop steps more often than it logs.
         assert!(

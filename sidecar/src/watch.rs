@@ -8,11 +8,12 @@
 //! cost in the worker threads has three parts, each a share of the traced
 //! worker time:
 //!
-//! - the engine's own logging (timely building its log events, reading its
-//!   clock for each, buffering them): events × a per-event cost the
-//!   adapter measured at attach, an estimate and a floor;
+//! - the engine's own logging (timely reading its clock for each log event
+//!   and buffering it, and flushing every registered log at every step):
+//!   events × a per-event cost + flush calls × a per-flush cost, both
+//!   measured by the adapter at attach; an estimate and a floor;
 //! - the adapter turning those events into probe calls: measured (clock
-//!   reads around its work);
+//!   reads around its work; one in 64 of its empty flush calls sampled);
 //! - the probe's pushes: records × the per-record cost plus elided pairs ×
 //!   the per-pair cost, an estimate from the hot-path benchmark.
 //!
@@ -54,6 +55,11 @@ pub struct ProbeLine {
     /// Flush calls of the adapter's logs, and their part of engine_log_ms.
     pub engine_flushes: Option<u64>,
     pub engine_flush_ms: Option<f64>,
+    /// Records and elided pairs of the lines without an adapter figure
+    /// (programs that call the probe directly): their time in the worker
+    /// threads is the pushes' estimate, where the adapter's holds theirs.
+    pub unadapted_written: u64,
+    pub unadapted_elided: u64,
 }
 
 impl ProbeLine {
@@ -83,6 +89,13 @@ impl ProbeLine {
                 _ => continue,
             }
             any = true;
+        }
+        // Events are figures only with their price.
+        if p.engine_log_ms.is_none() {
+            (p.engine_events, p.engine_flushes, p.engine_flush_ms) = (None, None, None);
+        }
+        if p.adapter_ms.is_none() {
+            (p.unadapted_written, p.unadapted_elided) = (p.written.unwrap_or(0), p.elided.unwrap_or(0));
         }
         p.lines = 1;
         any.then_some(p)
@@ -114,6 +127,8 @@ impl ProbeLine {
         self.engine_log_ms = sum(self.engine_log_ms, o.engine_log_ms, |x, y| x + y);
         self.engine_flushes = sum(self.engine_flushes, o.engine_flushes, add);
         self.engine_flush_ms = sum(self.engine_flush_ms, o.engine_flush_ms, |x, y| x + y);
+        self.unadapted_written = self.unadapted_written.saturating_add(o.unadapted_written);
+        self.unadapted_elided = self.unadapted_elided.saturating_add(o.unadapted_elided);
     }
 }
 
@@ -171,8 +186,15 @@ impl Cost {
         let workers = t.streams.len().max(1) as f64;
         let wall_ns = t.worker_ns as f64 / workers;
         // An adapter's measured time holds the probe calls it makes (the
-        // pushes): the estimate stands in for them only without one.
-        let in_workers = p.adapter_ms.unwrap_or(est / 1e6) + p.engine_log_ms.unwrap_or(0.0);
+        // pushes): the estimate stands in for them only without one (a
+        // program without an adapter, among the lines summed).
+        let pushes_ms = match p.adapter_ms {
+            Some(ms) => {
+                ms + (p.unadapted_written as f64 * ns_per_record + p.unadapted_elided as f64 * ns_per_elided) / 1e6
+            }
+            None => est / 1e6,
+        };
+        let in_workers = pushes_ms + p.engine_log_ms.unwrap_or(0.0);
         let share = |ms: f64| if t.worker_ns > 0 { ms * 1e6 / t.worker_ns as f64 } else { 0.0 };
         Cost {
             records,
@@ -371,6 +393,7 @@ mod tests {
         )
         .unwrap();
         p.add(&ProbeLine::parse("probe: workers=1 written=10 elided=4 local=6 bytes=200 writer_cpu=0.5ms adapter=0.5ms engine_events=3 engine_log=0.25ms engine_flushes=9 engine_flush=0.125ms").unwrap());
+        // (The first line's engine_events had no price: not a figure.)
         let want = ProbeLine {
             lines: 2,
             workers: Some(3),
@@ -382,12 +405,22 @@ mod tests {
             bytes: Some(1200),
             writer_cpu_ms: Some(4.0),
             adapter_ms: Some(2.5),
-            engine_events: Some(10),
+            engine_events: Some(3),
             engine_log_ms: Some(0.25),
             engine_flushes: Some(9),
             engine_flush_ms: Some(0.125),
+            unadapted_written: 0,
+            unadapted_elided: 0,
         };
         assert_eq!(p, want);
+        // A program without an adapter: its pushes are estimated, the
+        // others' are in their adapter's time.
+        p.add(&ProbeLine::parse("probe: written=1000 elided=10").unwrap());
+        assert_eq!((p.unadapted_written, p.unadapted_elided), (1000, 10));
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let c = Cost::new(&t, Some(&p), 12.0, 10.0);
+        assert!((c.worker_threads_ms - (2.5 + 0.25 + 0.0121)).abs() < 1e-9, "{c:?}");
         // Absurd figures saturate instead of overflowing the sum.
         p.add(&ProbeLine::parse(&format!("probe: lost={}", u64::MAX)).unwrap());
         assert_eq!(p.lost, Some(u64::MAX));
