@@ -1,0 +1,53 @@
+//! `PROBE_TIMELY_PROGRESS` narrows the progress logs `attach` registers
+//! (each costs a flush call at every worker step). Its own test binary: the
+//! variable is process-wide.
+#![cfg(feature = "timely")]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::tmp_path;
+use probe::{Probe, Sink};
+
+/// The log names a worker has after `attach`, with `PROBE_TIMELY_PROGRESS`
+/// set to `list` (or unset).
+fn names_after_attach(list: Option<&str>) -> Vec<String> {
+    match list {
+        Some(v) => std::env::set_var("PROBE_TIMELY_PROGRESS", v),
+        None => std::env::remove_var("PROBE_TIMELY_PROGRESS"),
+    }
+    let path = tmp_path("timely-progress-env.ringlog");
+    let probe = Arc::new(Probe::builder().sink(Sink::file(&path)).workers(1).start().unwrap());
+    let names: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (p, n) = (probe.clone(), names.clone());
+    timely::execute(timely::Config::thread(), move |worker| {
+        probe::timely::attach(worker, &p);
+        let mut got: Vec<String> = worker.log_register().unwrap().names().map(str::to_string).collect();
+        got.sort();
+        *n.lock().unwrap() = got;
+    })
+    .unwrap()
+    .join();
+    std::env::remove_var("PROBE_TIMELY_PROGRESS");
+    drop(probe);
+    let _ = std::fs::remove_file(&path);
+    Arc::try_unwrap(names).unwrap().into_inner().unwrap()
+}
+
+#[test]
+fn progress_logs_follow_the_variable() {
+    let all = names_after_attach(None);
+    assert_eq!(all.len(), 15, "the timely log and 14 progress logs: {all:?}");
+    assert!(all.iter().any(|n| n == "timely/progress/u64"), "{all:?}");
+    let some = names_after_attach(Some("u64, Product<u64, u32>"));
+    let want = [
+        "timely".to_string(),
+        "timely/progress/timely::order::product::Product<u64, u32>".to_string(),
+        "timely/progress/u64".to_string(),
+    ];
+    assert_eq!(some, want);
+    assert_eq!(names_after_attach(Some("")), ["timely"]);
+    // An unknown name: all of them, rather than none.
+    assert_eq!(names_after_attach(Some("u64,u128")), all);
+}
