@@ -323,7 +323,7 @@ impl Summary {
             if flushes > 0 {
                 s += &format!(
                     "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every \
-                     step, idle ones included",
+                     step, idle ones included, where a spinning worker spends it instead of spinning",
                     flush_ms * 1e6 / flushes as f64
                 );
             }
