@@ -13,6 +13,9 @@ use probe::{Probe, Sink};
 /// The log names a worker has after `attach`, with `PROBE_TIMELY_PROGRESS`
 /// set to `list` (or unset).
 fn names_after_attach(list: Option<&str>) -> Vec<String> {
+    // The tests of this binary run in parallel; the variable is shared.
+    static ENV: Mutex<()> = Mutex::new(());
+    let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
     match list {
         Some(v) => std::env::set_var("PROBE_TIMELY_PROGRESS", v),
         None => std::env::remove_var("PROBE_TIMELY_PROGRESS"),
@@ -50,4 +53,35 @@ fn progress_logs_follow_the_variable() {
     assert_eq!(names_after_attach(Some("")), ["timely"]);
     // An unknown name: all of them, rather than none.
     assert_eq!(names_after_attach(Some("u64,u128")), all);
+}
+
+/// Each name of the documented list registers the log of its own type (the
+/// names and the registrations are two lists in the adapter, kept in step).
+#[test]
+fn each_name_registers_its_own_type() {
+    let list = [
+        "()",
+        "usize",
+        "u64",
+        "u32",
+        "i64",
+        "i32",
+        "isize",
+        "Product<usize,usize>",
+        "Product<u64,u64>",
+        "Product<u32,u32>",
+        "Product<usize,u64>",
+        "Product<usize,u32>",
+        "Product<u64,u32>",
+        "Product<u64,usize>",
+    ];
+    for name in list {
+        let got = names_after_attach(Some(name));
+        let progress: Vec<String> = got
+            .iter()
+            .filter_map(|n| n.strip_prefix("timely/progress/"))
+            .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
+            .collect();
+        assert_eq!(progress, [name], "{name}: {got:?}");
+    }
 }
