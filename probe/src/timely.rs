@@ -310,25 +310,9 @@ impl Adapter {
                 [true; COMMON_PROGRESS.len()]
             }
         };
-        let register: [fn(&Adapter, &Worker); COMMON_PROGRESS.len()] = [
-            |a, w| a.register_progress::<()>(w),
-            |a, w| a.register_progress::<usize>(w),
-            |a, w| a.register_progress::<u64>(w),
-            |a, w| a.register_progress::<u32>(w),
-            |a, w| a.register_progress::<i64>(w),
-            |a, w| a.register_progress::<i32>(w),
-            |a, w| a.register_progress::<isize>(w),
-            |a, w| a.register_progress::<Product<usize, usize>>(w),
-            |a, w| a.register_progress::<Product<u64, u64>>(w),
-            |a, w| a.register_progress::<Product<u32, u32>>(w),
-            |a, w| a.register_progress::<Product<usize, u64>>(w),
-            |a, w| a.register_progress::<Product<usize, u32>>(w),
-            |a, w| a.register_progress::<Product<u64, u32>>(w),
-            |a, w| a.register_progress::<Product<u64, usize>>(w),
-        ];
-        for (r, on) in register.iter().zip(chosen) {
+        for ((_, register), on) in COMMON_PROGRESS.iter().zip(chosen) {
             if on {
-                r(self, worker);
+                register(self, worker);
             }
         }
     }
@@ -468,24 +452,30 @@ impl Adapter {
     }
 }
 
-/// The timestamp types [`Adapter::register_common_progress`] registers, by
-/// the names `PROBE_TIMELY_PROGRESS` takes, in its order.
-const COMMON_PROGRESS: [&str; 14] = [
-    "()",
-    "usize",
-    "u64",
-    "u32",
-    "i64",
-    "i32",
-    "isize",
-    "Product<usize,usize>",
-    "Product<u64,u64>",
-    "Product<u32,u32>",
-    "Product<usize,u64>",
-    "Product<usize,u32>",
-    "Product<u64,u32>",
-    "Product<u64,usize>",
+/// The timestamp types [`Adapter::register_common_progress`] registers: the
+/// name `PROBE_TIMELY_PROGRESS` takes for each, and its registration.
+const COMMON_PROGRESS: [(&str, fn(&Adapter, &Worker)); 14] = [
+    ("()", |a, w| a.register_progress::<()>(w)),
+    ("usize", |a, w| a.register_progress::<usize>(w)),
+    ("u64", |a, w| a.register_progress::<u64>(w)),
+    ("u32", |a, w| a.register_progress::<u32>(w)),
+    ("i64", |a, w| a.register_progress::<i64>(w)),
+    ("i32", |a, w| a.register_progress::<i32>(w)),
+    ("isize", |a, w| a.register_progress::<isize>(w)),
+    ("Product<usize,usize>", |a, w| a.register_progress::<Product<usize, usize>>(w)),
+    ("Product<u64,u64>", |a, w| a.register_progress::<Product<u64, u64>>(w)),
+    ("Product<u32,u32>", |a, w| a.register_progress::<Product<u32, u32>>(w)),
+    ("Product<usize,u64>", |a, w| a.register_progress::<Product<usize, u64>>(w)),
+    ("Product<usize,u32>", |a, w| a.register_progress::<Product<usize, u32>>(w)),
+    ("Product<u64,u32>", |a, w| a.register_progress::<Product<u64, u32>>(w)),
+    ("Product<u64,usize>", |a, w| a.register_progress::<Product<u64, usize>>(w)),
 ];
+
+/// The names `PROBE_TIMELY_PROGRESS` takes, in the order
+/// [`Adapter::register_common_progress`] registers their types.
+pub fn common_progress_names() -> impl Iterator<Item = &'static str> {
+    COMMON_PROGRESS.iter().map(|(n, _)| *n)
+}
 
 /// Which of [`COMMON_PROGRESS`] to register: all without a list; else the
 /// ones it names (comma-separated outside `<>`, spaces ignored, empty
@@ -508,10 +498,13 @@ fn progress_selection(list: Option<&str>) -> Result<[bool; COMMON_PROGRESS.len()
         if name.is_empty() {
             continue;
         }
-        match COMMON_PROGRESS.iter().position(|k| *k == name) {
+        match common_progress_names().position(|k| k == name) {
             Some(i) => chosen[i] = true,
             None => {
-                return Err(format!("PROBE_TIMELY_PROGRESS: {name:?} is not one of {}", COMMON_PROGRESS.join(", ")))
+                return Err(format!(
+                    "PROBE_TIMELY_PROGRESS: {name:?} is not one of {}",
+                    common_progress_names().collect::<Vec<_>>().join(", ")
+                ))
             }
         }
     }
@@ -962,7 +955,7 @@ mod tests {
         assert_eq!(progress_selection(None).unwrap(), [true; 14]);
         assert_eq!(progress_selection(Some("")).unwrap(), [false; 14]);
         let c = progress_selection(Some(" u64 , Product<u64, u32>,,")).unwrap();
-        let on: Vec<&str> = COMMON_PROGRESS.iter().zip(c).filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+        let on: Vec<&str> = common_progress_names().zip(c).filter(|(_, on)| *on).map(|(n, _)| n).collect();
         assert_eq!(on, ["u64", "Product<u64,u32>"]);
         let e = progress_selection(Some("u64,u128")).unwrap_err();
         assert!(

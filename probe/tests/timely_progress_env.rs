@@ -59,23 +59,7 @@ fn progress_logs_follow_the_variable() {
 /// names and the registrations are two lists in the adapter, kept in step).
 #[test]
 fn each_name_registers_its_own_type() {
-    let list = [
-        "()",
-        "usize",
-        "u64",
-        "u32",
-        "i64",
-        "i32",
-        "isize",
-        "Product<usize,usize>",
-        "Product<u64,u64>",
-        "Product<u32,u32>",
-        "Product<usize,u64>",
-        "Product<usize,u32>",
-        "Product<u64,u32>",
-        "Product<u64,usize>",
-    ];
-    for name in list {
+    for name in probe::timely::common_progress_names() {
         let got = names_after_attach(Some(name));
         let progress: Vec<String> = got
             .iter()
