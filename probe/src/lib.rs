@@ -86,7 +86,7 @@ impl std::error::Error for Error {}
 #[derive(Clone, Debug)]
 pub struct Builder {
     sink: Sink,
-    ring_capacity: usize,
+    ring_capacity: Option<usize>,
     on_full: OnFull,
     keep_local: Option<bool>,
     io: IoBackend,
@@ -105,10 +105,10 @@ impl Builder {
         self
     }
 
-    /// Records per worker ring, rounded up to a power of two (default
-    /// 65536, i.e. 2 MiB per worker).
+    /// Records per worker ring, rounded up to a power of two. Without this
+    /// call: `PROBE_RING_CAPACITY` if set, else 65536 (2 MiB per worker).
     pub fn ring_capacity(mut self, records: usize) -> Self {
-        self.ring_capacity = records;
+        self.ring_capacity = Some(records);
         self
     }
 
@@ -191,8 +191,12 @@ impl Builder {
             Sink::Invalid(s) => return Err(Error::InvalidSink(s.clone())),
             _ => {}
         }
-        if self.ring_capacity < 2 || self.ring_capacity > 1 << 28 {
-            return Err(Error::Config(format!("ring capacity {} is not in 2..=2^28", self.ring_capacity)));
+        let ring_capacity = match self.ring_capacity {
+            Some(n) => n,
+            None => ring_capacity_from(std::env::var("PROBE_RING_CAPACITY").ok().as_deref())?,
+        };
+        if !(2..=1 << 28).contains(&ring_capacity) {
+            return Err(Error::Config(format!("ring capacity {ring_capacity} is not in 2..=2^28")));
         }
         let compression = match self.compression {
             Some(c) => c,
@@ -254,7 +258,7 @@ impl Builder {
                 alive,
                 handle: Some(handle),
                 clock,
-                capacity: self.ring_capacity,
+                capacity: ring_capacity,
                 on_full: self.on_full,
                 keep_local,
                 used: AtomicU64::new(0),
@@ -283,7 +287,7 @@ impl Probe {
     pub fn builder() -> Builder {
         Builder {
             sink: Sink::from_env_or(Sink::Off),
-            ring_capacity: 1 << 16,
+            ring_capacity: None,
             on_full: OnFull::Drop,
             keep_local: None,
             io: IoBackend::Auto,
@@ -384,6 +388,19 @@ fn program_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Records per worker ring, from `PROBE_RING_CAPACITY` (unset: 65536).
+fn ring_capacity_from(v: Option<&str>) -> Result<usize, Error> {
+    match v {
+        None => Ok(DEFAULT_RING_CAPACITY),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::Config(format!("PROBE_RING_CAPACITY: {v:?} is not a number of records (e.g. 65536)"))),
+    }
+}
+
+const DEFAULT_RING_CAPACITY: usize = 1 << 16;
+
 /// Whether to write worker-local message halves, from `PROBE_LOCAL_MESSAGES`
 /// (`keep` or `elide`; unset: elide).
 fn keep_local_from(v: Option<&str>) -> Result<bool, Error> {
@@ -405,5 +422,20 @@ mod tests {
         assert!(keep_local_from(Some("keep")).unwrap());
         let e = keep_local_from(Some("Keep")).unwrap_err().to_string();
         assert!(e.contains("PROBE_LOCAL_MESSAGES") && e.contains("\"Keep\""), "{e}");
+    }
+
+    #[test]
+    fn ring_capacity_setting() {
+        assert_eq!(ring_capacity_from(None).unwrap(), 1 << 16);
+        assert_eq!(ring_capacity_from(Some("4096")).unwrap(), 4096);
+        assert_eq!(ring_capacity_from(Some(" 1024 ")).unwrap(), 1024);
+        let e = ring_capacity_from(Some("4k")).unwrap_err().to_string();
+        assert!(e.contains("PROBE_RING_CAPACITY") && e.contains("\"4k\""), "{e}");
+    }
+
+    #[test]
+    fn ring_capacity_out_of_range_is_refused() {
+        let e = Probe::builder().sink(Sink::file("/nonexistent/x")).ring_capacity(1).start().err().expect("refused");
+        assert!(e.to_string().contains("ring capacity 1"), "{e}");
     }
 }

@@ -12,7 +12,10 @@
 //! discards, (bf) the probe into a file and (bt) no probe, timely's events
 //! built and dropped (`TIMELY_LOG_DROP=1`); with `--keep-local`, (bk) as
 //! (b) with worker-local message halves written (`PROBE_LOCAL_MESSAGES=keep`;
-//! by default the probe only counts them); and reports, per workload, the
+//! by default the probe only counts them); with `--variant KEY=VALUE,...`
+//! (repeatable), (v1), (v2), ... as (b0) with that environment for the
+//! traced process (a probe setting weighed in the same rotation); and
+//! reports, per workload, the
 //! median over rounds of each mode's wall time and CPU time (the traced
 //! process, all its threads, writer included) relative to (a) in the same
 //! round, the sidecar's CPU time, engine events (records written plus the
@@ -35,7 +38,7 @@
 //! noisy machine the harness says "undecided" rather than guess from a
 //! median.
 //!
-//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--modes a,b,c,d] [--idle-sidecar] [--breakdown] [--keep-local] [-- WORKLOAD ARGS]`
+//! `cargo run --release -p benches --bin overhead -- [--rounds 10] [--workloads bfs,pagerank] [-w 2] [--no-build] [--modes a,b,c,d] [--idle-sidecar] [--breakdown] [--keep-local] [--variant KEY=VALUE,...] [-- WORKLOAD ARGS]`
 
 use std::collections::BTreeMap;
 
@@ -62,6 +65,38 @@ enum Mode {
     DropLog,
     /// (b) with worker-local message halves written (`--keep-local`).
     KeepLocal,
+    /// (b0) with the environment of the `--variant` at this index.
+    Variant(u8),
+}
+
+/// The `--variant` settings (environment of the traced process), and each
+/// one's label; set once in `main`.
+static VARIANTS: std::sync::OnceLock<Vec<(Vec<(String, String)>, &'static str)>> = std::sync::OnceLock::new();
+
+/// Reads a `--variant` value: `KEY=VALUE[,KEY=VALUE...]`. A comma
+/// separates only where a `KEY=` follows it, so a value may hold commas
+/// (`PROBE_TIMELY_PROGRESS=u64,Product<u64,u32>`).
+fn parse_variant(s: &str) -> Result<Vec<(String, String)>, String> {
+    let starts_pair = |rest: &str| {
+        let rest = rest.trim_start();
+        let key_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        key_len > 0 && rest[key_len..].starts_with('=')
+    };
+    let mut parts = vec![String::new()];
+    for (i, c) in s.char_indices() {
+        if c == ',' && starts_pair(&s[i + 1..]) {
+            parts.push(String::new());
+        } else {
+            parts.last_mut().expect("one part at least").push(c);
+        }
+    }
+    parts
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(format!("{kv:?} is not KEY=VALUE")),
+        })
+        .collect()
 }
 
 impl Mode {
@@ -90,6 +125,7 @@ impl Mode {
             Mode::File => "(bf) probe -> file (zstd)",
             Mode::DropLog => "(bt) timely's log events built and dropped",
             Mode::KeepLocal => "(bk) as (b), worker-local messages written",
+            Mode::Variant(i) => VARIANTS.get().and_then(|v| v.get(i as usize)).map_or("(v?)", |v| v.1),
         }
     }
 
@@ -156,6 +192,12 @@ struct Args {
     /// (`PROBE_LOCAL_MESSAGES=keep`), what eliding them saves.
     #[arg(long)]
     keep_local: bool,
+    /// Also run (v1), (v2), ...: (b0) with this environment for the traced
+    /// process, `KEY=VALUE[,KEY=VALUE...]` (repeatable), e.g.
+    /// `--variant PROBE_RING_CAPACITY=4096` to weigh a probe setting in
+    /// the same rotation.
+    #[arg(long, value_parser = parse_variant)]
+    variant: Vec<Vec<(String, String)>>,
     /// Arguments passed to every workload (after `--`), e.g. `-- --iters 60`.
     #[arg(last = true)]
     extra: Vec<String>,
@@ -177,6 +219,19 @@ fn main() {
     if a.keep_local {
         modes.push(Mode::KeepLocal);
     }
+    assert!(a.variant.len() <= 32, "at most 32 variants");
+    let labelled = a
+        .variant
+        .iter()
+        .enumerate()
+        .map(|(i, env)| {
+            let kv: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let label: &'static str = Box::leak(format!("(v{}) as (b0), {}", i + 1, kv.join(" ")).into_boxed_str());
+            (env.clone(), label)
+        })
+        .collect();
+    VARIANTS.set(labelled).expect("set once");
+    modes.extend((0..a.variant.len()).map(|i| Mode::Variant(i as u8)));
     let mut seen = std::collections::BTreeSet::new();
     modes.retain(|m| seen.insert(*m));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
@@ -219,7 +274,12 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
     let mut discard = None;
     let sock = tmp.join("sidecar.sock");
     match mode {
-        Mode::Discard => {
+        Mode::Discard | Mode::Variant(_) => {
+            if let Mode::Variant(i) = mode {
+                for (k, v) in &VARIANTS.get().expect("set in main")[i as usize].0 {
+                    cmd.env(k, v);
+                }
+            }
             std::fs::remove_file(&sock).ok();
             let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind the discarding socket");
             discard = Some(std::thread::spawn(move || discard_connection(listener)));
@@ -516,4 +576,37 @@ fn report_b(b: &[Run], a: &[Run], elided_share: f64, wall: &[f64]) {
         (stats::median(&b.iter().zip(a).map(|(r, a)| r.cpu / a.cpu).collect::<Vec<_>>()) - 1.0) * 100.0
     );
     println!("(b) within 2 % of (a) in wall time: {}", verdict(wall, 1.02));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_are_read_as_environment() {
+        assert_eq!(
+            parse_variant("PROBE_RING_CAPACITY=4096, PROBE_IO=syscall").unwrap(),
+            [("PROBE_RING_CAPACITY".to_string(), "4096".to_string()), ("PROBE_IO".to_string(), "syscall".to_string())]
+        );
+        assert_eq!(parse_variant("PROBE_COMPRESS=").unwrap(), [("PROBE_COMPRESS".to_string(), String::new())]);
+        assert_eq!(
+            parse_variant("PROBE_TIMELY_PROGRESS=u64,Product<u64,u32>,PROBE_IO=syscall").unwrap(),
+            [
+                ("PROBE_TIMELY_PROGRESS".to_string(), "u64,Product<u64,u32>".to_string()),
+                ("PROBE_IO".to_string(), "syscall".to_string())
+            ]
+        );
+        let e = parse_variant("PROBE_IO").unwrap_err();
+        assert!(e.contains("\"PROBE_IO\"") && e.contains("KEY=VALUE"), "{e}");
+        assert!(parse_variant("=4096").is_err());
+    }
+
+    #[test]
+    fn modes_parse_by_their_letter() {
+        assert_eq!(Mode::parse("b0"), Ok(Mode::Discard));
+        assert_eq!(Mode::parse(" b' "), Ok(Mode::SidecarIdle));
+        assert_eq!(Mode::parse("bt"), Ok(Mode::DropLog));
+        let e = Mode::parse("v1").unwrap_err();
+        assert!(e.contains("\"v1\"") && e.contains("bk"), "{e}");
+    }
 }
