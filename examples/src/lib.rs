@@ -226,7 +226,7 @@ impl Tracing {
 /// One line of probe accounting.
 pub fn stats_line(s: &probe::Stats) -> String {
     format!(
-        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} local={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms adapter={:.3}ms engine_events={} engine_log={:.3}ms engine_flushes={} engine_flush={:.3}ms ticks/s={}{}",
+        "probe: sink={} io={} compression={} workers={} produced={} written={} lost={} elided={} local={} bytes={} bytes/record={:.2} writer_cpu={:.1}ms adapter={:.3}ms engine_events={} engine_log={:.3}ms engine_flushes={} engine_flush={:.3}ms idle_flushes={} idle_engine={:.3}ms idle_adapter={:.3}ms ticks/s={}{}",
         s.sink,
         s.io_backend,
         s.compression,
@@ -244,6 +244,9 @@ pub fn stats_line(s: &probe::Stats) -> String {
         s.engine_log_ns() as f64 / 1e6,
         s.engine_flushes(),
         s.engine_flush_ns() as f64 / 1e6,
+        s.engine_idle_flushes(),
+        s.engine_idle_flush_ns() as f64 / 1e6,
+        s.adapter_idle_ns() as f64 / 1e6,
         s.ticks_per_sec,
         s.last_error.as_deref().map(|e| format!(" last_error={e:?}")).unwrap_or_default(),
     )

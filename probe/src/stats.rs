@@ -31,6 +31,12 @@ pub struct WorkerStats {
     /// Flush calls of the adapter's logs, and their part of `engine_log_ns`.
     pub engine_flushes: u64,
     pub engine_flush_ns: u64,
+    /// The parts of `adapter_ticks`, `engine_flushes` and `engine_flush_ns`
+    /// spent in worker steps that did nothing (an idle worker polling,
+    /// which spends this time instead of spinning).
+    pub adapter_idle_ticks: u64,
+    pub engine_idle_flushes: u64,
+    pub engine_idle_flush_ns: u64,
 }
 
 impl WorkerStats {
@@ -41,6 +47,9 @@ impl WorkerStats {
         self.engine_log_ns = s.engine_log_ns.load(Relaxed);
         self.engine_flushes = s.engine_flushes.load(Relaxed);
         self.engine_flush_ns = s.engine_flush_ns.load(Relaxed);
+        self.adapter_idle_ticks = s.adapter_idle_ticks.load(Relaxed);
+        self.engine_idle_flushes = s.engine_idle_flushes.load(Relaxed);
+        self.engine_idle_flush_ns = s.engine_idle_flush_ns.load(Relaxed);
     }
     pub fn lost(&self) -> u64 {
         self.lost_ring + self.lost_sink
@@ -91,7 +100,14 @@ impl Stats {
     /// Time in the engine adapter's own code, all workers, in ns (0 before
     /// the clock is calibrated).
     pub fn adapter_ns(&self) -> u64 {
-        let ticks: u64 = self.workers.iter().map(|w| w.adapter_ticks).fold(0, u64::saturating_add);
+        self.ticks_to_ns(self.workers.iter().map(|w| w.adapter_ticks).fold(0, u64::saturating_add))
+    }
+    /// The part of [`Stats::adapter_ns`] spent in worker steps that did
+    /// nothing.
+    pub fn adapter_idle_ns(&self) -> u64 {
+        self.ticks_to_ns(self.workers.iter().map(|w| w.adapter_idle_ticks).fold(0, u64::saturating_add))
+    }
+    fn ticks_to_ns(&self, ticks: u64) -> u64 {
         match self.ticks_per_sec {
             0 => 0,
             tps => (ticks as u128 * 1_000_000_000 / tps as u128).min(u64::MAX as u128) as u64,
@@ -108,5 +124,13 @@ impl Stats {
     }
     pub fn engine_flush_ns(&self) -> u64 {
         self.workers.iter().map(|w| w.engine_flush_ns).fold(0, u64::saturating_add)
+    }
+    /// Flush calls in worker steps that did nothing, and their part of
+    /// [`Stats::engine_flush_ns`].
+    pub fn engine_idle_flushes(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_idle_flushes).fold(0, u64::saturating_add)
+    }
+    pub fn engine_idle_flush_ns(&self) -> u64 {
+        self.workers.iter().map(|w| w.engine_idle_flush_ns).fold(0, u64::saturating_add)
     }
 }

@@ -119,6 +119,15 @@
 //!   machine, measured once per process at attach (about 50 µs).
 //!   A floor: building the event at timely's call site, and the cache
 //!   lines all this touches, are not in it.
+//!
+//! Of both, the part spent in steps that did nothing (no event since the
+//! last Step: an idle worker polling) is reported apart
+//! ([`AdapterCost::idle_flushes`] and the rest): a worker that spins in
+//! `step()` waiting for others flushes every registered log at every
+//! step, millions of times a second, and spends that time instead of
+//! spinning, which delays nothing. The split is made at the `"timely"`
+//! log's flush that ends each step, so where a worker turns from idle to
+//! busy, up to one step's flushes (15) fall on the wrong side.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -270,6 +279,7 @@ impl Adapter {
             addr_to_id: HashMap::new(),
             channels: Vec::new(),
             stats,
+            step_flushes: StepFlushes::default(),
             cost: Unreported::default(),
             engine_ps: engine_cost(),
             read_ticks,
@@ -437,7 +447,10 @@ impl Adapter {
                     }
                 } else if s.activity {
                     s.activity = false;
+                    s.step_ends(false);
                     s.push(0, *time, Ev::Step);
+                } else {
+                    s.step_ends(true);
                 }
             }
         }
@@ -651,6 +664,8 @@ struct State {
     addr_to_id: HashMap<Vec<usize>, usize>,
     channels: Vec<PendingChannel>,
     stats: AdapterStats,
+    /// Flush calls not yet booked as in an idle step or not.
+    step_flushes: StepFlushes,
     /// What this adapter cost since it last told the probe
     /// ([`WorkerProbe::add_adapter_cost`]; at each Step and at the end).
     cost: Unreported,
@@ -678,6 +693,21 @@ struct Unreported {
     ticks: u64,
     events: u64,
     flushes: u64,
+    /// The parts of `ticks` and `flushes` in worker steps that did nothing.
+    idle_ticks: u64,
+    idle_flushes: u64,
+}
+
+/// Flush calls, and the sampled time of those with nothing to write, since
+/// the last flush of the `"timely"` log that ended a step: booked as idle
+/// or not when the next one ends (timely flushes its logs in the order of
+/// its registry's map, so some of a step's flush calls come before the
+/// `"timely"` log's and some after; the split is off by at most one
+/// step's flushes wherever a worker turns from idle to busy or back).
+#[derive(Default)]
+struct StepFlushes {
+    flushes: u64,
+    sampled_ticks: u64,
 }
 
 impl State {
@@ -711,6 +741,7 @@ impl State {
             }
             None => {
                 self.cost.flushes += 1;
+                self.step_flushes.flushes += 1;
                 (self.cost.flushes % FLUSH_SAMPLE == 0).then(|| Timing { t0: self.w.clock_now(), scale: FLUSH_SAMPLE })
             }
         }
@@ -729,6 +760,8 @@ impl State {
                     0 => 2_000,
                     tps => tps / 500_000,
                 });
+                let f = &mut self.step_flushes;
+                f.sampled_ticks = f.sampled_ticks.saturating_add(spent.saturating_mul(t.scale));
             }
             self.cost.ticks = self.cost.ticks.saturating_add(spent.saturating_mul(t.scale));
         }
@@ -746,7 +779,20 @@ impl State {
             engine_log_ns: ns(c.events, ps.per_event).saturating_add(flush_ns),
             engine_flushes: c.flushes,
             engine_flush_ns: flush_ns,
+            idle_ticks: c.idle_ticks,
+            idle_flushes: c.idle_flushes,
+            idle_flush_ns: ns(c.idle_flushes, ps.per_flush),
         });
+    }
+
+    /// A step ended (the `"timely"` log's flush at its end): books the
+    /// flush calls since the previous one as idle if it did nothing.
+    fn step_ends(&mut self, idle: bool) {
+        let f = std::mem::take(&mut self.step_flushes);
+        if idle {
+            self.cost.idle_flushes += f.flushes;
+            self.cost.idle_ticks = self.cost.idle_ticks.saturating_add(f.sampled_ticks);
+        }
     }
 
     /// Source `src` will log nothing before `time`: write out what no log

@@ -42,6 +42,13 @@ pub struct AdapterCost {
     pub engine_flushes: u64,
     /// The part of `engine_log_ns` those flush calls cost.
     pub engine_flush_ns: u64,
+    /// The parts of `ticks`, `engine_flushes` and `engine_flush_ns` spent
+    /// in worker steps that did nothing (an idle worker polling): time a
+    /// spinning worker spends there instead of spinning, which costs it
+    /// no progress.
+    pub idle_ticks: u64,
+    pub idle_flushes: u64,
+    pub idle_flush_ns: u64,
 }
 
 /// State a worker shares with the writer thread. Every counter here has one
@@ -61,6 +68,9 @@ pub(crate) struct WorkerShared {
     pub engine_log_ns: AtomicU64,
     pub engine_flushes: AtomicU64,
     pub engine_flush_ns: AtomicU64,
+    pub adapter_idle_ticks: AtomicU64,
+    pub engine_idle_flushes: AtomicU64,
+    pub engine_idle_flush_ns: AtomicU64,
     /// The worker is gone and published everything it had.
     pub closed: AtomicBool,
     /// Metadata not yet taken by the writer.
@@ -266,6 +276,9 @@ impl WorkerProbe {
             add(&s.engine_log_ns, c.engine_log_ns);
             add(&s.engine_flushes, c.engine_flushes);
             add(&s.engine_flush_ns, c.engine_flush_ns);
+            add(&s.adapter_idle_ticks, c.idle_ticks);
+            add(&s.engine_idle_flushes, c.idle_flushes);
+            add(&s.engine_idle_flush_ns, c.idle_flush_ns);
         }
     }
 

@@ -18,6 +18,9 @@ fn adapter_costs_add_up_in_the_stats() {
         engine_log_ns: 150,
         engine_flushes: 4,
         engine_flush_ns: 40,
+        idle_ticks: 300,
+        idle_flushes: 3,
+        idle_flush_ns: 30,
     });
     w1.add_adapter_cost(AdapterCost {
         ticks: 7,
@@ -25,6 +28,9 @@ fn adapter_costs_add_up_in_the_stats() {
         engine_log_ns: 30,
         engine_flushes: 1,
         engine_flush_ns: 9,
+        idle_ticks: 2,
+        idle_flushes: 1,
+        idle_flush_ns: 9,
     });
     drop((w0, w1));
     let s = probe.shutdown().unwrap();
@@ -38,6 +44,10 @@ fn adapter_costs_add_up_in_the_stats() {
     // Ticks become ns at the writer's calibration.
     assert!(s.ticks_per_sec > 0);
     assert_eq!(s.adapter_ns(), (1507u128 * 1_000_000_000 / s.ticks_per_sec as u128) as u64);
+    // The parts spent in idle steps, likewise.
+    assert_eq!((by(0).adapter_idle_ticks, by(0).engine_idle_flushes, by(0).engine_idle_flush_ns), (300, 3, 30));
+    assert_eq!((s.engine_idle_flushes(), s.engine_idle_flush_ns()), (4, 39));
+    assert_eq!(s.adapter_idle_ns(), (302u128 * 1_000_000_000 / s.ticks_per_sec as u128) as u64);
 }
 
 #[test]
@@ -50,8 +60,12 @@ fn a_disabled_probe_ignores_adapter_costs() {
         engine_log_ns: 1,
         engine_flushes: 1,
         engine_flush_ns: 1,
+        idle_ticks: 1,
+        idle_flushes: 1,
+        idle_flush_ns: 1,
     });
     drop(w);
     let s = probe.shutdown().unwrap();
     assert_eq!((s.adapter_ns(), s.engine_events(), s.engine_log_ns()), (0, 0, 0));
+    assert_eq!((s.adapter_idle_ns(), s.engine_idle_flushes(), s.engine_idle_flush_ns()), (0, 0, 0));
 }

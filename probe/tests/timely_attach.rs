@@ -270,6 +270,25 @@ fn check_trace(keep_local: bool) {
             ws.engine_flushes >= 15 * ad.steps.saturating_sub(1) && ws.engine_flush_ns <= ws.engine_log_ns,
             "worker {w}: {ws:?}"
         );
+        // The flushes of steps that did nothing are reported apart: the
+        // rest are 15 per step that did work, i.e. per Step record in the
+        // stream (the probe may add one at the end; timely steps on after
+        // the loop, so this counts the stream's Steps, not `ad`'s), and a
+        // few more where timely flushes the "timely" log alone (after
+        // building a dataflow, at drop); the first step after a dataflow
+        // is built, and a final Step the probe adds, have fewer.
+        let trace_steps = events(&s.records).filter(|(_, e)| matches!(e, Event::Step { .. })).count() as u64;
+        assert!(
+            ws.engine_idle_flushes <= ws.engine_flushes
+                && ws.engine_idle_flush_ns <= ws.engine_flush_ns
+                && ws.adapter_idle_ticks <= ws.adapter_ticks,
+            "worker {w}: {ws:?}"
+        );
+        let working = ws.engine_flushes - ws.engine_idle_flushes;
+        assert!(
+            working >= 15 * trace_steps.saturating_sub(2) && working <= 15 * trace_steps + 15,
+            "worker {w}: {working} flushes in {trace_steps} steps that did work: {ws:?}"
+        );
 
         // Metadata: every operator timely announced, with its name; every
         // channel, with both ends resolved to announced operators.

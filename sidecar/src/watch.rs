@@ -55,6 +55,11 @@ pub struct ProbeLine {
     /// Flush calls of the adapter's logs, and their part of engine_log_ms.
     pub engine_flushes: Option<u64>,
     pub engine_flush_ms: Option<f64>,
+    /// Of engine_flushes, engine_flush_ms and adapter_ms: the parts spent
+    /// in worker steps that did nothing (an idle worker polling).
+    pub idle_flushes: Option<u64>,
+    pub idle_engine_ms: Option<f64>,
+    pub idle_adapter_ms: Option<f64>,
     /// Records and elided pairs of the lines without an adapter figure
     /// (programs that call the probe directly): their time in the worker
     /// threads is the pushes' estimate, where the adapter's holds theirs.
@@ -86,6 +91,9 @@ impl ProbeLine {
                 "engine_log" => p.engine_log_ms = ms(),
                 "engine_flushes" => p.engine_flushes = u(),
                 "engine_flush" => p.engine_flush_ms = ms(),
+                "idle_flushes" => p.idle_flushes = u(),
+                "idle_engine" => p.idle_engine_ms = ms(),
+                "idle_adapter" => p.idle_adapter_ms = ms(),
                 _ => continue,
             }
             any = true;
@@ -93,7 +101,13 @@ impl ProbeLine {
         // Events are figures only with their price.
         if p.engine_log_ms.is_none() {
             (p.engine_events, p.engine_flushes, p.engine_flush_ms) = (None, None, None);
+            (p.idle_flushes, p.idle_engine_ms) = (None, None);
         }
+        // A part is no larger than its whole (the figures come from the
+        // command's output).
+        p.idle_engine_ms = p.idle_engine_ms.map(|x| x.min(p.engine_flush_ms.unwrap_or(0.0)));
+        p.idle_flushes = p.idle_flushes.map(|x| x.min(p.engine_flushes.unwrap_or(0)));
+        p.idle_adapter_ms = p.idle_adapter_ms.map(|x| x.min(p.adapter_ms.unwrap_or(0.0)));
         if p.adapter_ms.is_none() {
             (p.unadapted_written, p.unadapted_elided) = (p.written.unwrap_or(0), p.elided.unwrap_or(0));
         }
@@ -127,6 +141,9 @@ impl ProbeLine {
         self.engine_log_ms = sum(self.engine_log_ms, o.engine_log_ms, |x, y| x + y);
         self.engine_flushes = sum(self.engine_flushes, o.engine_flushes, add);
         self.engine_flush_ms = sum(self.engine_flush_ms, o.engine_flush_ms, |x, y| x + y);
+        self.idle_flushes = sum(self.idle_flushes, o.idle_flushes, add);
+        self.idle_engine_ms = sum(self.idle_engine_ms, o.idle_engine_ms, |x, y| x + y);
+        self.idle_adapter_ms = sum(self.idle_adapter_ms, o.idle_adapter_ms, |x, y| x + y);
         self.unadapted_written = self.unadapted_written.saturating_add(o.unadapted_written);
         self.unadapted_elided = self.unadapted_elided.saturating_add(o.unadapted_elided);
     }
@@ -164,11 +181,16 @@ pub struct Cost {
     pub engine_flushes: Option<u64>,
     pub engine_flush_ms: Option<f64>,
     /// engine_log_ms + adapter_ms (which holds the probe's pushes), or
-    /// est_probe_ms without an adapter: tracing's cost inside the worker
-    /// threads.
+    /// est_probe_ms without an adapter, less idle_steps_ms: tracing's cost
+    /// inside the worker threads, in the steps that did work.
     pub worker_threads_ms: f64,
     /// worker_threads_ms / worker_ms.
     pub worker_threads_share: f64,
+    /// Flush calls in worker steps that did nothing, and what they cost
+    /// (the engine's and the adapter's): an idle worker polling spends it
+    /// instead of spinning.
+    pub idle_flushes: Option<u64>,
+    pub idle_steps_ms: f64,
     /// The probe's writer thread (from the workload's `probe:` line).
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
@@ -194,7 +216,8 @@ impl Cost {
             }
             None => est / 1e6,
         };
-        let in_workers = pushes_ms + p.engine_log_ms.unwrap_or(0.0);
+        let idle_ms = p.idle_engine_ms.unwrap_or(0.0) + p.idle_adapter_ms.unwrap_or(0.0);
+        let in_workers = (pushes_ms + p.engine_log_ms.unwrap_or(0.0) - idle_ms).max(0.0);
         let share = |ms: f64| if t.worker_ns > 0 { ms * 1e6 / t.worker_ns as f64 } else { 0.0 };
         Cost {
             records,
@@ -215,6 +238,8 @@ impl Cost {
             engine_flush_ms: p.engine_flush_ms,
             worker_threads_ms: in_workers,
             worker_threads_share: share(in_workers),
+            idle_flushes: p.idle_flushes,
+            idle_steps_ms: idle_ms,
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
         }
@@ -313,8 +338,14 @@ impl Summary {
             c.bytes_per_record,
         );
         let mut parts = Vec::new();
+        let idle = self.probe_line.as_ref().map_or((0, 0.0, 0.0), |p| {
+            (p.idle_flushes.unwrap_or(0), p.idle_engine_ms.unwrap_or(0.0), p.idle_adapter_ms.unwrap_or(0.0))
+        });
         if let (Some(ms), Some(n)) = (c.engine_log_ms, c.engine_events) {
-            let (flushes, flush_ms) = (c.engine_flushes.unwrap_or(0), c.engine_flush_ms.unwrap_or(0.0).min(ms));
+            // In the steps that did work (the idle steps' part is below).
+            let ms = (ms - idle.1).max(0.0);
+            let flushes = c.engine_flushes.unwrap_or(0).saturating_sub(idle.0);
+            let flush_ms = (c.engine_flush_ms.unwrap_or(0.0) - idle.1).clamp(0.0, ms);
             let events_ms = ms - flush_ms;
             let mut s = format!(
                 "the engine's own logging ~{ms:.2} ms (a floor, priced at attach: {n} events ~{events_ms:.2} ms, ~{:.0} ns each",
@@ -322,8 +353,7 @@ impl Summary {
             );
             if flushes > 0 {
                 s += &format!(
-                    "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every \
-                     step, idle ones included, where a spinning worker spends it instead of spinning",
+                    "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every step",
                     flush_ms * 1e6 / flushes as f64
                 );
             }
@@ -334,15 +364,26 @@ impl Summary {
             c.est_probe_ms, c.ns_per_record, c.ns_per_elided
         );
         match c.adapter_ms {
-            Some(ms) => parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})")),
+            Some(ms) => {
+                let ms = (ms - idle.2).max(0.0);
+                parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})"))
+            }
             None => parts.push(pushes),
         }
         s += &format!(
-            "  in the worker threads ~{:.2} ms = {:.2}% of worker time: {}\n",
+            "  in the worker threads ~{:.2} ms = {:.2}% of worker time, in the steps that did work: {}\n",
             c.worker_threads_ms,
             c.worker_threads_share * 100.0,
             parts.join(", ")
         );
+        if let Some(n) = c.idle_flushes.filter(|_| c.idle_steps_ms >= 0.005) {
+            s += &format!(
+                "  and ~{:.2} ms in {n} flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
+                 adapter's ~{:.2} ms): timely flushes every registered log at every step, and a worker \
+                 that polls for work spends this instead of spinning\n",
+                c.idle_steps_ms, idle.1, idle.2
+            );
+        }
         s += &format!(
             "  writer thread CPU {}\n",
             match (c.writer_cpu_ms, c.writer_cpu_share) {
@@ -409,6 +450,9 @@ mod tests {
             engine_log_ms: Some(0.25),
             engine_flushes: Some(9),
             engine_flush_ms: Some(0.125),
+            idle_flushes: None,
+            idle_engine_ms: None,
+            idle_adapter_ms: None,
             unadapted_written: 0,
             unadapted_elided: 0,
         };
@@ -469,5 +513,40 @@ mod tests {
         assert!(text.contains("3000000 events ~60.00 ms, ~20 ns each"), "{text}");
         assert!(text.contains("1000000 flushes of its logs ~30.00 ms, ~30 ns each"), "{text}");
         assert!(text.contains("the adapter 30.00 ms (measured, including the probe's pushes, ~12.00 ms"), "{text}");
+    }
+
+    #[test]
+    fn idle_steps_are_reported_apart_from_the_steps_that_did_work() {
+        let l = "probe: workers=2 written=100 elided=0 adapter=200.0ms engine_events=1000 engine_log=600.03ms \
+                 engine_flushes=20000000 engine_flush=600.0ms idle_flushes=19000000 idle_engine=570.0ms idle_adapter=190.0ms";
+        let p = ProbeLine::parse(l).unwrap();
+        assert_eq!((p.idle_flushes, p.idle_engine_ms, p.idle_adapter_ms), (Some(19_000_000), Some(570.0), Some(190.0)));
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let c = Cost::new(&t, Some(&p), 12.0, 10.0);
+        // 600.03 + 200 in all, of which 570 + 190 in idle steps.
+        assert!((c.worker_threads_ms - 40.03).abs() < 1e-9, "{c:?}");
+        assert!((c.idle_steps_ms - 760.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.idle_flushes, Some(19_000_000));
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c).text();
+        assert!(text.contains("~40.03 ms = 4.00% of worker time, in the steps that did work"), "{text}");
+        assert!(text.contains("1000000 flushes of its logs ~30.00 ms"), "{text}");
+        assert!(text.contains("the adapter 10.00 ms (measured"), "{text}");
+        assert!(text.contains("~760.00 ms in 19000000 flush calls of steps that did nothing (the engine's ~570.00 ms, the adapter's ~190.00 ms)"), "{text}");
+
+        // Summed over two programs; a part larger than its whole (a garbled
+        // line) is cut to the whole.
+        let mut q = p.clone();
+        q.add(&ProbeLine::parse("probe: adapter=1.0ms engine_events=1 engine_log=2.0ms engine_flushes=5 engine_flush=1.0ms idle_flushes=9 idle_engine=7.0ms idle_adapter=3.0ms").unwrap());
+        assert_eq!(q.idle_flushes, Some(19_000_005));
+        assert_eq!(q.idle_engine_ms, Some(571.0));
+        assert_eq!(q.idle_adapter_ms, Some(191.0));
+
+        // Without idle steps the line is left out.
+        let r = ProbeLine::parse("probe: adapter=1.0ms engine_events=1 engine_log=2.0ms engine_flushes=5 engine_flush=1.0ms idle_flushes=0 idle_engine=0.000ms idle_adapter=0.000ms").unwrap();
+        let c = Cost::new(&t, Some(&r), 12.0, 10.0);
+        assert!((c.worker_threads_ms - 3.0).abs() < 1e-9, "{c:?}");
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&r), c).text();
+        assert!(!text.contains("steps that did nothing"), "{text}");
     }
 }

@@ -211,8 +211,13 @@ fn watch_runs_a_workload_live_and_reports_its_cost() {
     assert!(c["engine_events"].as_u64().unwrap() > c["records"].as_u64().unwrap(), "{s}");
     let (adapter, engine) = (c["adapter_ms"].as_f64().unwrap(), c["engine_log_ms"].as_f64().unwrap());
     assert!(adapter > 0.0 && engine > 0.0, "{s}");
+    // Workers 1–3 have nothing to do and poll: the flushes of their idle
+    // steps are reported apart from the steps that did work.
+    let idle = c["idle_steps_ms"].as_f64().unwrap();
+    assert!(c["idle_flushes"].as_u64().unwrap() > 0 && idle > 0.0, "{s}");
+    assert!(out.contains("flush calls of steps that did nothing"), "{out}");
     let in_workers = c["worker_threads_ms"].as_f64().unwrap();
-    assert!((in_workers - adapter - engine).abs() < 1e-6, "{s}");
+    assert!(in_workers > 0.0 && (in_workers + idle - adapter - engine).abs() < 1e-6, "{s}");
     let wshare = c["worker_threads_share"].as_f64().unwrap();
     assert!(wshare > 0.0 && wshare < 0.5, "{s}");
     // The probe's own count and what the sidecar read agree.
