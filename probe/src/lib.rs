@@ -191,13 +191,7 @@ impl Builder {
             Sink::Invalid(s) => return Err(Error::InvalidSink(s.clone())),
             _ => {}
         }
-        let ring_capacity = match self.ring_capacity {
-            Some(n) => n,
-            None => ring_capacity_from(std::env::var("PROBE_RING_CAPACITY").ok().as_deref())?,
-        };
-        if !(2..=1 << 28).contains(&ring_capacity) {
-            return Err(Error::Config(format!("ring capacity {ring_capacity} is not in 2..=2^28")));
-        }
+        let ring_capacity = ring_capacity(self.ring_capacity, std::env::var("PROBE_RING_CAPACITY").ok().as_deref())?;
         let compression = match self.compression {
             Some(c) => c,
             None => match std::env::var("PROBE_COMPRESS") {
@@ -391,15 +385,24 @@ fn program_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Records per worker ring, from `PROBE_RING_CAPACITY` (unset: 65536).
-fn ring_capacity_from(v: Option<&str>) -> Result<usize, Error> {
-    match v {
-        None => Ok(DEFAULT_RING_CAPACITY),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| Error::Config(format!("PROBE_RING_CAPACITY: {v:?} is not a number of records (e.g. 65536)"))),
+/// Records per worker ring: the builder's, else `PROBE_RING_CAPACITY`'s
+/// (`env`), else 65536; refused outside 2..=2^28, naming the variable when
+/// it came from there.
+fn ring_capacity(explicit: Option<usize>, env: Option<&str>) -> Result<usize, Error> {
+    let (n, from) = match (explicit, env) {
+        (Some(n), _) => (n, ""),
+        (None, None) => (DEFAULT_RING_CAPACITY, ""),
+        (None, Some(v)) => (
+            v.trim().parse().map_err(|_| {
+                Error::Config(format!("PROBE_RING_CAPACITY: {v:?} is not a number of records (e.g. 65536)"))
+            })?,
+            "PROBE_RING_CAPACITY: ",
+        ),
+    };
+    if !(2..=1 << 28).contains(&n) {
+        return Err(Error::Config(format!("{from}ring capacity {n} is not in 2..=2^28")));
     }
+    Ok(n)
 }
 
 const DEFAULT_RING_CAPACITY: usize = 1 << 16;
@@ -429,11 +432,18 @@ mod tests {
 
     #[test]
     fn ring_capacity_setting() {
-        assert_eq!(ring_capacity_from(None).unwrap(), 1 << 16);
-        assert_eq!(ring_capacity_from(Some("4096")).unwrap(), 4096);
-        assert_eq!(ring_capacity_from(Some(" 1024 ")).unwrap(), 1024);
-        let e = ring_capacity_from(Some("4k")).unwrap_err().to_string();
+        assert_eq!(ring_capacity(None, None).unwrap(), 1 << 16);
+        assert_eq!(ring_capacity(None, Some("4096")).unwrap(), 4096);
+        assert_eq!(ring_capacity(None, Some(" 1024 ")).unwrap(), 1024);
+        // The builder's call wins over the environment.
+        assert_eq!(ring_capacity(Some(64), Some("4096")).unwrap(), 64);
+        assert_eq!(ring_capacity(Some(64), Some("4k")).unwrap(), 64);
+        let e = ring_capacity(None, Some("4k")).unwrap_err().to_string();
         assert!(e.contains("PROBE_RING_CAPACITY") && e.contains("\"4k\""), "{e}");
+        let e = ring_capacity(None, Some("0")).unwrap_err().to_string();
+        assert!(e.contains("PROBE_RING_CAPACITY: ring capacity 0 is not in 2..=2^28"), "{e}");
+        let e = ring_capacity(Some(1 << 29), None).unwrap_err().to_string();
+        assert!(e.contains("ring capacity 536870912 is not in") && !e.contains("PROBE_RING_CAPACITY"), "{e}");
     }
 
     #[test]

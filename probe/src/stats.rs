@@ -47,9 +47,12 @@ impl WorkerStats {
         self.engine_log_ns = s.engine_log_ns.load(Relaxed);
         self.engine_flushes = s.engine_flushes.load(Relaxed);
         self.engine_flush_ns = s.engine_flush_ns.load(Relaxed);
-        self.adapter_idle_ticks = s.adapter_idle_ticks.load(Relaxed);
-        self.engine_idle_flushes = s.engine_idle_flushes.load(Relaxed);
-        self.engine_idle_flush_ns = s.engine_idle_flush_ns.load(Relaxed);
+        // A part is stored after its whole, but a snapshot taken between
+        // the two stores (or seeing them out of order) must not show a
+        // part larger than its whole.
+        self.adapter_idle_ticks = s.adapter_idle_ticks.load(Relaxed).min(self.adapter_ticks);
+        self.engine_idle_flushes = s.engine_idle_flushes.load(Relaxed).min(self.engine_flushes);
+        self.engine_idle_flush_ns = s.engine_idle_flush_ns.load(Relaxed).min(self.engine_flush_ns);
     }
     pub fn lost(&self) -> u64 {
         self.lost_ring + self.lost_sink

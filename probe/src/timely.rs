@@ -127,7 +127,7 @@
 //! step, millions of times a second, and spends that time instead of
 //! spinning, which delays nothing. The split is made at the `"timely"`
 //! log's flush that ends each step, so where a worker turns from idle to
-//! busy, up to one step's flushes (15) fall on the wrong side.
+//! busy or back, up to one step's flushes (15) fall on the wrong side.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -280,6 +280,7 @@ impl Adapter {
             channels: Vec::new(),
             stats,
             step_flushes: StepFlushes::default(),
+            flush_calls: 0,
             cost: Unreported::default(),
             engine_ps: engine_cost(),
             read_ticks,
@@ -666,6 +667,9 @@ struct State {
     stats: AdapterStats,
     /// Flush calls not yet booked as in an idle step or not.
     step_flushes: StepFlushes,
+    /// Flush calls so far (never reset: picks the one in
+    /// `FLUSH_SAMPLE` that is timed).
+    flush_calls: u64,
     /// What this adapter cost since it last told the probe
     /// ([`WorkerProbe::add_adapter_cost`]; at each Step and at the end).
     cost: Unreported,
@@ -742,7 +746,10 @@ impl State {
             None => {
                 self.cost.flushes += 1;
                 self.step_flushes.flushes += 1;
-                (self.cost.flushes % FLUSH_SAMPLE == 0).then(|| Timing { t0: self.w.clock_now(), scale: FLUSH_SAMPLE })
+                // (Not `cost.flushes`, which each Step resets: in a busy
+                // stretch it would never reach a multiple of the sample.)
+                self.flush_calls += 1;
+                (self.flush_calls % FLUSH_SAMPLE == 0).then(|| Timing { t0: self.w.clock_now(), scale: FLUSH_SAMPLE })
             }
         }
     }

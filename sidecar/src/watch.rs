@@ -5,8 +5,8 @@
 //! windows), and the workload's own `probe:` line on its standard error
 //! (what the probe produced and lost, and the writer thread's CPU time,
 //! which no frame carries, and what the engine adapter cost). Tracing's
-//! cost in the worker threads has three parts, each a share of the traced
-//! worker time:
+//! cost in the worker threads, in the steps that did work, has three
+//! parts, each a share of the traced worker time:
 //!
 //! - the engine's own logging (timely reading its clock for each log event
 //!   and buffering it, and flushing every registered log at every step):
@@ -16,6 +16,11 @@
 //!   reads around its work; one in 64 of its empty flush calls sampled);
 //! - the probe's pushes: records × the per-record cost plus elided pairs ×
 //!   the per-pair cost, an estimate from the hot-path benchmark.
+//!
+//! The flush calls of steps that did nothing (an idle worker polling,
+//! which spends that time instead of spinning) are left out of that share
+//! and reported on a line of their own: the engine's and the adapter's
+//! parts, as the adapter booked them.
 //!
 //! The writer thread's CPU comes on top, on whichever core it runs.
 
@@ -376,9 +381,11 @@ impl Summary {
             c.worker_threads_share * 100.0,
             parts.join(", ")
         );
-        if let Some(n) = c.idle_flushes.filter(|_| c.idle_steps_ms >= 0.005) {
+        if c.idle_steps_ms >= 0.005 {
+            // (The count is known only with the engine's price.)
+            let calls = c.idle_flushes.map(|n| format!("{n} ")).unwrap_or_default();
             s += &format!(
-                "  and ~{:.2} ms in {n} flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
+                "  and ~{:.2} ms in {calls}flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
                  adapter's ~{:.2} ms): timely flushes every registered log at every step, and a worker \
                  that polls for work spends this instead of spinning\n",
                 c.idle_steps_ms, idle.1, idle.2
@@ -548,5 +555,14 @@ mod tests {
         assert!((c.worker_threads_ms - 3.0).abs() < 1e-9, "{c:?}");
         let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&r), c).text();
         assert!(!text.contains("steps that did nothing"), "{text}");
+
+        // The adapter's idle part without the engine's figures is still
+        // shown, since it is left out of the share.
+        let a = ProbeLine::parse("probe: adapter=5.0ms idle_flushes=10 idle_engine=1.0ms idle_adapter=4.0ms").unwrap();
+        assert_eq!((a.idle_flushes, a.idle_engine_ms, a.idle_adapter_ms), (None, None, Some(4.0)));
+        let c = Cost::new(&t, Some(&a), 12.0, 10.0);
+        assert!((c.worker_threads_ms - 1.0).abs() < 1e-9, "{c:?}");
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&a), c).text();
+        assert!(text.contains("and ~4.00 ms in flush calls of steps that did nothing"), "{text}");
     }
 }

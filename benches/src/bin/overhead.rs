@@ -25,7 +25,8 @@
 //! elided (from one extra, untimed run into a file that is decoded), and,
 //! beside (b)'s measured CPU over (a), the probe's own account of its cost
 //! (its `probe:` line: timely's logging, the adapter, the writer thread; the
-//! figures `sidecar watch` reports).
+//! figures `sidecar watch` reports: the steps that did work, and apart the
+//! flush calls of steps that did nothing).
 //! `--modes` runs a subset ((a) always): a goal that concerns two modes
 //! gets more rounds in the same time.
 //!
@@ -73,6 +74,16 @@ enum Mode {
 /// one's label; set once in `main`.
 static VARIANTS: std::sync::OnceLock<Vec<(Vec<(String, String)>, &'static str)>> = std::sync::OnceLock::new();
 
+/// The environment the harness sets (or clears) for each mode.
+const PINNED_ENV: [&str; 5] =
+    ["PROBE_SINK", "TIMELY_LOG_FILE", "PROBE_ATTACH", "TIMELY_LOG_DROP", "PROBE_LOCAL_MESSAGES"];
+
+/// Probe settings read from the environment: exported in the shell, they
+/// apply to every mode (the harness says so at the start), and a variant
+/// overrides them for its mode.
+const TUNING_ENV: [&str; 6] =
+    ["PROBE_RING_CAPACITY", "PROBE_COMPRESS", "PROBE_IO", "PROBE_TIMELY_PROGRESS", "PROBE_CLOCK", "PROBE_HOST_ID"];
+
 /// Reads a `--variant` value: `KEY=VALUE[,KEY=VALUE...]`. A comma
 /// separates only where a `KEY=` follows it, so a value may hold commas
 /// (`PROBE_TIMELY_PROGRESS=u64,Product<u64,u32>`).
@@ -93,6 +104,9 @@ fn parse_variant(s: &str) -> Result<Vec<(String, String)>, String> {
     parts
         .iter()
         .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if PINNED_ENV.contains(&k.trim()) => {
+                Err(format!("{} is set by the harness for each mode; a variant cannot change it", k.trim()))
+            }
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
             _ => Err(format!("{kv:?} is not KEY=VALUE")),
         })
@@ -151,10 +165,13 @@ struct Run {
     local: u64,
     /// The probe's own account of its cost (its `probe:` line, as `sidecar
     /// watch` reports it), in seconds: timely's logging (estimated), the
-    /// adapter (measured), the writer thread's CPU.
+    /// adapter (measured), the writer thread's CPU; and the parts of the
+    /// first two spent in steps that did nothing.
     engine_log: f64,
     adapter: f64,
     writer: f64,
+    idle_engine: f64,
+    idle_adapter: f64,
 }
 
 /// Runs timely workloads in alternation with and without tracing and
@@ -231,6 +248,11 @@ fn main() {
         })
         .collect();
     VARIANTS.set(labelled).expect("set once");
+    if !a.variant.is_empty() && !modes.contains(&Mode::Discard) {
+        // A variant is weighed against (b0), which it differs from only in
+        // its environment.
+        modes.push(Mode::Discard);
+    }
     modes.extend((0..a.variant.len()).map(|i| Mode::Variant(i as u8)));
     let mut seen = std::collections::BTreeSet::new();
     modes.retain(|m| seen.insert(*m));
@@ -248,6 +270,11 @@ fn main() {
     std::fs::create_dir_all(&tmp).unwrap();
 
     println!("overhead harness: {rounds} rounds per workload, -w {workers}, modes in rotating order each round");
+    let inherited: Vec<String> =
+        TUNING_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}"))).collect();
+    if !inherited.is_empty() {
+        println!("probe settings from the environment, in every mode (a variant overrides): {}", inherited.join(" "));
+    }
     for wl in &workloads {
         let exe = bin_dir.join(wl);
         let mut runs: BTreeMap<Mode, Vec<Run>> = BTreeMap::new();
@@ -268,8 +295,9 @@ fn main() {
 fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[String], tmp: &Path) -> Run {
     let mut cmd = Command::new(exe);
     cmd.arg("-w").arg(workers.to_string()).args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
-    cmd.env_remove("PROBE_SINK").env_remove("TIMELY_LOG_FILE").env_remove("PROBE_ATTACH").env_remove("TIMELY_LOG_DROP");
-    cmd.env_remove("PROBE_LOCAL_MESSAGES");
+    for k in PINNED_ENV {
+        cmd.env_remove(k);
+    }
     let mut side = None;
     let mut discard = None;
     let sock = tmp.join("sidecar.sock");
@@ -363,6 +391,7 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
             .map_or(0.0, |v| v / 1e3)
     };
     (r.engine_log, r.adapter, r.writer) = (ms("engine_log"), ms("adapter"), ms("writer_cpu"));
+    (r.idle_engine, r.idle_adapter) = (ms("idle_engine").min(r.engine_log), ms("idle_adapter").min(r.adapter));
     for f in std::fs::read_dir(tmp).unwrap().flatten() {
         if f.file_name().to_string_lossy().starts_with("timely.log") {
             std::fs::remove_file(f.path()).ok();
@@ -567,12 +596,15 @@ fn report_b(b: &[Run], a: &[Run], elided_share: f64, wall: &[f64]) {
     // the harness measures, both over (a)'s CPU time in the same round.
     let share = |f: fn(&Run) -> f64| stats::median(&b.iter().zip(a).map(|(r, a)| f(r) / a.cpu).collect::<Vec<_>>());
     println!(
-        "the probe's own account under (b), over (a)'s CPU: timely's logging {:.2}% (estimated), the adapter {:.2}% \
-         (measured), the writer thread {:.2}%; in all {:.2}%, against {:.2}% measured ((b)'s CPU over (a)'s)",
-        share(|r| r.engine_log) * 100.0,
-        share(|r| r.adapter) * 100.0,
+        "the probe's own account under (b), over (a)'s CPU: in the steps that did work, timely's logging {:.2}% \
+         (estimated), the adapter {:.2}% (measured), the writer thread {:.2}%; in all {:.2}%; and in the flush \
+         calls of steps that did nothing {:.2}% (a polling worker spends it instead of spinning); against {:.2}% \
+         measured ((b)'s CPU over (a)'s)",
+        share(|r| r.engine_log - r.idle_engine) * 100.0,
+        share(|r| r.adapter - r.idle_adapter) * 100.0,
         share(|r| r.writer) * 100.0,
-        share(|r| r.engine_log + r.adapter + r.writer) * 100.0,
+        share(|r| r.engine_log - r.idle_engine + r.adapter - r.idle_adapter + r.writer) * 100.0,
+        share(|r| r.idle_engine + r.idle_adapter) * 100.0,
         (stats::median(&b.iter().zip(a).map(|(r, a)| r.cpu / a.cpu).collect::<Vec<_>>()) - 1.0) * 100.0
     );
     println!("(b) within 2 % of (a) in wall time: {}", verdict(wall, 1.02));
@@ -599,6 +631,8 @@ mod tests {
         let e = parse_variant("PROBE_IO").unwrap_err();
         assert!(e.contains("\"PROBE_IO\"") && e.contains("KEY=VALUE"), "{e}");
         assert!(parse_variant("=4096").is_err());
+        let e = parse_variant("PROBE_RING_CAPACITY=4096,PROBE_SINK=off").unwrap_err();
+        assert!(e.contains("PROBE_SINK") && e.contains("cannot change"), "{e}");
     }
 
     #[test]
