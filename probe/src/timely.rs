@@ -279,8 +279,9 @@ impl Adapter {
             addr_to_id: HashMap::new(),
             channels: Vec::new(),
             stats,
-            step_flushes: StepFlushes::default(),
             flush_calls: 0,
+            flushes_reported: 0,
+            step_flushes: StepFlushes::default(),
             cost: Unreported::default(),
             engine_ps: engine_cost(),
             read_ticks,
@@ -665,11 +666,13 @@ struct State {
     addr_to_id: HashMap<Vec<usize>, usize>,
     channels: Vec<PendingChannel>,
     stats: AdapterStats,
+    /// Flush calls so far (picks the one in `FLUSH_SAMPLE` that is timed;
+    /// the counts reported and booked are marks on it).
+    flush_calls: u64,
+    /// `flush_calls` when the cost was last handed to the probe.
+    flushes_reported: u64,
     /// Flush calls not yet booked as in an idle step or not.
     step_flushes: StepFlushes,
-    /// Flush calls so far (never reset: picks the one in
-    /// `FLUSH_SAMPLE` that is timed).
-    flush_calls: u64,
     /// What this adapter cost since it last told the probe
     /// ([`WorkerProbe::add_adapter_cost`]; at each Step and at the end).
     cost: Unreported,
@@ -696,21 +699,22 @@ struct Timing {
 struct Unreported {
     ticks: u64,
     events: u64,
-    flushes: u64,
-    /// The parts of `ticks` and `flushes` in worker steps that did nothing.
+    /// The parts of `ticks` and of the flush calls in worker steps that
+    /// did nothing.
     idle_ticks: u64,
     idle_flushes: u64,
 }
 
-/// Flush calls, and the sampled time of those with nothing to write, since
-/// the last flush of the `"timely"` log that ended a step: booked as idle
+/// Where the flush calls since the last flush of the `"timely"` log that
+/// ended a step begin (`State::flush_calls` then), and the sampled time of
+/// those with nothing to write: booked as idle
 /// or not when the next one ends (timely flushes its logs in the order of
 /// its registry's map, so some of a step's flush calls come before the
 /// `"timely"` log's and some after; the split is off by at most one
 /// step's flushes wherever a worker turns from idle to busy or back).
 #[derive(Default)]
 struct StepFlushes {
-    flushes: u64,
+    since: u64,
     sampled_ticks: u64,
 }
 
@@ -744,10 +748,6 @@ impl State {
                 Some(Timing { t0: self.w.clock_now(), scale: 1 })
             }
             None => {
-                self.cost.flushes += 1;
-                self.step_flushes.flushes += 1;
-                // (Not `cost.flushes`, which each Step resets: in a busy
-                // stretch it would never reach a multiple of the sample.)
                 self.flush_calls += 1;
                 (self.flush_calls % FLUSH_SAMPLE == 0).then(|| Timing { t0: self.w.clock_now(), scale: FLUSH_SAMPLE })
             }
@@ -777,14 +777,15 @@ impl State {
     /// Hands the cost so far to the probe (at each Step and at the end).
     fn report_cost(&mut self) {
         let c = std::mem::take(&mut self.cost);
+        let flushes = self.flush_calls - std::mem::replace(&mut self.flushes_reported, self.flush_calls);
         let ps = self.engine_ps;
         let ns = |n: u64, ps: u64| (n as u128 * ps as u128 / 1000).min(u64::MAX as u128) as u64;
-        let flush_ns = ns(c.flushes, ps.per_flush);
+        let flush_ns = ns(flushes, ps.per_flush);
         self.w.add_adapter_cost(AdapterCost {
             ticks: c.ticks,
             engine_events: c.events,
             engine_log_ns: ns(c.events, ps.per_event).saturating_add(flush_ns),
-            engine_flushes: c.flushes,
+            engine_flushes: flushes,
             engine_flush_ns: flush_ns,
             idle_ticks: c.idle_ticks,
             idle_flushes: c.idle_flushes,
@@ -795,9 +796,9 @@ impl State {
     /// A step ended (the `"timely"` log's flush at its end): books the
     /// flush calls since the previous one as idle if it did nothing.
     fn step_ends(&mut self, idle: bool) {
-        let f = std::mem::take(&mut self.step_flushes);
+        let f = std::mem::replace(&mut self.step_flushes, StepFlushes { since: self.flush_calls, sampled_ticks: 0 });
         if idle {
-            self.cost.idle_flushes += f.flushes;
+            self.cost.idle_flushes += self.flush_calls - f.since;
             self.cost.idle_ticks = self.cost.idle_ticks.saturating_add(f.sampled_ticks);
         }
     }
