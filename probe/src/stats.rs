@@ -103,12 +103,17 @@ impl Stats {
     /// Time in the engine adapter's own code, all workers, in ns (0 before
     /// the clock is calibrated).
     pub fn adapter_ns(&self) -> u64 {
-        self.ticks_to_ns(self.workers.iter().map(|w| w.adapter_ticks).fold(0, u64::saturating_add))
+        self.ticks_to_ns(self.total(|w| w.adapter_ticks))
     }
     /// The part of [`Stats::adapter_ns`] spent in worker steps that did
     /// nothing.
     pub fn adapter_idle_ns(&self) -> u64 {
-        self.ticks_to_ns(self.workers.iter().map(|w| w.adapter_idle_ticks).fold(0, u64::saturating_add))
+        self.ticks_to_ns(self.total(|w| w.adapter_idle_ticks))
+    }
+    /// A figure summed over the workers (saturating: the adapter's figures
+    /// are running totals).
+    fn total(&self, f: fn(&WorkerStats) -> u64) -> u64 {
+        self.workers.iter().map(f).fold(0, u64::saturating_add)
     }
     fn ticks_to_ns(&self, ticks: u64) -> u64 {
         match self.ticks_per_sec {
@@ -117,23 +122,23 @@ impl Stats {
         }
     }
     pub fn engine_events(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_events).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_events)
     }
     pub fn engine_log_ns(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_log_ns).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_log_ns)
     }
     pub fn engine_flushes(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_flushes).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_flushes)
     }
     pub fn engine_flush_ns(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_flush_ns).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_flush_ns)
     }
     /// Flush calls in worker steps that did nothing, and their part of
     /// [`Stats::engine_flush_ns`].
     pub fn engine_idle_flushes(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_idle_flushes).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_idle_flushes)
     }
     pub fn engine_idle_flush_ns(&self) -> u64 {
-        self.workers.iter().map(|w| w.engine_idle_flush_ns).fold(0, u64::saturating_add)
+        self.total(|w| w.engine_idle_flush_ns)
     }
 }
