@@ -196,6 +196,9 @@ pub struct Cost {
     /// instead of spinning.
     pub idle_flushes: Option<u64>,
     pub idle_steps_ms: f64,
+    /// The engine's and the adapter's parts of idle_steps_ms.
+    pub idle_engine_ms: f64,
+    pub idle_adapter_ms: f64,
     /// The probe's writer thread (from the workload's `probe:` line).
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
@@ -221,7 +224,8 @@ impl Cost {
             }
             None => est / 1e6,
         };
-        let idle_ms = p.idle_engine_ms.unwrap_or(0.0) + p.idle_adapter_ms.unwrap_or(0.0);
+        let (idle_engine_ms, idle_adapter_ms) = (p.idle_engine_ms.unwrap_or(0.0), p.idle_adapter_ms.unwrap_or(0.0));
+        let idle_ms = idle_engine_ms + idle_adapter_ms;
         let in_workers = (pushes_ms + p.engine_log_ms.unwrap_or(0.0) - idle_ms).max(0.0);
         let share = |ms: f64| if t.worker_ns > 0 { ms * 1e6 / t.worker_ns as f64 } else { 0.0 };
         Cost {
@@ -245,6 +249,8 @@ impl Cost {
             worker_threads_share: share(in_workers),
             idle_flushes: p.idle_flushes,
             idle_steps_ms: idle_ms,
+            idle_engine_ms,
+            idle_adapter_ms,
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
         }
@@ -343,14 +349,11 @@ impl Summary {
             c.bytes_per_record,
         );
         let mut parts = Vec::new();
-        let idle = self.probe_line.as_ref().map_or((0, 0.0, 0.0), |p| {
-            (p.idle_flushes.unwrap_or(0), p.idle_engine_ms.unwrap_or(0.0), p.idle_adapter_ms.unwrap_or(0.0))
-        });
         if let (Some(ms), Some(n)) = (c.engine_log_ms, c.engine_events) {
             // In the steps that did work (the idle steps' part is below).
-            let ms = (ms - idle.1).max(0.0);
-            let flushes = c.engine_flushes.unwrap_or(0).saturating_sub(idle.0);
-            let flush_ms = (c.engine_flush_ms.unwrap_or(0.0) - idle.1).clamp(0.0, ms);
+            let ms = (ms - c.idle_engine_ms).max(0.0);
+            let flushes = c.engine_flushes.unwrap_or(0).saturating_sub(c.idle_flushes.unwrap_or(0));
+            let flush_ms = (c.engine_flush_ms.unwrap_or(0.0) - c.idle_engine_ms).clamp(0.0, ms);
             let events_ms = ms - flush_ms;
             let mut s = format!(
                 "the engine's own logging ~{ms:.2} ms (a floor, priced at attach: {n} events ~{events_ms:.2} ms, ~{:.0} ns each",
@@ -370,7 +373,7 @@ impl Summary {
         );
         match c.adapter_ms {
             Some(ms) => {
-                let ms = (ms - idle.2).max(0.0);
+                let ms = (ms - c.idle_adapter_ms).max(0.0);
                 parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})"))
             }
             None => parts.push(pushes),
@@ -388,7 +391,7 @@ impl Summary {
                 "  and ~{:.2} ms in {calls}flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
                  adapter's ~{:.2} ms): timely flushes every registered log at every step, and a worker \
                  that polls for work spends this instead of spinning\n",
-                c.idle_steps_ms, idle.1, idle.2
+                c.idle_steps_ms, c.idle_engine_ms, c.idle_adapter_ms
             );
         }
         s += &format!(
