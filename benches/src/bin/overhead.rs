@@ -44,6 +44,7 @@
 use std::collections::BTreeMap;
 
 use benches::stats;
+use sidecar::watch::ProbeLine;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -371,27 +372,16 @@ fn run_once(exe: &Path, sidecar: &Path, mode: Mode, workers: usize, extra: &[Str
         r.sidecar_cpu = side_cpu;
         std::mem::forget(child);
     }
-    let field = |name: &str| -> u64 {
-        stderr
-            .split_whitespace()
-            .find_map(|t| t.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    r.written = field("written");
-    r.bytes = field("bytes");
-    r.elided = field("elided");
-    r.local = field("local");
-    let ms = |name: &str| -> f64 {
-        stderr
-            .split_whitespace()
-            .find_map(|t| t.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.strip_suffix("ms"))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0.0, |v| v / 1e3)
-    };
-    (r.engine_log, r.adapter, r.writer) = (ms("engine_log"), ms("adapter"), ms("writer_cpu"));
-    (r.idle_engine, r.idle_adapter) = (ms("idle_engine").min(r.engine_log), ms("idle_adapter").min(r.adapter));
+    // The workload's `probe:` line, read as `sidecar watch` reads it.
+    let p = stderr.lines().filter_map(ProbeLine::parse).fold(ProbeLine::default(), |mut sum, l| {
+        sum.add(&l);
+        sum
+    });
+    (r.written, r.bytes, r.elided, r.local) =
+        (p.written.unwrap_or(0), p.bytes.unwrap_or(0), p.elided.unwrap_or(0), p.local.unwrap_or(0));
+    let s = |ms: Option<f64>| ms.unwrap_or(0.0) / 1e3;
+    (r.engine_log, r.adapter, r.writer) = (s(p.engine_log_ms), s(p.adapter_ms), s(p.writer_cpu_ms));
+    (r.idle_engine, r.idle_adapter) = (s(p.idle_engine_ms), s(p.idle_adapter_ms));
     for f in std::fs::read_dir(tmp).unwrap().flatten() {
         if f.file_name().to_string_lossy().starts_with("timely.log") {
             std::fs::remove_file(f.path()).ok();
