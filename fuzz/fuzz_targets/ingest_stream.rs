@@ -22,8 +22,8 @@ use libfuzzer_sys::fuzz_target;
 use ringlog::frame::MAGIC;
 use ringlog::{Decoder, HEADER_LEN};
 use sidecar::io::{Polled, Reader};
-use sidecar::model::{EndedStreams, Fragment, Ns};
-use sidecar::sync::SharedSync;
+use sidecar::analysis::model::{EndedStreams, Fragment, Ns};
+use sidecar::ingest::sync::SharedSync;
 
 /// Window widths tried (picked by the input's length): a tiny trace then
 /// spans one window or hundreds.
@@ -104,10 +104,10 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
     // As the window owners do: a window is its fragments on one timeline.
     let mut windows: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
     for f in frags {
-        windows.entry((sidecar::sync::window_host(&f), f.window)).or_default().push(f);
+        windows.entry((sidecar::analysis::causality::window_host(&f), f.window)).or_default().push(f);
     }
     let timelines: std::collections::BTreeSet<u64> = windows.keys().map(|k| k.0).collect();
-    let mut trace = detail.then(|| sidecar::export::PerfettoExport::new(Vec::new()));
+    let mut trace = detail.then(|| sidecar::output::export::PerfettoExport::new(Vec::new()));
     let mut reports = Vec::new();
     for ((host, window), mut frags) in windows {
         ended.apply(window, width, &mut frags);
@@ -115,10 +115,10 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
             f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
         }
         let rep = match &mut trace {
-            None => sidecar::sync::analyze_window(host, window, width, frags, None),
+            None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None),
             Some(t) => {
-                let mut d = sidecar::analyze::WindowDetail::default();
-                let rep = sidecar::sync::analyze_window(host, window, width, frags, Some(&mut d));
+                let mut d = sidecar::analysis::analyze::WindowDetail::default();
+                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d));
                 t.window(&d).expect("writing into memory");
                 rep
             }

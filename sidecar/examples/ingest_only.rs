@@ -5,7 +5,7 @@ fn main() {
     let decode_only = std::env::args().nth(2).is_some();
     let f = std::fs::File::open(&path).unwrap();
     let t = std::time::Instant::now();
-    let mut ing = sidecar::ingest::Ingest::new(path.clone(), 1_000_000_000);
+    let mut ing = sidecar::ingest::stream::Ingest::new(path.clone(), 1_000_000_000);
     let mut recs = 0u64;
     let mut frags = 0usize;
     for fr in ringlog::Decoder::new(f) {
@@ -22,7 +22,7 @@ fn main() {
         frags += ing.out.len();
         // Item vectors go back to the pool, as the analysis gives them back.
         for f in ing.out.drain(..) {
-            sidecar::model::give_items(f.items);
+            sidecar::analysis::model::give_items(f.items);
             f.msgs.recycle();
         }
     }

@@ -1,21 +1,32 @@
 //! The sidecar: live wait-state and critical-path analysis of probe streams.
 //!
-//! Stages (each a plain module with no I/O and no timely types):
-//! [`clock`] (ticks → ns), [`ingest`] (frames → per-worker activities, per
-//! window), [`activity`] (operator executions, gaps, messages), [`window`]
-//! (projection onto fixed windows), [`waits`] (Waiting / Waiting-for-Input),
-//! [`graph`] (window graph, critical path, participation), [`properties`]
-//! (Sager's trace properties), [`analyze`] + [`summary`] (the per-window
-//! report). [`dataflow`] wires them on timely (with [`analyst`], a worker's
-//! windows analyzed on a thread of its own); [`io`] reads files and sockets.
-//! [`export`] turns windows into a Perfetto trace (written by the streaming
-//! protobuf writer in [`perfetto`]); [`watch`] is the closing summary of
-//! `sidecar watch` and what tracing cost. [`sync`] converts synchronized
-//! hosts' times to the reference host's timeline (clock sync, FreeZer);
-//! [`relay`] is the per-host agent that forwards streams and makes the
-//! clock exchanges. [`model`] holds the types the stages share, [`dump`] is
-//! `sidecar dump`, and [`synth`] writes synthetic traces for tests and
-//! benchmarks. [`heap`] holds the binary's process-wide allocator settings.
+//! One folder per part, imports pointing one way (the command line →
+//! [`pipeline`], [`io`], [`output`] → [`ingest`] → [`analysis`]); the map,
+//! with what each part must never do, is `docs/architecture.md`.
+//!
+//! - [`analysis`]: a window's fragments → its report (activities, waits, the
+//!   window graph, critical path, participation, trace properties). Plain
+//!   functions over plain data: no I/O, no timely.
+//! - [`ingest`]: bytes → per-stream, per-window fragments (frame decoding,
+//!   TSC → ns, cross-host conversion with FreeZer).
+//! - [`pipeline`]: the timely dataflow that wires ingest and analysis across
+//!   workers, and the thread that analyzes a worker's windows.
+//! - [`io`]: files, listeners, connections, the relay.
+//! - [`output`]: report lines (JSON, terminal), the Perfetto export,
+//!   `sidecar dump`, the closing summary of `sidecar watch`.
+//!
+//! Beside them: [`synth`] writes synthetic traces for tests and benchmarks,
+//! and [`heap`] holds the binary's process-wide allocator settings.
+//!
+//! ```no_run
+//! // Analyze a recorded trace in one thread, without timely:
+//! let bytes = std::fs::read("trace.rlog").unwrap();
+//! let (reports, errors) = sidecar::pipeline::analyze_bytes(&[("trace.rlog", &bytes[..])], 1_000_000_000);
+//! for r in &reports {
+//!     println!("window {}: critical path {} ns", r.window, r.critical_path.length_ns);
+//! }
+//! assert!(errors.is_empty());
+//! ```
 
 /// A line to standard error that never panics (`eprintln!` does when stderr
 /// is closed or full): a failed diagnostic must not end a run whose results
@@ -39,24 +50,10 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-pub mod activity;
-pub mod analyst;
-pub mod analyze;
-pub mod clock;
-pub mod dataflow;
-pub mod dump;
-pub mod export;
-pub mod graph;
+pub mod analysis;
 pub mod heap;
 pub mod ingest;
 pub mod io;
-pub mod model;
-pub mod perfetto;
-pub mod properties;
-pub mod relay;
-pub mod summary;
-pub mod sync;
+pub mod output;
+pub mod pipeline;
 pub mod synth;
-pub mod waits;
-pub mod watch;
-pub mod window;

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clap::{Parser, Subcommand};
-use sidecar::dataflow::{self, Inputs, NamedOutput, Settings, Sink};
 use sidecar::io::{spawn_listener, Listen};
+use sidecar::output::sink::{NamedOutput, Sink};
+use sidecar::pipeline::dataflow::{self, Inputs, Settings};
 
 /// Analyzes the streams a probe writes (live or recorded): per time window,
 /// the critical path (which operators, workers and channels held the
@@ -98,10 +99,10 @@ enum Cmd {
         listen: Listen,
         /// The sidecar (or relay) to forward to: tcp:HOST:PORT or unix:PATH.
         #[arg(long)]
-        to: sidecar::relay::Upstream,
+        to: sidecar::io::relay::Upstream,
         /// The reference sidecar's clock responder: udp:HOST:PORT. Without
         /// it streams are forwarded unsynchronized.
-        #[arg(long, value_parser = sidecar::relay::parse_udp)]
+        #[arg(long, value_parser = sidecar::io::relay::parse_udp)]
         clock: Option<std::net::SocketAddr>,
         /// This host's id as its probes write it (default: the machine-id
         /// hash; set it to the probes' PROBE_HOST_ID where that is used).
@@ -136,10 +137,10 @@ enum Cmd {
         grace: u64,
         /// Estimated probe cost per published record, ns (measured: ~12 ns
         /// on the development machine; `cargo bench -p benches --bench hot_path`).
-        #[arg(long, default_value_t = sidecar::watch::NS_PER_RECORD)]
+        #[arg(long, default_value_t = sidecar::output::watch::NS_PER_RECORD)]
         ns_per_record: f64,
         /// Estimated probe cost per elided schedule pair, ns (measured: ~10 ns).
-        #[arg(long, default_value_t = sidecar::watch::NS_PER_ELIDED)]
+        #[arg(long, default_value_t = sidecar::output::watch::NS_PER_ELIDED)]
         ns_per_elided: f64,
         /// Write the closing summary as one JSON object to FILE.
         #[arg(long, value_name = "FILE")]
@@ -244,8 +245,8 @@ fn sink(c: &Common) -> Result<Sink, String> {
     };
     let mut perfetto = None;
     if let Some(p) = &c.perfetto {
-        let e =
-            sidecar::export::PerfettoExport::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        let e = sidecar::output::export::PerfettoExport::create(p)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         perfetto = Some(Arc::new(Mutex::new(e)));
     }
     Ok(Sink { json, terminal, perfetto })
@@ -258,7 +259,7 @@ fn offline_helper(var: &str, workers: usize) -> bool {
     offline_helper_with(var, workers + 1)
 }
 
-/// Whether the analysis threads run ([`sidecar::analyst`]), one per worker,
+/// Whether the analysis threads run ([`sidecar::pipeline::analyst`]), one per worker,
 /// busy as long as it: with a core for each beside the workers' own (`-w 1`
 /// on 2 cores, as measured), or as `SIDECAR_ANALYSIS` says.
 fn offline_analysis_threads(workers: usize) -> bool {
@@ -336,7 +337,7 @@ fn main() {
             }
             let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
             sidecar::say!("sidecar relay: this host is {host_id:016x}");
-            let cfg = sidecar::relay::Config {
+            let cfg = sidecar::io::relay::Config {
                 listen,
                 to,
                 clock,
@@ -344,7 +345,7 @@ fn main() {
                 fast: 20,
                 period: std::time::Duration::from_nanos(clock_period),
             };
-            match sidecar::relay::run(cfg, stop) {
+            match sidecar::io::relay::run(cfg, stop) {
                 Ok(st) => {
                     sidecar::say!("sidecar relay: {st}");
                     if st.errors.is_empty() {
@@ -375,7 +376,7 @@ fn main() {
             // Clock sync: with a responder, this host is the reference.
             let mut responder = None;
             let sync = match &clock_listen {
-                None => sidecar::sync::SharedSync::default(),
+                None => sidecar::ingest::sync::SharedSync::default(),
                 Some(addr) => {
                     let id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
                     let offset = probe::realtime_ns() as i128 - probe::monotonic_ns() as i128;
@@ -389,7 +390,10 @@ fn main() {
                             std::process::exit(2);
                         }
                     }
-                    sidecar::sync::SharedSync::new(sidecar::sync::Registry::with_reference(id, Some(offset)))
+                    sidecar::ingest::sync::SharedSync::new(sidecar::ingest::sync::Registry::with_reference(
+                        id,
+                        Some(offset),
+                    ))
                 }
             };
             let listener = match spawn_listener(
@@ -444,7 +448,7 @@ fn dump(file: &std::path::Path, max_records: usize) -> i32 {
         return 1;
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match sidecar::dump::dump(file, max_records, &mut out).and_then(|n| out.flush().map(|_| n)) {
+    match sidecar::output::dump::dump(file, max_records, &mut out).and_then(|n| out.flush().map(|_| n)) {
         Ok(0) => 0,
         Ok(_) => 1,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
@@ -574,7 +578,7 @@ fn watch(
             return 127;
         }
     };
-    let probe_line: Arc<Mutex<Option<sidecar::watch::ProbeLine>>> = Arc::new(Mutex::new(None));
+    let probe_line: Arc<Mutex<Option<sidecar::output::watch::ProbeLine>>> = Arc::new(Mutex::new(None));
     let stderr = child.stderr.take().expect("piped");
     let pl = probe_line.clone();
     let (echo_done, echo_ended) = std::sync::mpsc::channel::<()>();
@@ -583,7 +587,7 @@ fn watch(
         let mut line = String::new();
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let _ = std::io::stderr().write_all(line.as_bytes());
-            if let Some(p) = sidecar::watch::ProbeLine::parse(&line) {
+            if let Some(p) = sidecar::output::watch::ProbeLine::parse(&line) {
                 // (Every traced program of the command prints one.)
                 pl.lock().unwrap().get_or_insert_with(Default::default).add(&p);
             }
@@ -632,8 +636,9 @@ fn watch(
     };
     let Some(st) = st else { return if exit == 0 { code } else { exit } };
     let pl = probe_line.lock().unwrap().clone();
-    let cost = sidecar::watch::Cost::new(&st.totals, pl.as_ref(), ns_per_record, ns_per_elided);
-    let summary = sidecar::watch::Summary::new(&command, exit, wall.as_secs_f64() * 1e3, &st.totals, pl.as_ref(), cost);
+    let cost = sidecar::output::watch::Cost::new(&st.totals, pl.as_ref(), ns_per_record, ns_per_elided);
+    let summary =
+        sidecar::output::watch::Summary::new(&command, exit, wall.as_secs_f64() * 1e3, &st.totals, pl.as_ref(), cost);
     let text = summary.text();
     if common.json.as_deref() == Some("-") {
         let _ = write!(std::io::stderr(), "{text}");

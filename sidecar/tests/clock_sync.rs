@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use ringlog::{ClockExchange, ClockSync, Encoder, StreamId, PROCESS_WIDE};
 use serde_json::Value;
-use sidecar::analyze::analyze_bytes;
-use sidecar::summary::WaitedOn;
+use sidecar::analysis::report::WaitedOn;
+use sidecar::pipeline::analyze_bytes;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 const A: u64 = 0xa; // the reference host

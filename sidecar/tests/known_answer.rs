@@ -4,16 +4,27 @@
 
 mod common;
 use common::*;
-use sidecar::analyze::analyze_bytes;
-use sidecar::summary::{ByKind, OpShare, WaitedOn, WindowReport};
+use sidecar::analysis::report::{ByKind, OpShare, WaitedOn, WindowReport};
+use sidecar::pipeline::analyze_bytes;
 
 fn window0(workers: &[Vec<(u64, ringlog::Event)>]) -> WindowReport {
     let bytes = encode(workers);
+    keep_for_golden(&bytes);
     let (reps, errs) = analyze_bytes(&[("test", &bytes)], 1000);
     assert!(errs.is_empty(), "{errs:?}");
     let r = reps.into_iter().find(|r| r.window == 0).unwrap();
     assert!(r.complete, "{:?}", r.incomplete_reasons);
     r
+}
+
+/// With `SIDECAR_GOLDEN_DIR` set, the trace is also written there, named
+/// after the test, so the golden comparison (`sidecar/tests/golden/`) can
+/// analyze it with the binary.
+fn keep_for_golden(bytes: &[u8]) {
+    if let Some(dir) = std::env::var_os("SIDECAR_GOLDEN_DIR") {
+        let name = std::thread::current().name().unwrap_or("unnamed").replace("::", "-");
+        std::fs::write(std::path::Path::new(&dir).join(format!("ka-{name}.rlog")), bytes).unwrap();
+    }
 }
 
 fn op(worker: u32, operator: u32, ns: u64) -> OpShare {

@@ -1,8 +1,8 @@
 //! The sidecar's memory stays bounded by the windows in flight, not by the
 //! length of the run. (Its own test binary: the item pool is process-wide.)
 
-use sidecar::model::{give_items, kept_item_vectors, Busy, GapEnd, Item, Sid};
-use sidecar::window::Windower;
+use sidecar::analysis::model::{give_items, kept_item_vectors, Busy, GapEnd, Item, Sid};
+use sidecar::analysis::window::Windower;
 
 /// A stream whose every batch of items falls in a new window, each handed
 /// over and recycled (as the analysis recycles it) once the stream settles

@@ -5,8 +5,8 @@
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 mod common;
 use proptest::prelude::*;
-use sidecar::graph::{critical_path, participation, EKind, Graph, GraphBuilder};
-use sidecar::model::MsgKind;
+use sidecar::analysis::graph::{critical_path, participation, EKind, Graph, GraphBuilder};
+use sidecar::analysis::model::MsgKind;
 
 struct Rng(u64);
 impl Rng {
@@ -148,7 +148,7 @@ proptest! {
         }
         // the path is connected and avoids waits
         for e in &cp.edges {
-            if let sidecar::graph::PathEdge::Worker(v) = e {
+            if let sidecar::analysis::graph::PathEdge::Worker(v) = e {
                 prop_assert!(g.kind[*v as usize] != EKind::Wait);
             }
         }
@@ -215,13 +215,13 @@ proptest! {
             w.push((j, ringlog::Event::ScheduleStart { op: 1 }));
         }
         let bytes = common::encode_opts(&ws, jump.is_none(), &[(0, 1, 2)]);
-        let (reps, _) = sidecar::analyze::analyze_bytes(&[("t", &bytes)], 500);
+        let (reps, _) = sidecar::pipeline::analyze_bytes(&[("t", &bytes)], 500);
         for r in &reps {
             prop_assert!(r.critical_path.length_ns <= r.critical_path.span_ns);
         }
         let mut cut = bytes.clone();
         cut.truncate(bytes.len() * 2 / 3);
         cut.extend_from_slice(&garbage);
-        let _ = sidecar::analyze::analyze_bytes(&[("g", &cut), ("h", &garbage)], 500);
+        let _ = sidecar::pipeline::analyze_bytes(&[("g", &cut), ("h", &garbage)], 500);
     }
 }

@@ -6,8 +6,8 @@
 mod common;
 use common::*;
 use ringlog::Event;
-use sidecar::analyze::analyze_bytes;
-use sidecar::summary::{ByKind, WindowReport};
+use sidecar::analysis::report::{ByKind, WindowReport};
+use sidecar::pipeline::analyze_bytes;
 
 /// A synthetic trace of `workers` streams starting at 1.05 s, so that its
 /// first and last windows (100 ms) are covered only in part.

@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use sidecar::dataflow::{self, Inputs, Settings, Sink};
+use sidecar::output::sink::Sink;
+use sidecar::pipeline::dataflow::{self, Inputs, Settings};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sidecar-panic-{}", std::process::id()));

@@ -44,7 +44,7 @@
 use std::collections::BTreeMap;
 
 use benches::stats;
-use sidecar::watch::ProbeLine;
+use sidecar::output::watch::ProbeLine;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@
 //! observed, so arrival = send time (local messages have zero duration,
 //! Sager §4.1.3, sager-notes §2.2 item 6).
 
-use crate::model::{GapEnd, MsgKind, Ns};
+use crate::analysis::model::{GapEnd, MsgKind, Ns};
 
 /// A message arriving at a worker, as the wait analysis needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -272,14 +272,14 @@ struct ProgressReads {
     max_seq: u64,
 }
 
-use crate::graph::{self, EKind, GraphBuilder, PathEdge};
-use crate::model::{
+use crate::analysis::graph::{self, EKind, GraphBuilder, PathEdge};
+use crate::analysis::model::{
     give_entries, give_items, take_items, Busy, Counters, Fragment, GapEnd, Half, Item, Messages, MsgEntry, MsgGroup,
     MsgKind, Ns, SeqMark, Sid,
 };
-use crate::properties;
-use crate::summary::*;
-use crate::waits::{Arrival, ArrivalRuns, Inbox, WaitFinder, WaitKind, WaitOn};
+use crate::analysis::properties;
+use crate::analysis::report::*;
+use crate::analysis::waits::{Arrival, ArrivalRuns, Inbox, WaitFinder, WaitKind, WaitOn};
 
 const TOP: usize = 10;
 
@@ -307,7 +307,7 @@ pub struct WindowDetail {
     pub op_names: Vec<FxHashMap<u32, String>>,
     pub span_names: Vec<FxHashMap<u64, String>>,
     /// Per stream: its instrumentation counters in this window.
-    pub counters: Vec<crate::model::Counters>,
+    pub counters: Vec<crate::analysis::model::Counters>,
     /// Operator executions, spans, waits (clipped to the window).
     pub activities: Vec<Activity>,
     /// Data messages matched between two workers of the window, and the
@@ -409,7 +409,7 @@ pub fn analyze_detail(
     // The last sequence numbers of senders that ended before this window
     // (their markers carry them): their messages may lie unread in a
     // reader's buffer all through it (see `Fragment::seq_before`).
-    let horizon = crate::model::mark_horizon(index, width);
+    let horizon = crate::analysis::model::mark_horizon(index, width);
     let mut ended_marks: Vec<(Sid, Vec<SeqMark>)> = Vec::new();
     for f in frags.iter_mut().filter(|f| f.marker && f.window <= index) {
         if let Some(s) = f.stream {
@@ -1067,7 +1067,7 @@ pub fn analyze_detail(
         give_items(iv);
     }
     for b in inbox {
-        crate::model::give_reads(b.reads);
+        crate::analysis::model::give_reads(b.reads);
     }
     drop(arrivals);
     let g = gb.build();
@@ -1338,7 +1338,7 @@ pub fn analyze_detail(
         });
     }
     for f in frags {
-        crate::model::give_items(f.items);
+        crate::analysis::model::give_items(f.items);
     }
     reasons.sort();
     reasons.dedup();
@@ -1350,105 +1350,9 @@ pub fn analyze_detail(
     rep
 }
 
-/// The whole analysis without timely, in one thread: byte streams (name,
-/// bytes) → reports in window order, plus the faults found. For tests and
-/// tools; the binary runs the same stages on timely.
-pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>, Vec<String>) {
-    use std::collections::BTreeMap;
-    let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
-    let mut errors = Vec::new();
-    let mut ended = crate::model::EndedStreams::default();
-    let sync = crate::sync::SharedSync::default();
-    for (name, bytes) in inputs {
-        let mut ing = crate::ingest::Ingest::new(*name, width).with_sync(sync.clone());
-        let mut fb = ringlog::FrameBuffer::new();
-        fb.feed(bytes);
-        loop {
-            let off = fb.offset();
-            match fb.next_frame() {
-                Ok(Some(f)) => {
-                    let before = ing.out.len();
-                    ing.frame(f, fb.offset() - off);
-                    ing.finish_batch(before);
-                }
-                Ok(None) => {
-                    match fb.finish() {
-                        Ok(()) => ing.eof(),
-                        Err(e) => ing.decode_error(&e),
-                    }
-                    break;
-                }
-                Err(e) => {
-                    if !ing.stream_error(&e) {
-                        break;
-                    }
-                }
-            }
-        }
-        errors.append(&mut ing.errors);
-        for (sid, k, marks) in ing.ended.drain(..) {
-            ended.note(sid, k, marks);
-        }
-        for f in ing.out.drain(..) {
-            let host = crate::sync::window_host(&f);
-            by_window.entry((f.window, host)).or_default().push(f);
-        }
-    }
-    // As the timely pipeline does: the other timelines are named.
-    let timelines: std::collections::BTreeSet<u64> = by_window.keys().map(|k| k.1).collect();
-    let reps = by_window
-        .into_iter()
-        .map(|((w, h), mut frags)| {
-            ended.apply(w, width, &mut frags);
-            for f in &mut frags {
-                f.other_hosts = timelines.iter().copied().filter(|&o| o != h).collect();
-            }
-            crate::sync::analyze_window(h, w, width, frags, None)
-        })
-        .collect();
-    (reps, errors)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A window's UNIX start from a corrupt clock sample (CLOCK_REALTIME far
-    /// from CLOCK_MONOTONIC) that an i64 cannot hold is unknown: the sum
-    /// overflowed (a panic where overflow is checked, a wrapped time
-    /// elsewhere), and an offset past i64 was truncated.
-    #[test]
-    fn a_window_start_past_the_unix_range_is_unknown() {
-        use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Record, StreamId, PROCESS_WIDE};
-        let pw = StreamId { host: 1, process: 2, worker: PROCESS_WIDE };
-        let w0 = StreamId { host: 1, process: 2, worker: 0 };
-        let hello = Hello {
-            host_name: "h".into(),
-            program: "p".into(),
-            pid: 2,
-            workers: 1,
-            invariant_tsc: false,
-            ticks_per_sec: 1_000_000_000,
-        };
-        // Window 0 starts at i64::MAX, window 1 past it; an offset of
-        // 2⁶⁴−1 is past an i64 itself.
-        let max = Some(i64::MAX);
-        for (realtime_ns, want) in [(i64::MAX as u64, [(0, max), (1, None)]), (u64::MAX, [(0, None), (1, None)])] {
-            let (mut e, mut out) = (Encoder::new(), Vec::new());
-            let dom = ClockDomain::MonotonicNs;
-            e.hello(pw, 0, dom, &hello, &mut out);
-            e.clock(pw, 1, dom, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns }], &mut out);
-            e.hello(w0, 0, dom, &hello, &mut out);
-            let marks: Vec<Record> =
-                (1..4).map(|i| Record::from_event(i * 500_000_000, Event::Mark { id: 1 })).collect();
-            e.records(w0, 1, 0, dom, &[&marks], &mut out);
-            e.end(w0, 2, 0, dom, &EndStats { produced: 3, lost: 0, elided: 0 }, &mut out);
-            let (reps, errors) = analyze_bytes(&[("t", &out)], 1_000_000_000);
-            assert!(errors.is_empty(), "{errors:?}");
-            let starts: Vec<_> = reps.iter().map(|r| (r.window, r.start_unix_ns)).collect();
-            assert_eq!(starts, want, "realtime {realtime_ns}");
-        }
-    }
 
     #[test]
     fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {

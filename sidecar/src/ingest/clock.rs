@@ -11,7 +11,7 @@
 
 use ringlog::{ClockDomain, ClockSample};
 
-use crate::model::Ns;
+use crate::analysis::model::Ns;
 
 #[derive(Clone, Debug)]
 pub struct Clock {

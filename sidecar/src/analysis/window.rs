@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::model::{mark_horizon, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
+use crate::analysis::model::{mark_horizon, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
 
 /// The groups of the window messages last went to, by (half, channel, other
 /// worker): direct-mapped, a miss asks the fragment. Most messages of a
@@ -184,7 +184,7 @@ impl Windower {
         let k = self.index(t);
         let (Some(_), Some((lo, hi))) = (self.slot(k), self.bounds(k)) else { return false };
         self.msgs_at = Some((k, lo, hi));
-        self.msgs.reads = crate::model::take_reads();
+        self.msgs.reads = crate::analysis::model::take_reads();
         self.msgs_span = (t, t);
         self.msg_groups.clear();
         true
@@ -236,7 +236,7 @@ impl Windower {
         while self.open.len() <= off {
             self.open.push_back(None);
         }
-        let f = Fragment { covered: (Ns::MAX, 0), items: crate::model::take_items(), ..self.fragment(k) };
+        let f = Fragment { covered: (Ns::MAX, 0), items: crate::analysis::model::take_items(), ..self.fragment(k) };
         self.open[off] = Some(Box::new(f));
         Some(off)
     }
@@ -303,7 +303,7 @@ impl Windower {
             // from `split_off` for every switch would grow the pool with the
             // length of the run; the smallest that fits, so the roomy ones
             // stay for whole windows).
-            let mut new = crate::model::take_items_for(items.len() - len);
+            let mut new = crate::analysis::model::take_items_for(items.len() - len);
             new.extend(items.drain(len..));
             std::mem::swap(items, &mut self.open_frag(k).items);
             std::mem::swap(items, &mut new);
@@ -313,7 +313,7 @@ impl Windower {
         if spare.capacity() > items.capacity() {
             std::mem::swap(items, &mut spare);
         }
-        crate::model::give_items(spare);
+        crate::analysis::model::give_items(spare);
         if let Some(k) = last {
             std::mem::swap(items, &mut self.open_frag(k).items);
             self.lent = Some((k, items.len()));
@@ -590,7 +590,7 @@ impl Windower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Busy, GapEnd};
+    use crate::analysis::model::{Busy, GapEnd};
 
     #[test]
     fn items_split_across_windows_and_handed_over_in_order() {

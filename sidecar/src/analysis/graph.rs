@@ -10,7 +10,7 @@
 //! while the receiver was busy only shortened a receive-buffer time.
 //! Worker-local messages are never edges (sager-notes §2.3).
 
-use crate::model::{MsgKind, Ns};
+use crate::analysis::model::{MsgKind, Ns};
 
 pub const NONE: u32 = u32::MAX;
 

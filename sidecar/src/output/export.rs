@@ -24,9 +24,9 @@ use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
-use crate::analyze::{ActivityKind, CriticalKind, WindowDetail};
-use crate::model::{MsgKind, Ns, Sid};
-use crate::perfetto::{Arg, Writer};
+use crate::analysis::analyze::{ActivityKind, CriticalKind, WindowDetail};
+use crate::analysis::model::{MsgKind, Ns, Sid};
+use crate::output::perfetto::{Arg, Writer};
 
 /// A slice of a window, written once the window's slices are all known.
 /// Its name borrows the window's operator and span names where it can, and
@@ -169,7 +169,7 @@ impl PerfettoExport<Box<dyn Write + Send>> {
     pub fn create(path: &std::path::Path) -> io::Result<Self> {
         let f = std::fs::File::create(path)?;
         let out = io::BufWriter::with_capacity(1 << 20, f);
-        Ok(PerfettoExport::new(Box::new(crate::dataflow::NamedOutput::new(path.display().to_string(), out))))
+        Ok(PerfettoExport::new(Box::new(crate::output::sink::NamedOutput::new(path.display().to_string(), out))))
     }
 }
 
@@ -399,8 +399,8 @@ impl<W: Write> PerfettoExport<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::{Activity, CriticalPiece};
-    use crate::perfetto::proto::TracePacket;
+    use crate::analysis::analyze::{Activity, CriticalPiece};
+    use crate::output::perfetto::proto::TracePacket;
 
     #[derive(Clone, PartialEq, prost::Message)]
     struct Trace {

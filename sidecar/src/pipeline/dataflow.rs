@@ -27,47 +27,9 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::Probe;
 
+use crate::analysis::model::{Fragment, Ns};
 use crate::io::{Polled, Queues, Reader};
-use crate::model::{Fragment, Ns};
-
-/// Where reports go: JSON lines, terminal lines, a Perfetto trace.
-#[derive(Default)]
-pub struct Sink {
-    pub json: Option<Box<dyn Write + Send>>,
-    pub terminal: Option<Box<dyn Write + Send>>,
-    /// Timeline export; windows are written by their owners as analyzed.
-    pub perfetto: Option<SharedPerfetto>,
-}
-
-/// A writer whose errors name its output ("out.jsonl: No space left on
-/// device (os error 28)"), keeping their kind (a closed pipe stays
-/// `BrokenPipe`).
-pub struct NamedOutput<W> {
-    name: String,
-    inner: W,
-}
-
-impl<W: Write> NamedOutput<W> {
-    pub fn new(name: impl Into<String>, inner: W) -> Self {
-        NamedOutput { name: name.into(), inner }
-    }
-
-    fn named(&self, e: std::io::Error) -> std::io::Error {
-        std::io::Error::new(e.kind(), format!("{}: {e}", self.name))
-    }
-}
-
-impl<W: Write> Write for NamedOutput<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.inner.write(buf).map_err(|e| self.named(e))
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush().map_err(|e| self.named(e))
-    }
-}
-
-/// The Perfetto export, shared by the workers that own windows.
-pub type SharedPerfetto = Arc<Mutex<crate::export::PerfettoExport<Box<dyn Write + Send>>>>;
+use crate::output::sink::Sink;
 
 pub enum Inputs {
     Files(Vec<PathBuf>),
@@ -81,14 +43,14 @@ pub struct Settings {
     pub timely_args: Vec<String>,
     pub progress_bar: bool,
     /// Clock models shared by every byte stream (clock sync, `sync`).
-    pub sync: crate::sync::SharedSync,
+    pub sync: crate::ingest::sync::SharedSync,
     /// Files are read and their frames unpacked (checksums, decompression)
     /// and decoded on a helper thread per file ([`Reader::unpacked_ahead`]), not on the
     /// analysis worker: for a spare core. Only where a file is not shared
     /// among workers.
     pub unpack_thread: bool,
     /// Each worker's windows are analyzed on a thread of its own
-    /// ([`crate::analyst::Analyst`]) while the worker ingests the next: for
+    /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
 }
@@ -102,7 +64,7 @@ pub struct RunStats {
     pub incomplete: u64,
     pub errors: Vec<String>,
     /// Sums over the windows analyzed (for a closing summary).
-    pub totals: crate::summary::RunTotals,
+    pub totals: crate::analysis::report::RunTotals,
     /// The reader of an output closed it (`--json - | head`): the run
     /// stopped there, quietly (not an error).
     pub output_closed: bool,
@@ -568,7 +530,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                         let mut session = output.session(&*c);
                         let t0 = *c.time();
                         for mut f in buf.drain(..) {
-                            let host = crate::sync::window_host(&f);
+                            let host = crate::analysis::causality::window_host(&f);
                             let t = f.window + shift(host);
                             if t < t0 {
                                 if late == 0 {
@@ -684,7 +646,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     let mut analyst = analysis_thread
                         .then(|| {
                             let a = analysis_worker.sync_activator_for(info.address.to_vec());
-                            crate::analyst::Analyst::start(width, move || {
+                            crate::pipeline::analyst::Analyst::start(width, move || {
                                 let _ = a.activate();
                             })
                         })
@@ -695,7 +657,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                     analysis_thread_started.set(analyst.is_some());
                     // (timely time, host) → fragments of that window
                     let mut stash: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
-                    let mut ended = crate::model::EndedStreams::default();
+                    let mut ended = crate::analysis::model::EndedStreams::default();
                     let mut caps: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
                     move |(input, frontier), output| {
                         input.for_each_stamp(|cap, data| {
@@ -725,7 +687,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
                         // A window analyzed: its Perfetto part written, its
                         // report counted and sent on at its capability.
-                        let emit = |d: crate::analyst::Done| {
+                        let emit = |d: crate::pipeline::analyst::Done| {
                             let (key, rep) = (d.key, d.report);
                             if let (Some(p), Some(detail)) = (&perfetto, &d.detail) {
                                 if !outputs_analyze.stopped() {
@@ -771,7 +733,7 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
                             }
                             let window = frags[0].window;
                             ended.apply(window, width, &mut frags);
-                            let job = crate::analyst::Job { key, window, frags, detail: perfetto.is_some() };
+                            let job = crate::pipeline::analyst::Job { key, window, frags, detail: perfetto.is_some() };
                             match analyst.as_mut() {
                                 Some(a) => {
                                     while !a.has_room() {

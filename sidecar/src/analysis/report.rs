@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::model::{Counters, Ns};
-use crate::properties::Properties;
+use crate::analysis::model::{Counters, Ns};
+use crate::analysis::properties::Properties;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct WindowReport {

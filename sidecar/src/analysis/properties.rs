@@ -10,8 +10,8 @@
 
 use serde::Serialize;
 
-use crate::graph::{EKind, Graph, NONE};
-use crate::model::Ns;
+use crate::analysis::graph::{EKind, Graph, NONE};
+use crate::analysis::model::Ns;
 
 /// Where a property failed: worker (local index) and time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -148,11 +148,11 @@ pub fn check(g: &Graph) -> Properties {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::GraphBuilder;
+    use crate::analysis::graph::GraphBuilder;
 
     #[test]
     fn all_hold_on_a_good_graph() {
-        let p = check(&crate::graph::tests::two_workers());
+        let p = check(&crate::analysis::graph::tests::two_workers());
         assert!(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok);
     }
 

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use ringlog::{Body, ClockDomain, DecodeError, Frame, FrameHeader, Meta, Payload, Record, StreamError, PROCESS_WIDE};
 use rustc_hash::FxHashMap;
 
-use crate::activity::Builder;
-use crate::clock::Clock;
-use crate::model::{Counters, Fragment, Half, Ns, SeqMark, Sid};
-use crate::window::Windower;
+use crate::analysis::activity::Builder;
+use crate::analysis::model::{Counters, Fragment, Half, Ns, SeqMark, Sid};
+use crate::analysis::window::Windower;
+use crate::ingest::clock::Clock;
 
 /// `Record::event`, inlined into the per-record loop (the same mapping; the
 /// kind values are the wire format's).
@@ -73,7 +73,7 @@ struct Stream {
     /// than a frame number, as in `Proc`).
     next_seq: Option<u128>,
     ops: Vec<(u32, String)>,
-    channels: Vec<crate::model::ChannelMeta>,
+    channels: Vec<crate::analysis::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
     /// Last record time (ns): where lost records would have been.
     last_ts: Option<Ns>,
@@ -113,7 +113,7 @@ pub struct Ingest {
     /// owner.
     pub ended: Vec<(Sid, u64, Vec<SeqMark>)>,
     /// Clock sync: which processes are converted to the reference timeline.
-    pub sync: crate::sync::StreamSync,
+    pub sync: crate::ingest::sync::StreamSync,
 }
 
 impl Ingest {
@@ -134,8 +134,8 @@ impl Ingest {
     }
 
     /// Shares the clock models of the sidecar process (see `sync`).
-    pub fn with_sync(mut self, shared: crate::sync::SharedSync) -> Ingest {
-        self.sync = crate::sync::StreamSync::new(shared);
+    pub fn with_sync(mut self, shared: crate::ingest::sync::SharedSync) -> Ingest {
+        self.sync = crate::ingest::sync::StreamSync::new(shared);
         self
     }
 

@@ -1,6 +1,8 @@
 //! The I/O edge: byte streams (files, accepted connections) read in bounded
 //! slices and fed to an [`Ingest`]; the listener for live probes.
 
+pub mod relay;
+
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -12,8 +14,8 @@ use std::time::Duration;
 
 use ringlog::FrameBuffer;
 
-use crate::ingest::Ingest;
-use crate::model::{Fragment, Ns};
+use crate::analysis::model::{Fragment, Ns};
+use crate::ingest::stream::Ingest;
 
 /// Sharing one file among timely workers: every worker reads the file,
 /// parses every frame header, and decodes (decompresses) only the frames of
@@ -108,8 +110,8 @@ impl Reader {
     }
 
     /// Shares the sidecar's clock models (clock sync) with this stream.
-    pub fn with_sync(mut self, sync: crate::sync::SharedSync) -> Reader {
-        self.ingest.sync = crate::sync::StreamSync::new(sync);
+    pub fn with_sync(mut self, sync: crate::ingest::sync::SharedSync) -> Reader {
+        self.ingest.sync = crate::ingest::sync::StreamSync::new(sync);
         self
     }
 
@@ -893,7 +895,7 @@ pub fn spawn_listener(
     (width, grace): (Ns, Ns),
     queues: Queues,
     stop: Arc<AtomicBool>,
-    sync: crate::sync::SharedSync,
+    sync: crate::ingest::sync::SharedSync,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let mut l = Listener::bind(&listen, "sidecar")?;
     use std::os::fd::AsRawFd;

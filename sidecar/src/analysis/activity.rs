@@ -21,7 +21,7 @@
 //!   progress exchange, input pushed by the main program) is zero-length
 //!   useful work: it ends the gap before it and starts a new one.
 
-use crate::model::{Busy, GapEnd, Item, MsgKind, Ns};
+use crate::analysis::model::{Busy, GapEnd, Item, MsgKind, Ns};
 use ringlog::Event;
 
 #[derive(Clone, Copy, Debug)]

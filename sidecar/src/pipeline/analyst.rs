@@ -2,7 +2,7 @@
 //! the worker ingests the next window while the last one is analyzed.
 //!
 //! The analysis of a window is a pure function of its fragments
-//! ([`crate::sync::analyze_window`]), so moving it to another thread changes
+//! ([`crate::analysis::causality::analyze_window`]), so moving it to another thread changes
 //! no output, only when a report is ready. Jobs are analyzed in the order
 //! they are submitted and their results come back in that order. At most
 //! [`Analyst::MAX_IN_FLIGHT`] are in flight: a worker with more ready
@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 
-use crate::analyze::WindowDetail;
-use crate::model::{Fragment, Ns};
-use crate::summary::WindowReport;
+use crate::analysis::analyze::WindowDetail;
+use crate::analysis::model::{Fragment, Ns};
+use crate::analysis::report::WindowReport;
 
 /// One window to analyze: its key (timely time, host), index and fragments.
 pub struct Job {
@@ -30,7 +30,8 @@ impl Job {
     /// The analysis itself, on whichever thread calls it.
     pub fn analyze(self, width: Ns) -> Done {
         let mut detail = self.detail.then(WindowDetail::default);
-        let report = crate::sync::analyze_window(self.key.1, self.window, width, self.frags, detail.as_mut());
+        let report =
+            crate::analysis::causality::analyze_window(self.key.1, self.window, width, self.frags, detail.as_mut());
         Done { key: self.key, report, detail }
     }
 }
@@ -169,7 +170,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let mut ing = crate::ingest::Ingest::new("synth", width);
+        let mut ing = crate::ingest::stream::Ingest::new("synth", width);
         for f in ringlog::Decoder::new(&bytes[..]) {
             let before = ing.out.len();
             ing.frame(f.unwrap(), 1);
@@ -217,7 +218,7 @@ mod tests {
             assert_eq!(d.key, (i as u64, 7));
             assert_eq!(d.detail.is_some(), i == 1);
             assert!(d.report.events > 0);
-            let here = crate::sync::analyze_window(7, window, width, frags, None);
+            let here = crate::analysis::causality::analyze_window(7, window, width, frags, None);
             assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
         }
     }

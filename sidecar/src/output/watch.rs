@@ -26,7 +26,7 @@
 
 use serde::Serialize;
 
-use crate::summary::RunTotals;
+use crate::analysis::report::RunTotals;
 
 /// Measured on the development machine (2 cores, invariant TSC): about
 /// 12 ns per published record and 10 ns per elided schedule pair

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The golden comparison: `sidecar analyze --json` and `sidecar dump` on the
+# traces in this folder (four example workloads recorded with the probe, the
+# known-answer traces, a synthetic trace written by gen_trace) must give the
+# outputs in expected/ byte for byte. The reports hold no field that measures
+# time spent, so nothing is masked. Recorded before the sidecar's
+# restructuring (issue 30) with the build of that day.
+#
+#   compare.sh SIDECAR GEN_TRACE           compare (exit 1 on a difference)
+#   compare.sh SIDECAR GEN_TRACE --update  rewrite expected/ (a deliberate change)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+sidecar="$1" gen_trace="$2" mode="${3:-compare}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+"$gen_trace" "$out/synth.rlog" 1000000 4 zstd 2>/dev/null
+"$gen_trace" "$out/synth-raw.rlog" 300000 3 none 2>/dev/null
+
+run() { # NAME ARGS...: one output file per case
+    local name="$1"; shift
+    "$sidecar" "$@" >"$out/$name" 2>/dev/null
+}
+for t in wordcount bfs pagerank skew; do
+    run "$t.jsonl" analyze "$here/$t.rlog" --window 50ms -q --json -
+done
+run skew.dump dump "$here/skew.rlog"
+for t in "$here"/ka-*.rlog; do
+    n="$(basename "$t" .rlog)"
+    run "$n.jsonl" analyze "$t" --window 1us -q --json -
+done
+run synth.jsonl analyze "$out/synth.rlog" --window 50ms -q --json -
+run synth-w2.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
+run synth-raw.jsonl analyze "$out/synth-raw.rlog" --window 50ms -q --json -
+
+if [ "$mode" = --update ]; then
+    rm -rf "$here/expected"; mkdir -p "$here/expected"
+    cp "$out"/*.jsonl "$out"/*.dump "$here/expected/"
+    echo "golden: expected/ rewritten ($(ls "$here/expected" | wc -l) files)"
+    exit 0
+fi
+fail=0
+for e in "$here"/expected/*; do
+    n="$(basename "$e")"
+    if ! cmp -s "$e" "$out/$n"; then
+        echo "golden: $n differs from expected:"; diff <(tr ',' '\n' <"$e") <(tr ',' '\n' <"$out/$n") | head -20
+        fail=1
+    fi
+done
+[ "$fail" = 0 ] && echo "golden: $(ls "$here/expected" | wc -l) outputs identical"
+exit "$fail"
