@@ -2,9 +2,10 @@
 # The golden comparison: `sidecar analyze --json` and `sidecar dump` on the
 # traces in this folder (four example workloads recorded with the probe, the
 # known-answer traces, a synthetic trace written by gen_trace) must give the
-# outputs in expected/ byte for byte. The reports hold no field that measures
-# time spent, so nothing is masked. Recorded before the sidecar's
-# restructuring (issue 30) with the build of that day.
+# outputs in expected/ byte for byte (the Perfetto export by its digest). The
+# reports hold no field that measures time spent, so nothing is masked.
+# Recorded before the sidecar's restructuring (issue 30) with the build of
+# that day.
 #
 #   compare.sh SIDECAR GEN_TRACE           compare (exit 1 on a difference)
 #   compare.sh SIDECAR GEN_TRACE --update  rewrite expected/ (a deliberate change)
@@ -32,10 +33,14 @@ done
 run synth.jsonl analyze "$out/synth.rlog" --window 50ms -q --json -
 run synth-w2.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 run synth-raw.jsonl analyze "$out/synth-raw.rlog" --window 50ms -q --json -
+# The Perfetto export (the analysis's detail path), by its digest: the trace
+# itself is a megabyte.
+"$sidecar" analyze "$here/skew.rlog" "$here/pagerank.rlog" --window 50ms -q --perfetto "$out/trace.pftrace" 2>/dev/null
+(cd "$out" && sha256sum trace.pftrace) >"$out/perfetto.sha256"
 
 if [ "$mode" = --update ]; then
     rm -rf "$here/expected"; mkdir -p "$here/expected"
-    cp "$out"/*.jsonl "$out"/*.dump "$here/expected/"
+    cp "$out"/*.jsonl "$out"/*.dump "$out"/*.sha256 "$here/expected/"
     echo "golden: expected/ rewritten ($(ls "$here/expected" | wc -l) files)"
     exit 0
 fi

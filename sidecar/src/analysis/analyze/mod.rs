@@ -1,0 +1,155 @@
+//! One window, start to finish, on the worker that owns it: the fragments
+//! of every stream of one host → its [`WindowReport`]. No I/O.
+//!
+//! [`analyze_detail`] is the recipe; each stage is a module of its own:
+//!
+//! 1. [`fragments`]: one fragment per stream; what the streams that ended
+//!    before the window said.
+//! 2. [`streams`]: the window's streams and processes, how a worker index
+//!    resolves to a stream (timely clusters number workers globally);
+//! 3. and whether the window is complete, with the instrumentation summed.
+//! 4. [`matching`]: messages matched send to read (data point to point,
+//!    progress one to N: Sager §4.2.2), arrivals per worker.
+//! 5. [`timelines`]: each worker's executions and gaps laid into the window
+//!    graph (Sager §3.1),
+//! 6. each gap typed Waiting / Waiting-for-Input / unknown (Sager §5.1,
+//!    sager-notes §2.4),
+//! 7. and the window graph built.
+//! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed.
+//! 9. [`participation`]: critical participation (SnailTrail).
+//! 10. [`trace_checks`]: Sager's trace properties (§3.3).
+//! 11. The report's last facts: other timelines, completeness.
+
+use rustc_hash::FxHashMap;
+
+mod critical;
+mod detail;
+mod fragments;
+mod matching;
+mod participation;
+mod streams;
+mod tables;
+mod timelines;
+mod trace_checks;
+
+pub use detail::{Activity, ActivityKind, CriticalKind, CriticalPiece, Message, WindowDetail};
+
+use crate::analysis::model::{Fragment, MsgKind, Ns};
+use crate::analysis::report::WindowReport;
+use streams::Streams;
+
+/// How many operators, spans, channels, waits and participants a report
+/// lists.
+const TOP: usize = 10;
+
+fn kind_name(k: MsgKind) -> &'static str {
+    match k {
+        MsgKind::Data => "data_message",
+        MsgKind::Progress => "progress_message",
+    }
+}
+
+/// Per stream: its operators' and spans' names.
+struct Names<'f> {
+    ops: Vec<FxHashMap<u32, &'f str>>,
+    spans: Vec<FxHashMap<u64, &'f str>>,
+}
+
+impl<'f> Names<'f> {
+    fn of(frags: &'f [Fragment]) -> Self {
+        Names {
+            ops: frags.iter().map(|f| f.ops.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect(),
+            spans: frags.iter().map(|f| f.spans.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect(),
+        }
+    }
+}
+
+/// Analyzes window `index` (of width `width` ns) of host `host` from the
+/// fragments its streams sent.
+pub fn analyze(host: u64, index: u64, width: Ns, frags: Vec<Fragment>) -> WindowReport {
+    analyze_detail(host, index, width, frags, None)
+}
+
+/// [`analyze`], also filling `detail` (for timeline exports) when given.
+pub fn analyze_detail(
+    host: u64,
+    index: u64,
+    width: Ns,
+    frags: Vec<Fragment>,
+    mut detail: Option<&mut WindowDetail>,
+) -> WindowReport {
+    let window = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
+    let mut rep = WindowReport {
+        host: format!("{host:016x}"),
+        window: index,
+        start_ns: window.0,
+        end_ns: window.1,
+        ..Default::default()
+    };
+    let merged = fragments::merge_fragments(index, width, frags);
+    let mut frags = merged.frags;
+    let streams = Streams::new(host, &frags);
+    rep.start_unix_ns = unix_start(&frags, window.0);
+    if let Some(d) = detail.as_deref_mut() {
+        *d = WindowDetail::describe(host, index, window, &streams.sids, &frags);
+    }
+    let (mut reasons, missing) = streams::check_completeness(&streams, &frags, &merged.ended_of, &mut rep);
+    let matched = matching::match_messages(
+        &streams,
+        &mut frags,
+        merged.ended_marks,
+        window,
+        &mut rep.messages,
+        detail.as_deref_mut(),
+    );
+    let (g, waiting) = timelines::lay_out_timelines(&streams.sids, matched, window, detail.as_deref_mut());
+    rep.waiting = waiting;
+    let names = Names::of(&frags);
+    rep.critical_path = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
+    rep.participation = participation::rank_participation(&g, &streams.sids, &names);
+    rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
+    other_timelines(&mut rep, &frags, &mut reasons);
+    for f in frags {
+        crate::analysis::model::give_items(f.items);
+    }
+    conclude(&mut rep, reasons, streams.len());
+    rep
+}
+
+/// The window's start as UNIX time, from a stream's clock samples. (A
+/// corrupt clock sample can put it past what an i64 holds: unknown.)
+fn unix_start(frags: &[Fragment], ws: Ns) -> Option<i64> {
+    frags.iter().find_map(|f| f.realtime_offset).and_then(|o| i64::try_from(ws as i128 + o as i128).ok())
+}
+
+/// Messages whose other half is not on this timeline: the other worker is
+/// on another host (unsynchronized, analyzed in its own windows) or its
+/// stream is missing.
+fn other_timelines(rep: &mut WindowReport, frags: &[Fragment], reasons: &mut Vec<String>) {
+    let mut others: Vec<u64> = frags.iter().flat_map(|f| f.other_hosts.iter().copied()).collect();
+    others.sort_unstable();
+    others.dedup();
+    rep.unsynchronized_hosts = others.iter().map(|h| format!("{h:016x}")).collect();
+    let unmatched = rep.messages.data_unmatched + rep.messages.progress_unmatched;
+    if unmatched > 0 {
+        reasons.push(if others.is_empty() {
+            format!("{unmatched} message halves with a worker not on this timeline (a missing stream?)")
+        } else {
+            format!(
+                "{unmatched} message halves with workers on other hosts ({}): unsynchronized, not mixed",
+                rep.unsynchronized_hosts.join(", ")
+            )
+        });
+    }
+}
+
+/// Complete when nothing made it otherwise and some stream was there.
+fn conclude(rep: &mut WindowReport, mut reasons: Vec<String>, streams: usize) {
+    reasons.sort();
+    reasons.dedup();
+    rep.complete = reasons.is_empty() && streams > 0;
+    if streams == 0 {
+        reasons.push("no streams".into());
+    }
+    rep.incomplete_reasons = reasons;
+}

@@ -1,0 +1,221 @@
+//! Stages 2 and 3: who is in the window (streams, processes, the blocks of
+//! worker indices a timely cluster's processes run) and whether the window
+//! is complete (every stream a process announced present, nothing lost).
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::model::{Counters, Fragment, Sid};
+use crate::analysis::report::{Instrumentation, StreamInfo, WindowReport};
+
+/// The window's streams and processes, and how a worker index that a
+/// message names resolves to a stream.
+///
+/// Process ids are per host (every host of a containerized cluster may run
+/// its engine as process 1): the window's processes are keyed by (host, id),
+/// numbered densely (`proc_keys` names them, `pk` gives each stream's).
+pub(super) struct Streams {
+    /// Per stream (local index): its id.
+    pub sids: Vec<Sid>,
+    /// The processes, sorted: (host, pid).
+    pub proc_keys: Vec<(u64, u32)>,
+    /// Per stream: its process (index into `proc_keys`).
+    pub pk: Vec<u32>,
+    /// Per process: its streams.
+    pub procs: Vec<Vec<usize>>,
+    /// Per process: the workers it announced (Hello; 0: none seen) and the
+    /// base of its block of global worker indices.
+    pub blocks: Vec<(u32, u32)>,
+    by_pw: FxHashMap<(u32, u32), usize>,
+    by_w: FxHashMap<u32, Vec<usize>>,
+}
+
+impl Streams {
+    /// The streams of `frags` (one per stream, merged), on host `host`.
+    pub fn new(host: u64, frags: &[Fragment]) -> Streams {
+        let sids: Vec<Sid> = frags.iter().map(|f| f.stream.unwrap_or(Sid { host, process: 0, worker: 0 })).collect();
+        let mut proc_keys: Vec<(u64, u32)> = sids.iter().map(|s| (s.host, s.process)).collect();
+        proc_keys.sort_unstable();
+        proc_keys.dedup();
+        let key_of = |s: Sid| proc_keys.binary_search(&(s.host, s.process)).map_or(u32::MAX, |k| k as u32);
+        let pk: Vec<u32> = sids.iter().map(|&s| key_of(s)).collect();
+        let mut by_pw: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+        let mut by_w: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
+        let mut procs: Vec<Vec<usize>> = vec![Vec::new(); proc_keys.len()];
+        for (i, s) in sids.iter().enumerate() {
+            by_pw.insert((pk[i], s.worker), i);
+            by_w.entry(s.worker).or_default().push(i);
+            procs[pk[i] as usize].push(i);
+        }
+        // Timely numbers workers globally, each process a contiguous block
+        // of its worker count: the block's base is found from the lowest
+        // worker present.
+        let blocks = procs
+            .iter()
+            .map(|members| {
+                let expected = members.iter().map(|&i| frags[i].workers_expected).max().unwrap_or(0);
+                let e = expected.max(1);
+                let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
+                (expected, lo / e * e)
+            })
+            .collect();
+        Streams { sids, proc_keys, pk, procs, blocks, by_pw, by_w }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sids.len()
+    }
+
+    /// The process of a stream id (u32::MAX: none here).
+    #[inline]
+    pub fn key_of(&self, s: Sid) -> u32 {
+        self.proc_keys.binary_search(&(s.host, s.process)).map_or(u32::MAX, |k| k as u32)
+    }
+
+    /// The processes, in (host, pid) order.
+    pub fn processes(&self) -> std::ops::Range<u32> {
+        0..self.proc_keys.len() as u32
+    }
+
+    /// Process `p`'s block of global worker indices (None: no Hello seen).
+    fn block(&self, p: u32) -> Option<(u32, u32)> {
+        let (e, base) = *self.blocks.get(p as usize)?;
+        (e > 0).then(|| (base, base.saturating_add(e)))
+    }
+
+    /// Whether `p` and `q` are processes of one timely cluster: each
+    /// announced its worker count (Hello) and their blocks of global worker
+    /// indices do not overlap.
+    #[inline]
+    pub fn peers(&self, p: u32, q: u32) -> bool {
+        p != q && matches!((self.block(p), self.block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0)
+    }
+
+    /// Worker index → local index, from `process`: its own stream, else the
+    /// stream of a cluster peer's worker (timely worker indices are global
+    /// across a cluster's processes). Not another program's: independent
+    /// programs on one host number their workers alike.
+    #[inline]
+    pub fn resolve(&self, process: u32, worker: u32) -> Option<usize> {
+        self.by_pw
+            .get(&(process, worker))
+            .copied()
+            .or_else(|| self.by_w.get(&worker)?.iter().copied().find(|&i| self.peers(process, self.pk[i])))
+    }
+
+    /// Whether worker `w` belongs to stream `i`'s process although it has no
+    /// stream here: its messages are not "another timeline" (counted in
+    /// flight or from before, in a window marked incomplete unless its
+    /// stream ended).
+    #[inline]
+    pub fn own_worker(&self, i: usize, w: u32) -> bool {
+        let (e, b) = self.blocks[self.pk[i] as usize];
+        e > 0 && w >= b && w < b.saturating_add(e)
+    }
+}
+
+/// Fills the report's streams and instrumentation, and returns the reasons
+/// the window is incomplete so far plus, per process, how many of its
+/// announced streams are missing.
+pub(super) fn check_completeness(
+    streams: &Streams,
+    frags: &[Fragment],
+    ended_of: &FxHashMap<(u64, u32), Vec<u32>>,
+    rep: &mut WindowReport,
+) -> (Vec<String>, Vec<usize>) {
+    let mut reasons = stream_reports(streams, frags, rep);
+    let missing = streams
+        .processes()
+        .map(|p| {
+            let ended = ended_of.get(&streams.proc_keys[p as usize]).map_or(&[][..], |v| v.as_slice());
+            missing_streams(streams, p, ended, &mut reasons)
+        })
+        .collect();
+    (reasons, missing)
+}
+
+/// Each stream's line in the report, the window's instrumentation summed,
+/// and the faults and losses the streams reported.
+fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport) -> Vec<String> {
+    let sids = &streams.sids;
+    let mut reasons: Vec<String> = Vec::new();
+    let mut sum = Counters::default();
+    for (i, f) in frags.iter().enumerate() {
+        let c = &f.counters;
+        sum.add(c);
+        for why in &f.faults {
+            reasons.push(format!("worker {}: {}", sids[i].worker, why));
+        }
+        if c.lost > 0 && !f.faults.iter().any(|x| x.contains("lost")) {
+            reasons.push(format!("worker {}: {} records lost", sids[i].worker, c.lost));
+        }
+        rep.streams.push(StreamInfo {
+            host: format!("{:016x}", sids[i].host),
+            process: sids[i].process,
+            worker: sids[i].worker,
+            program: f.program.clone(),
+            covered_ns: [f.covered.0, f.covered.1],
+            records: c.records,
+            faults: f.faults.clone(),
+        });
+    }
+    rep.events = sum.records;
+    rep.lost_records = sum.lost;
+    rep.instrumentation = Instrumentation::from(&sum);
+    reasons
+}
+
+/// Streams process `p` said it runs (workers=N in its Hello) that are not
+/// present in this window, with a reason naming them.
+///
+/// A stream is present in a window when it sent a fragment for it: from its
+/// first record to its End the stream's windower hands over one for every
+/// window its timeline overlaps (an idle stretch included), so a stream that
+/// starts later than the others inside the window, or ends before the
+/// window's end, is present in it. Absent with good reason only: the stream
+/// ended (End frame, or cut off, which faults its own last window) before
+/// this window. Any other absence makes the window incomplete, naming the
+/// workers: a stream that never appeared (in every window of the process),
+/// one whose data did not arrive in time (live), and one whose first record
+/// is in a later window (a thread starting after the window: while the
+/// window is analyzed that cannot be told from a missing stream, and the
+/// window lacks that worker either way).
+fn missing_streams(streams: &Streams, p: u32, ended: &[u32], reasons: &mut Vec<String>) -> usize {
+    let (expected, base) = streams.blocks[p as usize];
+    if expected == 0 {
+        return 0; // no Hello seen: nothing to hold the streams against
+    }
+    let mut here: Vec<u32> = streams.procs[p as usize].iter().map(|&i| streams.sids[i].worker).collect();
+    here.sort_unstable();
+    here.dedup();
+    let gone = ended.iter().filter(|w| here.binary_search(w).is_err()).count();
+    let alive = (expected as usize).saturating_sub(gone);
+    let missing = alive.saturating_sub(here.len());
+    if missing == 0 {
+        return 0;
+    }
+    // The absent workers of the process's block, the first few by name: the
+    // block's size comes from the Hello, and a bogus one (billions of
+    // workers) must not be spelled out every window.
+    const NAMED: usize = 16;
+    let hi = base.saturating_add(expected);
+    let absent_of = |w: &u32| here.binary_search(w).is_err() && ended.binary_search(w).is_err();
+    let absent: Vec<String> = (base..hi).filter(absent_of).take(NAMED).map(|w| w.to_string()).collect();
+    let in_block = |w: &&u32| (base..hi).contains(*w);
+    let accounted = here.iter().filter(in_block).count()
+        + ended.iter().filter(in_block).filter(|w| here.binary_search(w).is_err()).count();
+    let more = ((hi - base) as usize).saturating_sub(accounted).saturating_sub(absent.len());
+    let who = match (absent.len(), more) {
+        (0, _) => String::new(),
+        (1, 0) => format!("worker {}: ", absent[0]),
+        (_, 0) => format!("workers {}: ", absent.join(", ")),
+        _ => format!("workers {} and {more} more: ", absent.join(", ")),
+    };
+    let (host_p, pid) = streams.proc_keys[p as usize];
+    let on =
+        if streams.proc_keys.iter().any(|k| k.0 != host_p) { format!(" on host {host_p:016x}") } else { String::new() };
+    reasons.push(format!(
+        "process {pid}{on}: {} of {alive} worker streams present ({who}no stream in this window: missing, or not started yet)",
+        here.len()
+    ));
+    missing
+}

@@ -1,0 +1,200 @@
+//! Stages 5 to 7: each worker's timeline (its operator executions, spans and
+//! gaps) laid into the window graph, each gap typed as Waiting, Waiting for
+//! Input or unknown time by the wait finder (Sager §5.1, sager-notes §2.4),
+//! and a waiting worker's wait edge tied to the message that ended it.
+
+use rustc_hash::FxHashMap;
+
+use super::detail::{Activity, ActivityKind, WindowDetail};
+use super::matching::Matched;
+use super::{kind_name, TOP};
+use crate::analysis::graph::{EKind, Graph, GraphBuilder};
+use crate::analysis::model::{give_items, Busy, GapEnd, Item, Ns, Sid};
+use crate::analysis::report::{WaitedOn, WorkerWaiting};
+use crate::analysis::waits::{Wait, WaitFinder, WaitKind, WaitOn};
+
+/// (worker waited on, channel, message kind) of a worker's waits.
+type OnKey = (Option<u32>, Option<u32>, &'static str);
+
+/// Lays every worker's timeline into the window graph and builds it;
+/// returns the graph and what each worker waited for.
+pub(super) fn lay_out_timelines(
+    sids: &[Sid],
+    matched: Matched,
+    window: (Ns, Ns),
+    mut detail: Option<&mut WindowDetail>,
+) -> (Graph, Vec<WorkerWaiting>) {
+    let Matched { inbox, arrivals, mut intervals } = matched;
+    let n = sids.len();
+    let mut gb = GraphBuilder::new(window, n);
+    let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
+    let present = present_workers(sids);
+    for j in 0..n {
+        // The intervals nearly always come in order; sorted otherwise.
+        let (iv, sorted) = &mut intervals[j];
+        if !*sorted {
+            iv.sort_by_key(|i| (i.start(), i.end()));
+        }
+        gb.reserve(j, iv.len() + iv.len() / 2);
+        let mut lane = Lane {
+            j,
+            sids,
+            window,
+            present: &present,
+            finder: WaitFinder::new(&arrivals[j], &inbox[j], window),
+            waiting: WorkerWaiting { worker: sids[j].worker, ..Default::default() },
+            on: FxHashMap::default(),
+        };
+        for it in iv.iter() {
+            lane.item(*it, &mut gb, detail.as_deref_mut());
+        }
+        waiting.push(lane.finish());
+    }
+    for (iv, _) in intervals {
+        give_items(iv);
+    }
+    for b in inbox {
+        crate::analysis::model::give_reads(b.reads);
+    }
+    drop(arrivals);
+    (gb.build(), waiting)
+}
+
+/// Which worker indices have a stream in the window.
+fn present_workers(sids: &[Sid]) -> Vec<bool> {
+    let max_w = sids.iter().map(|s| s.worker as usize + 1).max().unwrap_or(0).min(1 << 16);
+    let mut present = vec![false; max_w];
+    for s in sids {
+        if let Some(p) = present.get_mut(s.worker as usize) {
+            *p = true;
+        }
+    }
+    present
+}
+
+/// One worker's timeline while it is laid into the graph.
+struct Lane<'a> {
+    j: usize,
+    sids: &'a [Sid],
+    window: (Ns, Ns),
+    present: &'a [bool],
+    finder: WaitFinder<'a>,
+    waiting: WorkerWaiting,
+    /// Waits by what ended them: (ns, count).
+    on: FxHashMap<OnKey, (Ns, u64)>,
+}
+
+impl Lane<'_> {
+    /// The message read after a gap ended it only if it arrived in the gap.
+    /// A sender on this timeline (or the worker itself) whose message arrived
+    /// inside the gap is found by the wait finder from the arrivals; if it
+    /// was not, the message came after the work that ended the gap had
+    /// started (the read is later in the same busy period), so that work had
+    /// no visible cause: Waiting-for-Input, not a wait without terminator. (A
+    /// gap cut at the window's end keeps its later reader, unless that is
+    /// the worker itself.) A message the worker sent itself cannot have
+    /// ended its gap, cut at the window's end or not: a worker sends nothing
+    /// while idle (a send outside an execution ends the gap), so its own
+    /// message came after the work that ended the gap had begun.
+    fn next_cause(&self, next: GapEnd, end: Ns) -> GapEnd {
+        let me = self.sids[self.j].worker;
+        match next {
+            GapEnd::Read { from, .. }
+                if from == me
+                    || (end <= self.window.1 && self.present.get(from as usize).copied().unwrap_or(false)) =>
+            {
+                GapEnd::NoCause
+            }
+            n => n,
+        }
+    }
+
+    #[inline]
+    fn item(&mut self, it: Item, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+        match it {
+            Item::Busy { start, end, what } => self.busy(start, end, what, gb, detail),
+            Item::Gap { start, end, cause_until, next } => {
+                let next = self.next_cause(next, end);
+                match self.finder.gap(start, end, cause_until, next) {
+                    None => gb.segment(self.j, start, end, EKind::Unknown),
+                    Some(w) => {
+                        gb.segment(self.j, start, w.start, EKind::Unknown);
+                        self.wait(&w, gb, detail);
+                        gb.segment(self.j, w.end, end, EKind::Unknown);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An operator execution or a user span: a segment of work.
+    fn busy(&mut self, start: Ns, end: Ns, what: Busy, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+        let k = match what {
+            Busy::Operator(op) => EKind::Op(op),
+            Busy::Span(id) => gb.span(id),
+        };
+        gb.segment(self.j, start, end, k);
+        if let Some(d) = detail {
+            let what = match what {
+                Busy::Operator(op) => ActivityKind::Operator(op),
+                Busy::Span(id) => ActivityKind::Span(id),
+            };
+            self.activity(d, start, end, what);
+        }
+    }
+
+    /// The wait inside a gap: a Waiting-for-Input segment, or a Waiting one
+    /// tied (when the finder named one) to the message that ended it.
+    fn wait(&mut self, w: &Wait, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+        let d = w.end - w.start;
+        match w.kind {
+            WaitKind::WaitingForInput => {
+                gb.segment(self.j, w.start, w.end, EKind::WaitingForInput);
+                self.waiting.waiting_for_input_ns += d;
+                if let Some(dt) = detail {
+                    self.activity(dt, w.start, w.end, ActivityKind::WaitingForInput);
+                }
+            }
+            WaitKind::Waiting(o) => {
+                gb.segment(self.j, w.start, w.end, EKind::Wait);
+                self.waiting.waiting_ns += d;
+                self.waiting.waits += 1;
+                let key = match o {
+                    WaitOn::Message { src, src_known, channel, kind } => {
+                        let wk = if src_known { self.sids[src as usize].worker } else { src };
+                        (Some(wk), Some(channel), kind_name(kind))
+                    }
+                    WaitOn::Unknown => (None, None, "unknown"),
+                };
+                if let Some(dt) = detail {
+                    let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
+                    self.activity(dt, w.start, w.end, what);
+                }
+                let e = self.on.entry(key).or_default();
+                e.0 += d;
+                e.1 += 1;
+                if let Some(a) = w.terminator {
+                    gb.terminated_wait(self.j, w.end, a.src as usize, a.at, a.channel, a.kind);
+                }
+            }
+        }
+    }
+
+    /// An activity for the timeline export, clipped to the window.
+    fn activity(&self, d: &mut WindowDetail, start: Ns, end: Ns, what: ActivityKind) {
+        let (start, end) = (start.max(self.window.0), end.min(self.window.1));
+        d.activities.push(Activity { stream: self.j as u32, start, end, what });
+    }
+
+    /// The worker's waits, the largest causes first.
+    fn finish(self) -> WorkerWaiting {
+        let mut on: Vec<WaitedOn> = self
+            .on
+            .into_iter()
+            .map(|((worker, channel, kind), (ns, count))| WaitedOn { worker, channel, kind, ns, count })
+            .collect();
+        on.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)).then(a.channel.cmp(&b.channel)));
+        on.truncate(TOP);
+        WorkerWaiting { on, ..self.waiting }
+    }
+}
