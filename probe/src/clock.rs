@@ -95,6 +95,21 @@ impl Source {
         }
     }
 
+    /// `ns` in this clock's ticks, for a threshold the workers compare
+    /// durations with. The TSC's rate is measured here over 1 ms (its read
+    /// error, tens of ns, is some 10^-5 of that: ample for a threshold);
+    /// the writer's finer calibration comes later, off this thread.
+    pub fn ns_to_ticks(self, ns: u64) -> u64 {
+        if ns == 0 || self == Source::Monotonic {
+            return ns;
+        }
+        let a = self.sample();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let b = self.sample();
+        let ticks = ns as u128 * ticks_per_sec(&a, &b) as u128 / 1_000_000_000;
+        ticks.clamp(1, u64::MAX as u128) as u64
+    }
+
     /// Reads the stream clock, CLOCK_MONOTONIC and CLOCK_REALTIME together.
     /// The ticks are the midpoint of two reads around the system clocks, so
     /// the sample's error is half the read time.
@@ -134,5 +149,15 @@ mod tests {
             assert!(tps.abs_diff(1_000_000_000) < 10_000_000, "ticks/s {tps}");
         }
         assert!(b.ticks > a.ticks && b.realtime_ns > a.realtime_ns);
+    }
+
+    #[test]
+    fn threshold_conversion() {
+        let src = Source::detect();
+        assert_eq!(src.ns_to_ticks(0), 0);
+        let t = src.ns_to_ticks(1_000_000);
+        // 1 ms at 0.1 to 10 GHz.
+        assert!((100_000..10_000_000).contains(&t), "ticks {t}");
+        assert_eq!(Source::Monotonic.ns_to_ticks(20_000), 20_000);
     }
 }

@@ -14,7 +14,8 @@ pub struct WorkerStats {
     pub lost_ring: u64,
     /// Records lost because the sink was gone or failing.
     pub lost_sink: u64,
-    /// Inactive schedule pairs elided at the source.
+    /// Inactive schedule pairs elided at the source (those shorter than
+    /// [`crate::Builder::elide_below`]).
     pub elided: u64,
     /// Worker-local message halves counted but not written
     /// ([`crate::Builder::keep_local_messages`]).

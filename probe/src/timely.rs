@@ -33,7 +33,7 @@
 //! |---|---|
 //! | `Operates { id, addr, name }` | `operator(id, name, addr)` |
 //! | `Channels { id, scope_addr, source, target }` | `channel(id, (src op, port), (dst op, port))`, see below |
-//! | `Schedule { id, Start / Stop }` | `schedule_start` / `schedule_stop` (inactive pairs elided by the probe) |
+//! | `Schedule { id, Start / Stop }` | `schedule_start` / `schedule_stop` (short inactive pairs elided by the probe) |
 //! | `Messages { is_send, channel, source, target, seq_no, record_count }` | `message_send(channel, target, seq, n)` / `message_recv(channel, source, seq, n)`; with `source == target` (worker-local) counted, not written, unless the probe keeps them ([`crate::Builder::keep_local_messages`]) |
 //! | progress send / receive (`timely/progress/T`) | `progress_send(channel, seq)` / `progress_recv(channel, source, seq)`; `channel` is timely's progress communication channel id (one per scope, the same on every worker) |
 //! | `PushProgress { op_id }` | `Mark(MARK_PUSH_PROGRESS \| op)`, written just inside the operator's next schedule (at its start time), so a schedule that was handed progress is never elided |

@@ -2,8 +2,10 @@
 //!
 //! Every event costs one clock read and one record written into the
 //! worker's own ring with plain stores and a release store of the ring's
-//! write index. Nothing here allocates, locks, or makes a system call,
-//! except the slow-path metadata calls and a full ring under `OnFull::Block`.
+//! write index; an elided schedule pair costs two clock reads (its start
+//! and its stop, to know it was short) and no record. Nothing here
+//! allocates, locks, or makes a system call, except the slow-path metadata
+//! calls and a full ring under `OnFull::Block`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -94,10 +96,16 @@ pub(crate) struct Active {
     local_index: u64,
     /// Worker-local message halves not written.
     local: u64,
-    /// A schedule start held back until something shows it was not idle.
+    /// A schedule start held back until something shows it was not idle
+    /// or its stop shows it was not short.
     pending: bool,
     pending_op: u32,
     pending_ts: u64,
+    /// A held pair is elided only if it lasted fewer ticks than this
+    /// ([`crate::Builder::elide_below`]): an operator that computes
+    /// silently for longer did work, and is published like any other
+    /// execution.
+    elide_below: u64,
     /// Start of the last elided pair whose time is not yet accounted; its
     /// spin time ends at the worker's next clock read.
     spin_from: u64,
@@ -130,6 +138,7 @@ impl WorkerProbe {
         clock: Source,
         on_full: OnFull,
         keep_local: bool,
+        elide_below: u64,
         shared: Arc<WorkerShared>,
     ) -> Self {
         WorkerProbe {
@@ -142,6 +151,7 @@ impl WorkerProbe {
                 pending: false,
                 pending_op: 0,
                 pending_ts: 0,
+                elide_below,
                 spin_from: 0,
                 spin_mask: 0,
                 dirty: false,
@@ -183,7 +193,8 @@ impl WorkerProbe {
     }
 
     /// The operator starts running. Held back until something happens
-    /// inside it; a stop right after it elides the pair.
+    /// inside it; a stop right after it, within the elision threshold
+    /// ([`crate::Builder::elide_below`]), elides the pair.
     #[inline]
     pub fn schedule_start(&mut self, op: usize) {
         if let Some(a) = &mut self.active {
@@ -192,15 +203,19 @@ impl WorkerProbe {
         }
     }
 
-    /// The operator stops. If nothing happened since its start, the pair is
-    /// elided: counted, not written, and no clock read is spent on it.
+    /// The operator stops. If nothing happened since its start and it ran
+    /// for less than the elision threshold ([`crate::Builder::elide_below`]),
+    /// the pair is elided: counted (with its time, in the next `Step`), not
+    /// written. One that ran longer is published with both its records: it
+    /// did work the trace must show, even if it sent and read nothing.
     #[inline]
     pub fn schedule_stop(&mut self, op: usize) {
         if let Some(a) = &mut self.active {
-            if a.try_elide(op as u32) {
+            let ts = a.clock.now();
+            if a.try_elide(ts, op as u32) {
                 return;
             }
-            a.event(Kind::ScheduleStop, 0, op as u32, 0, 0);
+            a.event_at(ts, Kind::ScheduleStop, 0, op as u32, 0, 0);
         }
     }
 
@@ -215,10 +230,10 @@ impl WorkerProbe {
     }
 
     /// `schedule_stop` with a caller-supplied timestamp; elides like
-    /// `schedule_stop`.
+    /// `schedule_stop`, measuring the pair's duration with `ts`.
     pub fn schedule_stop_at(&mut self, ts: u64, op: usize) {
         if let Some(a) = &mut self.active {
-            if a.try_elide(op as u32) {
+            if a.try_elide(ts, op as u32) {
                 return;
             }
             a.event_at(ts, Kind::ScheduleStop, 0, op as u32, 0, 0);
@@ -408,10 +423,12 @@ impl Active {
         self.pending_ts = ts;
     }
 
-    /// Elides the held start if `op` closes it; true if it did.
+    /// Elides the held start if `op` closes it at `ts` within the
+    /// threshold; true if it did. (A stop read before its start, which an
+    /// invariant TSC does not do, counts as short.)
     #[inline(always)]
-    fn try_elide(&mut self, op: u32) -> bool {
-        if self.pending && self.pending_op == op {
+    fn try_elide(&mut self, ts: u64, op: u32) -> bool {
+        if self.pending && self.pending_op == op && ts.saturating_sub(self.pending_ts) < self.elide_below {
             self.pending = false;
             self.elided += 1;
             self.spin_from = self.pending_ts;

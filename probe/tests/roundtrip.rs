@@ -181,8 +181,16 @@ fn check(
             buf
         })
     });
-    let mut builder =
-        Probe::builder().sink(sink).on_full(OnFull::Block).ring_capacity(64).keep_local_messages(keep_local);
+    // The model leaves durations out: every pair here counts as short (a
+    // worker thread preempted between a start and its stop, or blocked on a
+    // full ring, would otherwise make one long). `tests/elision.rs` covers
+    // the threshold.
+    let mut builder = Probe::builder()
+        .sink(sink)
+        .on_full(OnFull::Block)
+        .ring_capacity(64)
+        .keep_local_messages(keep_local)
+        .elide_below(std::time::Duration::from_secs(1));
     if let Some(c) = compression {
         builder = builder.compression(c);
     }
@@ -298,7 +306,16 @@ fn rand_id() -> u64 {
 fn large_run_through_the_io_uring_and_syscall_paths() {
     for backend in [probe::IoBackend::Auto, probe::IoBackend::Syscall] {
         let p = tmp_path(&format!("big-{backend:?}.ringlog"));
-        let probe = Probe::builder().sink(Sink::file(&p)).io_backend(backend).on_full(OnFull::Block).start().unwrap();
+        // Every (3) pair counts as short, so the record count is exact: a
+        // thread preempted between a start and its stop would otherwise
+        // publish that pair.
+        let probe = Probe::builder()
+            .sink(Sink::file(&p))
+            .io_backend(backend)
+            .on_full(OnFull::Block)
+            .elide_below(std::time::Duration::from_secs(1))
+            .start()
+            .unwrap();
         let mut w = probe.worker(0);
         let n = 300_000u64;
         for i in 0..n {

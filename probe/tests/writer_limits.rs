@@ -34,7 +34,14 @@ fn pairs_elided_before_a_lost_final_step_still_count() {
     let p = tmp_path("lost-final-step.ringlog");
     // The writer calibrates the clock for 20 ms before its first pass, so a
     // 4-record ring filled at once stays full meanwhile.
-    let probe = Probe::builder().sink(Sink::file(&p)).ring_capacity(4).on_full(OnFull::Drop).start().unwrap();
+    // (Every pair short, even one the thread is preempted in.)
+    let probe = Probe::builder()
+        .sink(Sink::file(&p))
+        .ring_capacity(4)
+        .on_full(OnFull::Drop)
+        .elide_below(std::time::Duration::from_secs(1))
+        .start()
+        .unwrap();
     let mut w = probe.worker(0);
     for i in 0..8 {
         w.mark(i);
