@@ -368,3 +368,117 @@ fn progress_in_flight_between_processes_of_a_cluster_arrives_when_sent() {
         assert!(cp.equals_span && cp.stuck.is_none(), "{cp:?}");
     }
 }
+
+/// A gather over four workers: each runs op 1, sends one message on channel
+/// 5 to every peer, and then runs the gather (op 2), which reads all three
+/// peers' messages once the last is there. Worker 3 is the straggler: its op
+/// 1 runs [0, 800] and its sends go out at 790, 792, 794 (to w0, w1, w2).
+/// The fast workers run op 1 over [0, 100] and send at 90..=96; each then
+/// idles from its step at 110 until its gather starts at 805 + w, reading
+/// its peers in `order`. Op 3 fills each lane to past the window's end.
+fn gather(order: impl Fn(u32) -> Vec<u32>) -> Vec<Vec<(u64, ringlog::Event)>> {
+    (0..4u32)
+        .map(|w| {
+            let peers: Vec<u32> = (0..4).filter(|&p| p != w).collect();
+            let mut lane = vec![(0, start(1))];
+            if w == 3 {
+                lane.extend(peers.iter().enumerate().map(|(k, &p)| (790 + 2 * k as u64, send(5, p, 0))));
+                lane.extend([(800, stop(1)), (800, start(2))]);
+                lane.extend(order(w).iter().enumerate().map(|(k, &p)| (801 + k as u64, recv(5, p, 0))));
+            } else {
+                lane.extend(peers.iter().enumerate().map(|(k, &p)| (90 + 3 * k as u64, send(5, p, 0))));
+                lane.extend([(100, stop(1)), (110, step()), (805 + w as u64, start(2))]);
+                lane.extend(order(w).iter().enumerate().map(|(k, &p)| (810 + k as u64, recv(5, p, 0))));
+            }
+            lane.extend([(900, stop(2)), (900, start(3)), (1100, stop(3))]);
+            lane
+        })
+        .collect()
+}
+
+/// What a gather with straggler w3 must give: every fast worker waits on w3
+/// from its step (110) until w3's message to it arrives (790 + 2w: the
+/// last of the three it reads; the others arrived at 90..=96, buffered but
+/// read by the same execution, so they do not end the wait), and the
+/// critical path runs through w3's op 1. Backward from the window's end
+/// (1000): w0's op 3 [900, 1000] (100), op 2 [805, 900] (95), unknown
+/// [790, 805] (15: the spin between arrival and read), the message from w3
+/// sent at 790 (0 ns), then w3's op 1 [0, 790] (790) = 1000.
+fn assert_gather_waits_on_the_straggler(r: &WindowReport) {
+    for w in 0..3usize {
+        let ns = 790 + 2 * w as u64 - 110;
+        assert_eq!(r.waiting[w].waiting_ns, ns, "worker {w}");
+        assert_eq!(
+            r.waiting[w].on,
+            vec![WaitedOn { worker: Some(3), channel: Some(5), kind: "data_message", ns, count: 1 }],
+            "worker {w}"
+        );
+    }
+    assert_eq!(r.waiting[3].waiting_ns, 0);
+    let cp = &r.critical_path;
+    assert_eq!((cp.length_ns, cp.equals_span), (1000, true));
+    assert_eq!(cp.top_operators[0], op(3, 1, 790));
+    assert_eq!(cp.by_kind, ByKind { operator: 985, unknown: 15, ..Default::default() });
+}
+
+#[test]
+fn a_gather_waits_on_its_last_sender_for_the_whole_gap() {
+    // Peers read in ascending order: the straggler's message read last.
+    let r = window0(&gather(|w| (0..4).filter(|&p| p != w).collect()));
+    assert_gather_waits_on_the_straggler(&r);
+}
+
+#[test]
+fn a_gather_is_attributed_by_arrival_not_by_read_order() {
+    // The straggler's message read first, the early ones after it.
+    let r = window0(&gather(|w| {
+        let mut o: Vec<u32> = (0..4).filter(|&p| p != w).collect();
+        o.sort_by_key(|&p| p != 3);
+        o
+    }));
+    assert_gather_waits_on_the_straggler(&r);
+}
+
+#[test]
+fn a_buffered_message_left_unread_while_other_operators_run_is_not_a_wait() {
+    // Timely's case (Sager §5.1 condition 2): w1's message to w0 arrives at
+    // 150, during w0's gap [110, 400]; the execution ending the gap (op 3,
+    // [400, 500]) reads nothing, and op 2 reads the message only at 600.
+    // From 150 on w0 holds a buffered message it chose not to read, so it
+    // was not blocked: the wait is [110, 150] on w1 (Sager's rule as
+    // written: the first arrival ends it), the rest of the gap unknown.
+    let w0 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (400, start(3)),
+        (500, stop(3)),
+        (600, start(2)),
+        (601, recv(5, 1, 0)),
+        (700, stop(2)),
+        (700, start(3)),
+        (1100, stop(3)),
+    ];
+    let w1 = vec![(0, start(1)), (150, send(5, 0, 0)), (160, stop(1)), (160, start(4)), (1100, stop(4))];
+    let r = window0(&[w0, w1]);
+    assert_eq!(r.waiting[0].waiting_ns, 40);
+    assert_eq!(
+        r.waiting[0].on,
+        vec![WaitedOn { worker: Some(1), channel: Some(5), kind: "data_message", ns: 40, count: 1 }]
+    );
+    // And a message that was there before the gap and is read by the
+    // execution ending it leaves no wait at all: w0 had what it needed.
+    let w0 = vec![
+        (0, start(1)),
+        (100, stop(1)),
+        (110, step()),
+        (400, start(2)),
+        (401, recv(5, 1, 0)),
+        (500, stop(2)),
+        (500, start(3)),
+        (1100, stop(3)),
+    ];
+    let w1 = vec![(0, start(1)), (50, send(5, 0, 0)), (60, stop(1)), (60, start(4)), (1100, stop(4))];
+    let r = window0(&[w0, w1]);
+    assert_eq!((r.waiting[0].waiting_ns, r.waiting[0].waits), (0, 0));
+}

@@ -3,12 +3,27 @@
 //!
 //! * A worker is *not* waiting while a local cause of future work is pending
 //!   (the gap's `cause_until`, from the builder) or while a message to it is
-//!   buffered — arrived but not yet read (condition 2, OC1: "while any data
-//!   message is buffered, the worker cannot be waiting").
-//! * Otherwise it waits from then until the first message *arrival* (data or
-//!   progress, from another worker) inside the gap: **Waiting**, ending at the
-//!   arrival (Property 3.11; the spin between arrival and read is not a wait,
-//!   §5.3 item 4), "on" the sender and channel.
+//!   buffered — arrived but not yet read — that the execution ending the gap
+//!   does not read (condition 2, OC1: "while any data message is buffered,
+//!   the worker cannot be waiting").
+//! * The messages the execution that ends the gap reads are the ones the
+//!   worker was waiting for (told by time: the reads between that
+//!   execution's start and its end). The gap is a wait on the one of them
+//!   that arrived **last**: a gather, a barrier, an N×N exchange, or timely's
+//!   frontier (which needs progress from every peer) is held up by its last
+//!   sender for the whole gap, as Scalasca's Late Sender and Wait-at-N×N
+//!   patterns attribute it (DESIGN "Activities and waits"). **Waiting**,
+//!   ending at that arrival (Property 3.11; the spin between arrival and
+//!   read is not a wait, §5.3 item 4), "on" its sender and channel; the
+//!   critical path crosses to the sender at that send. The arrival order decides, not the read order.
+//! * If all of them were there before the gap, the worker had what it
+//!   needed: not waiting (Sager's rule, as for any buffered message).
+//! * If it read none that arrived in the gap, the wait ends at the first
+//!   arrival inside it, on that sender (Sager's rule as written).
+//! * Limit: where a message the ending execution does not read arrived
+//!   before the last awaited one, the worker held a buffered message it
+//!   chose not to read, and what it waited for cannot be told apart from
+//!   what it skipped: the wait ends at the first arrival, as in Sager's rule.
 //! * If nothing arrives before the next useful work starts, that work had no
 //!   visible cause: **Waiting-for-Input**, ending at its start (OC3). It is an
 //!   ordinary activity and can be on the critical path.
@@ -262,26 +277,112 @@ impl<'a> WaitFinder<'a> {
         best.filter(|_| best_at != Ns::MAX).map(|r| list[self.heads[r] as usize])
     }
 
+    /// The arrivals, over all runs, in `(after, upto]`.
+    fn arrivals_between(&self, after: Ns, upto: Ns) -> usize {
+        let list = &self.arrivals.list;
+        self.arrivals
+            .bounds
+            .windows(2)
+            .map(|r| {
+                let run = &list[r[0] as usize..r[1] as usize];
+                run.partition_point(|a| a.at <= upto) - run.partition_point(|a| a.at <= after)
+            })
+            .sum()
+    }
+
+    /// An arrival at exactly `at` (the greatest in `Arrival` order if
+    /// several).
+    fn arrival_at(&self, at: Ns) -> Option<Arrival> {
+        let list = &self.arrivals.list;
+        self.arrivals
+            .bounds
+            .windows(2)
+            .filter_map(|r| {
+                let run = &list[r[0] as usize..r[1] as usize];
+                let k = run.partition_point(|a| a.at <= at);
+                (k > 0 && run[k - 1].at == at).then(|| run[k - 1])
+            })
+            .max()
+    }
+
+    /// Waiting from `w0` until arrival `a`, on its sender.
+    fn waiting_until(w0: Ns, a: Arrival) -> Wait {
+        let on = WaitOn::Message { src: a.src, src_known: true, channel: a.channel, kind: a.kind };
+        Wait { start: w0, end: a.at, kind: WaitKind::Waiting(on), terminator: Some(a), cut: false }
+    }
+
+    /// The slots of the reads the execution `[end, read_until]` after a gap
+    /// made: the messages the gap waited for.
+    fn awaited(&self, end: Ns, read_until: Ns) -> std::ops::Range<usize> {
+        let reads = &self.inbox.reads;
+        let lo = reads.partition_point(|&t| t < end);
+        lo..reads.partition_point(|&t| t <= read_until).max(lo)
+    }
+
+    /// Messages other than `awaited` arrived at or before `t` and not read
+    /// by `t` (asked with `t` increasing, as [`Self::buffered`]).
+    fn buffered_besides(&mut self, t: Ns, awaited: &std::ops::Range<usize>) -> bool {
+        if awaited.is_empty() {
+            return self.buffered(t);
+        }
+        let t = t.max(self.t_max);
+        self.t_max = t;
+        let r = &self.inbox.reads;
+        while self.ir < r.len() && r[self.ir] <= t {
+            self.ir += 1;
+        }
+        let between = self.inbox.arrived[self.ir.min(awaited.start)..awaited.start].iter().copied().min();
+        let after = self.inbox.first_arrival_after.get(awaited.end).copied().unwrap_or(self.inbox.unread);
+        between.unwrap_or(Ns::MAX).min(after) <= t
+    }
+
+    /// Of the awaited messages: whether one had arrived by `w0`, how many
+    /// arrived inside the wait `(w0, cb]`, and the last of those.
+    fn awaited_arrivals(&self, awaited: std::ops::Range<usize>, w0: Ns, cb: Ns) -> (bool, usize, Ns) {
+        let (mut before, mut inside, mut last) = (false, 0, 0);
+        for &a in &self.inbox.arrived[awaited] {
+            if a <= w0 {
+                before = true;
+            } else if a <= cb {
+                inside += 1;
+                last = last.max(a);
+            }
+        }
+        (before, inside, last)
+    }
+
     /// Classifies the gap `[start, end]` (original times) whose local causes
-    /// expired at `cause_until`. Calls must come in increasing `start`.
-    pub fn gap(&mut self, start: Ns, end: Ns, cause_until: Ns, next: GapEnd) -> Option<Wait> {
+    /// expired at `cause_until`; the execution that ends it runs until
+    /// `read_until` (its reads are the messages the gap waited for). Calls
+    /// must come in increasing `start`.
+    pub fn gap(&mut self, start: Ns, end: Ns, cause_until: Ns, next: GapEnd, read_until: Ns) -> Option<Wait> {
         let (ws, we) = self.window;
         let (ca, cb) = (start.max(ws), end.min(we));
         let w0 = cause_until.max(ca);
-        if w0 >= cb || self.buffered(w0) {
+        if w0 >= cb {
             return None;
+        }
+        // A message buffered that the next execution does not read: the
+        // worker was not blocked (Sager §5.1 condition 2).
+        let awaited = self.awaited(end, read_until);
+        if self.buffered_besides(w0, &awaited) {
+            return None;
+        }
+        // The last of the awaited messages, when it arrived inside the wait
+        // and nothing else arrived before it.
+        let (had_one, inside, last) = self.awaited_arrivals(awaited, w0, cb);
+        if inside > 0 && self.arrivals_between(w0, last) == inside {
+            if let Some(a) = self.arrival_at(last) {
+                return Some(Self::waiting_until(w0, a));
+            }
+        }
+        if had_one {
+            return None; // what the execution read was there before the gap
         }
         // First arrival strictly after the wait began and not after the gap.
         if let Some(a) = self.first_after(w0) {
             if a.at <= cb {
-                let on = WaitOn::Message { src: a.src, src_known: true, channel: a.channel, kind: a.kind };
-                return Some(Wait {
-                    start: w0,
-                    end: a.at,
-                    kind: WaitKind::Waiting(on),
-                    terminator: Some(a),
-                    cut: false,
-                });
+                return Some(Self::waiting_until(w0, a));
             }
         }
         let cut = end > we;
@@ -316,7 +417,7 @@ mod tests {
         let mut inbox = Inbox::default();
         inbox.prepare();
         let mut f = WaitFinder::new(&arrivals, &inbox, (0, 100));
-        let w = f.gap(10, 30, 12, GapEnd::NoCause).unwrap();
+        let w = f.gap(10, 30, 12, GapEnd::NoCause, 0).unwrap();
         assert_eq!((w.start, w.end, w.cut), (12, 15, false));
         assert_eq!(w.terminator, Some(arr(15, 1)));
         assert_eq!(
@@ -324,7 +425,7 @@ mod tests {
             WaitKind::Waiting(WaitOn::Message { src: 1, src_known: true, channel: 7, kind: MsgKind::Data })
         );
         // next gap: nothing arrives in it -> waiting for input
-        let w = f.gap(50, 60, 50, GapEnd::NoCause).unwrap();
+        let w = f.gap(50, 60, 50, GapEnd::NoCause, 0).unwrap();
         assert_eq!((w.start, w.end, w.kind), (50, 60, WaitKind::WaitingForInput));
     }
 
@@ -335,8 +436,8 @@ mod tests {
         inbox.push(5, 35);
         inbox.prepare();
         let mut f = WaitFinder::new(&arrivals, &inbox, (0, 100));
-        assert_eq!(f.gap(10, 30, 10, GapEnd::NoCause), None); // buffered
-        assert_eq!(f.gap(40, 50, 50, GapEnd::NoCause), None); // cause pending throughout
+        assert_eq!(f.gap(10, 30, 10, GapEnd::NoCause, 0), None); // buffered
+        assert_eq!(f.gap(40, 50, 50, GapEnd::NoCause, 0), None); // cause pending throughout
     }
 
     #[test]
@@ -345,11 +446,11 @@ mod tests {
         inbox.prepare();
         let none = ArrivalRuns::default();
         let mut f = WaitFinder::new(&none, &inbox, (0, 100));
-        let w = f.gap(90, 150, 90, GapEnd::Read { from: 3, channel: 1, kind: MsgKind::Progress }).unwrap();
+        let w = f.gap(90, 150, 90, GapEnd::Read { from: 3, channel: 1, kind: MsgKind::Progress }, 0).unwrap();
         assert_eq!((w.start, w.end, w.cut), (90, 100, true));
         assert!(matches!(w.kind, WaitKind::Waiting(WaitOn::Message { src: 3, src_known: false, .. })));
         let mut f = WaitFinder::new(&none, &inbox, (100, 200));
-        let w = f.gap(90, 150, 90, GapEnd::NoCause).unwrap();
+        let w = f.gap(90, 150, 90, GapEnd::NoCause, 0).unwrap();
         assert_eq!((w.start, w.end, w.kind, w.cut), (100, 150, WaitKind::WaitingForInput, false));
     }
 }

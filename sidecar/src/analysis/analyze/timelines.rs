@@ -1,7 +1,9 @@
 //! Stages 5 to 7: each worker's timeline (its operator executions, spans and
 //! gaps) laid into the window graph, each gap typed as Waiting, Waiting for
 //! Input or unknown time by the wait finder (Sager §5.1, sager-notes §2.4),
-//! and a waiting worker's wait edge tied to the message that ended it.
+//! and a waiting worker's wait edge tied to the message that ended it: of
+//! the messages the execution after the gap read, the one that arrived last
+//! (see [`crate::analysis::waits`]).
 
 use rustc_hash::FxHashMap;
 
@@ -45,8 +47,13 @@ pub(super) fn lay_out_timelines(
             waiting: WorkerWaiting { worker: sids[j].worker, ..Default::default() },
             on: FxHashMap::default(),
         };
-        for it in iv.iter() {
-            lane.item(*it, &mut gb, detail.as_deref_mut());
+        for (k, it) in iv.iter().enumerate() {
+            // The execution after a gap (its reads are what the gap awaited).
+            let read_until = match iv.get(k + 1) {
+                Some(Item::Busy { end, .. }) => *end,
+                _ => it.end(),
+            };
+            lane.item(*it, read_until, &mut gb, detail.as_deref_mut());
         }
         waiting.push(lane.finish());
     }
@@ -110,12 +117,12 @@ impl Lane<'_> {
     }
 
     #[inline]
-    fn item(&mut self, it: Item, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+    fn item(&mut self, it: Item, read_until: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
         match it {
             Item::Busy { start, end, what } => self.busy(start, end, what, gb, detail),
             Item::Gap { start, end, cause_until, next } => {
                 let next = self.next_cause(next, end);
-                match self.finder.gap(start, end, cause_until, next) {
+                match self.finder.gap(start, end, cause_until, next, read_until) {
                     None => gb.segment(self.j, start, end, EKind::Unknown),
                     Some(w) => {
                         gb.segment(self.j, start, w.start, EKind::Unknown);
