@@ -216,13 +216,15 @@ pub struct WaitFinder<'a> {
     /// Time of each run's head (`Ns::MAX`: run exhausted).
     head_at: Vec<Ns>,
     after: Ns,
+    /// The last [`Self::awaited`] range's bounds.
+    awaited: (usize, usize),
 }
 
 impl<'a> WaitFinder<'a> {
     pub fn new(arrivals: &'a ArrivalRuns, inbox: &'a Inbox, window: (Ns, Ns)) -> Self {
         let heads: Vec<u32> = arrivals.bounds.iter().take(arrivals.runs()).copied().collect();
         let head_at = heads.iter().map(|&p| arrivals.list[p as usize].at).collect();
-        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0 }
+        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0, awaited: (0, 0) }
     }
 
     /// Messages arrived at or before `t` and not read by `t` (asked with
@@ -277,32 +279,31 @@ impl<'a> WaitFinder<'a> {
         best.filter(|_| best_at != Ns::MAX).map(|r| list[self.heads[r] as usize])
     }
 
-    /// The arrivals, over all runs, in `(after, upto]`.
-    fn arrivals_between(&self, after: Ns, upto: Ns) -> usize {
+    /// After [`Self::first_after`]`(t)`: how many arrivals lie in `(t, upto]`
+    /// (counted to `limit + 1` at most), and the greatest at exactly `upto`.
+    /// Each run is walked from its head, so this costs the arrivals counted
+    /// plus one look per run.
+    fn arrivals_upto(&self, upto: Ns, limit: usize) -> (usize, Option<Arrival>) {
         let list = &self.arrivals.list;
-        self.arrivals
-            .bounds
-            .windows(2)
-            .map(|r| {
-                let run = &list[r[0] as usize..r[1] as usize];
-                run.partition_point(|a| a.at <= upto) - run.partition_point(|a| a.at <= after)
-            })
-            .sum()
-    }
-
-    /// An arrival at exactly `at` (the greatest in `Arrival` order if
-    /// several).
-    fn arrival_at(&self, at: Ns) -> Option<Arrival> {
-        let list = &self.arrivals.list;
-        self.arrivals
-            .bounds
-            .windows(2)
-            .filter_map(|r| {
-                let run = &list[r[0] as usize..r[1] as usize];
-                let k = run.partition_point(|a| a.at <= at);
-                (k > 0 && run[k - 1].at == at).then(|| run[k - 1])
-            })
-            .max()
+        let (mut count, mut at_upto) = (0, None::<Arrival>);
+        for (r, &head) in self.heads.iter().enumerate() {
+            if self.head_at[r] > upto {
+                continue;
+            }
+            let hi = self.arrivals.bounds[r + 1] as usize;
+            let mut p = head as usize;
+            while p < hi && list[p].at <= upto {
+                if list[p].at == upto && at_upto.is_none_or(|b| list[p] > b) {
+                    at_upto = Some(list[p]);
+                }
+                count += 1;
+                if count > limit {
+                    return (count, None);
+                }
+                p += 1;
+            }
+        }
+        (count, at_upto)
     }
 
     /// Waiting from `w0` until arrival `a`, on its sender.
@@ -312,11 +313,20 @@ impl<'a> WaitFinder<'a> {
     }
 
     /// The slots of the reads the execution `[end, read_until]` after a gap
-    /// made: the messages the gap waited for.
-    fn awaited(&self, end: Ns, read_until: Ns) -> std::ops::Range<usize> {
+    /// made: the messages the gap waited for. (Gaps come in time order, so
+    /// the bounds only move forward.)
+    fn awaited(&mut self, end: Ns, read_until: Ns) -> std::ops::Range<usize> {
         let reads = &self.inbox.reads;
-        let lo = reads.partition_point(|&t| t < end);
-        lo..reads.partition_point(|&t| t <= read_until).max(lo)
+        let (mut lo, mut hi) = self.awaited;
+        while lo < reads.len() && reads[lo] < end {
+            lo += 1;
+        }
+        hi = hi.max(lo);
+        while hi < reads.len() && reads[hi] <= read_until {
+            hi += 1;
+        }
+        self.awaited = (lo, hi);
+        lo..hi
     }
 
     /// Messages other than `awaited` arrived at or before `t` and not read
@@ -370,10 +380,15 @@ impl<'a> WaitFinder<'a> {
         }
         // The last of the awaited messages, when it arrived inside the wait
         // and nothing else arrived before it.
+        // (One awaited arrival and none before: the first arrival's rule
+        // below gives the same, without the search.)
         let (had_one, inside, last) = self.awaited_arrivals(awaited, w0, cb);
-        if inside > 0 && self.arrivals_between(w0, last) == inside {
-            if let Some(a) = self.arrival_at(last) {
-                return Some(Self::waiting_until(w0, a));
+        if inside > 1 || (inside == 1 && had_one) {
+            self.first_after(w0);
+            if let (n, Some(a)) = self.arrivals_upto(last, inside) {
+                if n == inside {
+                    return Some(Self::waiting_until(w0, a));
+                }
             }
         }
         if had_one {
