@@ -229,7 +229,7 @@ fn connect(to: &Upstream) -> std::io::Result<Box<dyn Write + Send>> {
 /// period. Failures are counted, never fatal.
 fn probe_loop(addr: SocketAddr, cfg: &Config, log: &Mutex<ExchangeLog>, stop: &AtomicBool) {
     let bind = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let clock = probe::monotonic_ns;
+    let clock = super::os_clock::monotonic_ns;
     let pc = ProberConfig { rate_hz: 1, reply_timeout: Duration::from_millis(100) };
     let mut prober = loop {
         match Prober::new(bind, addr, clock, pc) {

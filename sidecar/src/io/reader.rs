@@ -1,0 +1,392 @@
+//! One byte stream (a file, or a live connection's pipe) read in bounded
+//! slices and fed to an [`Ingest`]: framing, sharing a file's streams among
+//! timely workers ([`Share`]), and unpacking ahead on a helper thread
+//! ([`Unpacker`]).
+
+use std::io::{ErrorKind, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ringlog::FrameBuffer;
+
+use super::unpack::{Unpacked, Unpacker};
+use crate::analysis::model::{Fragment, Ns};
+use crate::ingest::stream::Ingest;
+
+/// Sharing one file among timely workers: every worker reads the file,
+/// parses every frame header, and decodes (decompresses) only the frames of
+/// the worker streams it owns, plus the process-wide ones (hello, clock).
+/// Decoding then runs in parallel even for a single file.
+#[derive(Clone, Copy, Debug)]
+pub struct Share {
+    pub peers: usize,
+    pub index: usize,
+    /// The file's position in the list (spreads streams of many files).
+    pub file: usize,
+}
+
+impl Share {
+    pub fn owns(&self, s: ringlog::StreamId) -> bool {
+        if s.worker == ringlog::PROCESS_WIDE {
+            return true;
+        }
+        let h = (s.host as usize).wrapping_add(s.process as usize * 31).wrapping_add(s.worker as usize);
+        (h.wrapping_add(self.file)) % self.peers == self.index
+    }
+    /// The worker that reports the file's faults (once, not once per worker).
+    pub fn primary(&self) -> bool {
+        self.file % self.peers == self.index
+    }
+}
+
+/// One byte stream being read.
+pub struct Reader {
+    pub ingest: Ingest,
+    inner: Box<dyn Read + Send>,
+    frames: FrameBuffer,
+    chunk: Vec<u8>,
+    pub done: bool,
+    /// Bytes read so far (shared progress counter).
+    progress: Option<Arc<AtomicU64>>,
+    share: Option<Share>,
+    raw: Vec<u8>,
+    raw_start: usize,
+    raw_offset: u64,
+    /// When a live connection was accepted (Unix ns).
+    pub joined_unix_ns: Option<i128>,
+    /// Frames read and unpacked on a helper thread ([`Reader::unpacked_ahead`]).
+    unpacker: Option<Unpacker>,
+}
+
+pub enum Polled {
+    /// Read something; call again.
+    Data,
+    /// Nothing available right now (live socket).
+    Idle,
+    /// The stream is over.
+    Done,
+}
+
+impl Reader {
+    pub fn new(name: String, inner: Box<dyn Read + Send>, width: Ns, progress: Option<Arc<AtomicU64>>) -> Reader {
+        Reader {
+            ingest: Ingest::new(name, width),
+            inner,
+            frames: FrameBuffer::new(),
+            chunk: vec![0; 1 << 20],
+            done: false,
+            progress,
+            share: None,
+            raw: Vec::new(),
+            raw_start: 0,
+            raw_offset: 0,
+            joined_unix_ns: None,
+            unpacker: None,
+        }
+    }
+
+    /// Reads, unpacks (checksums, decompression) and decodes the frames on
+    /// a helper thread, a few MB ahead, and only ingests their records on
+    /// the caller's: for files, when a core is spare. Not for a shared file
+    /// (each sharing worker unpacks only its own streams' frames).
+    pub fn unpacked_ahead(mut self) -> Reader {
+        if self.share.is_none() && self.unpacker.is_none() {
+            // (If the thread cannot be started, this reader reads as before.)
+            if let Some(start) = Unpacker::spawn() {
+                let inner = std::mem::replace(&mut self.inner, Box::new(std::io::empty()));
+                self.unpacker = Some(start((inner, self.progress.take())));
+            }
+        }
+        self
+    }
+
+    /// Shares the sidecar's clock models (clock sync) with this stream.
+    pub fn with_sync(mut self, sync: crate::ingest::sync::SharedSync) -> Reader {
+        self.ingest.sync = crate::ingest::sync::StreamSync::new(sync);
+        self
+    }
+
+    /// Reads only the streams `share` assigns to this worker.
+    pub fn shared(mut self, share: Share) -> Reader {
+        if share.peers > 1 {
+            self.share = Some(share);
+        }
+        self
+    }
+
+    /// `seen_by_all`: a fault every sharing worker sees (a bad header,
+    /// truncation) is reported once, by the primary; a payload fault only
+    /// the owning worker sees is reported by it.
+    fn fail(&mut self, e: ringlog::StreamError, seen_by_all: bool) {
+        self.ingest.decode_error(&e);
+        if seen_by_all && self.share.is_some_and(|s| !s.primary()) {
+            self.ingest.errors.clear();
+        }
+        self.done = true;
+    }
+
+    /// Framing for a shared file: header first, payload only if owned.
+    fn drain_shared(&mut self, share: Share) {
+        use ringlog::{frame::parse_header, HEADER_LEN};
+        loop {
+            let have = &self.raw[self.raw_start..];
+            if have.len() < HEADER_LEN {
+                break;
+            }
+            let (h, _) = match parse_header(&have[..HEADER_LEN]) {
+                Ok(x) => x,
+                Err(error) => return self.fail(ringlog::StreamError::fatal(self.raw_offset, error), true),
+            };
+            let total = HEADER_LEN + h.payload_len as usize;
+            if have.len() < total {
+                break;
+            }
+            if share.owns(h.stream) {
+                let ingest = &mut self.ingest;
+                let got = ringlog::decode_frame_with(&have[..total], |hdr, payload| {
+                    ingest.payload(hdr, payload, total as u64)
+                });
+                match got {
+                    Ok(Some((Ok(()), _))) => {}
+                    // A fault in the records: as below.
+                    Ok(Some((Err(error), _))) => {
+                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(h.stream) };
+                        self.ingest.stream_error(&e);
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        // The header is sound (parsed above): only this
+                        // frame's stream is lost; this worker's others go
+                        // on. A process-wide frame is decoded by every
+                        // sharing worker, and its loss ends the file for all
+                        // of them: reported once, by the primary.
+                        let e = ringlog::StreamError { offset: self.raw_offset, error, stream: Some(h.stream) };
+                        if h.stream.is_process_wide() {
+                            return self.fail(e, true);
+                        }
+                        self.ingest.stream_error(&e);
+                    }
+                }
+            }
+            self.raw_start += total;
+            self.raw_offset += total as u64;
+        }
+        if self.raw_start > (1 << 20) && self.raw_start * 2 >= self.raw.len() {
+            self.raw.drain(..self.raw_start);
+            self.raw_start = 0;
+        }
+    }
+
+    /// Reads at most about `budget` bytes and ingests the frames in them.
+    pub fn poll(&mut self, budget: usize) -> Polled {
+        if self.done {
+            return Polled::Done;
+        }
+        if self.unpacker.is_some() {
+            return self.poll_unpacked(budget, true);
+        }
+        let mut read = 0;
+        let before = self.ingest.out.len();
+        let mut result = Polled::Data;
+        while read < budget {
+            // (Unshared streams read straight into the frame buffer.)
+            let got = match self.share {
+                Some(_) => self.inner.read(&mut self.chunk),
+                None => self.frames.read_from(&mut self.inner, self.chunk.len()),
+            };
+            let n = match got {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    result = Polled::Idle;
+                    break;
+                }
+                Err(e) => {
+                    self.ingest.errors.push(format!("{}: read error: {e}", self.ingest.name));
+                    0
+                }
+            };
+            if let Some(p) = &self.progress {
+                p.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            if n == 0 {
+                self.end_of_input();
+                result = Polled::Done;
+                break;
+            }
+            read += n;
+            if let Some(sh) = self.share {
+                self.raw.extend_from_slice(&self.chunk[..n]);
+                self.drain_shared(sh);
+                if self.done {
+                    result = Polled::Done;
+                    break;
+                }
+                continue;
+            }
+            self.drain();
+            if self.done {
+                result = Polled::Done;
+                break;
+            }
+        }
+        self.ingest.finish_batch(before);
+        result
+    }
+
+    /// The byte stream ended: the frames it completed are ingested, and a
+    /// partial frame left over is truncation.
+    fn end_of_input(&mut self) {
+        if let Some(sh) = self.share {
+            self.drain_shared(sh);
+            if !self.done {
+                let left = self.raw.len() - self.raw_start;
+                if left > 0 {
+                    let error = ringlog::DecodeError::Truncated { have: left as u64 };
+                    self.fail(ringlog::StreamError::fatal(self.raw_offset, error), true);
+                } else {
+                    self.ingest.eof();
+                    self.done = true;
+                }
+            }
+            return;
+        }
+        self.drain();
+        if !self.done {
+            if let Err(e) = self.frames.finish() {
+                self.ingest.decode_error(&e);
+            } else {
+                self.ingest.eof();
+            }
+            self.done = true;
+        }
+    }
+
+    fn drain(&mut self) {
+        loop {
+            let off = self.frames.offset();
+            let ingest = &mut self.ingest;
+            let got = self.frames.next_frame_with(|h, payload, used| {
+                ingest.payload(h, payload, used).map_err(|error| ringlog::StreamError {
+                    offset: off,
+                    error,
+                    stream: Some(h.stream),
+                })
+            });
+            match got.and_then(|r| r.transpose()) {
+                Ok(Some(())) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    if !self.ingest.stream_error(&e) {
+                        self.done = true;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops reading (Ctrl-C): open streams end here, marked as such.
+    pub fn stop(&mut self) {
+        if !self.done && self.unpacker.is_some() {
+            // What the helper has unpacked so far, then no more.
+            self.poll_unpacked(usize::MAX, false);
+            self.unpacker = None;
+        }
+        if !self.done {
+            if let Some(sh) = self.share {
+                self.drain_shared(sh);
+            } else {
+                self.drain();
+            }
+            if !self.done {
+                self.ingest.stop();
+                self.done = true;
+            }
+        }
+    }
+
+    /// [`Reader::poll`] with an [`Unpacker`]: takes its batches until about
+    /// `budget` bytes of frames were taken, waiting for them if `wait`.
+    fn poll_unpacked(&mut self, budget: usize, wait: bool) -> Polled {
+        let before = self.ingest.out.len();
+        let mut taken = 0;
+        while taken < budget && !self.done {
+            let u = self.unpacker.as_mut().expect("called with an unpacker");
+            let got = if wait { u.rx.recv().ok() } else { u.rx.try_recv().ok() };
+            let Some(mut batch) = got else {
+                if wait {
+                    // (Only if the helper panicked.)
+                    self.ingest.errors.push(format!("{}: the reading thread failed", self.ingest.name));
+                    self.ingest.eof();
+                    self.done = true;
+                }
+                break;
+            };
+            for f in batch.frames.drain(..) {
+                let (len, fault) = match f {
+                    Unpacked::Records { header, start, end, len, fault } => {
+                        self.ingest.records(header, &batch.records[start..end], len);
+                        (len, fault)
+                    }
+                    Unpacked::Other { frame, len } => {
+                        self.ingest.frame(frame, len);
+                        (len, None)
+                    }
+                    Unpacked::Fault(e) => (0, Some(e)),
+                };
+                taken += len as usize;
+                if let Some(e) = fault {
+                    if !self.ingest.stream_error(&e) {
+                        self.done = true;
+                        break;
+                    }
+                }
+            }
+            if let Some(end) = batch.end.take() {
+                if !self.done {
+                    if let Some(e) = end.read_error {
+                        self.ingest.errors.push(format!("{}: read error: {e}", self.ingest.name));
+                    }
+                    match end.framing {
+                        Ok(()) => self.ingest.eof(),
+                        Err(e) => self.ingest.decode_error(&e),
+                    }
+                    self.done = true;
+                }
+            } else if let Some(u) = &self.unpacker {
+                let _ = u.back.send(batch);
+            }
+        }
+        self.ingest.finish_batch(before);
+        if self.done {
+            self.unpacker = None;
+            Polled::Done
+        } else {
+            Polled::Data
+        }
+    }
+
+    pub fn take_fragments(&mut self, out: &mut Vec<Fragment>) {
+        out.append(&mut self.ingest.out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_files_give_each_stream_one_owner() {
+        for peers in 1..5 {
+            for w in 0..16u32 {
+                let s = ringlog::StreamId { host: 7, process: 3, worker: w };
+                let owners = (0..peers).filter(|&index| Share { peers, index, file: 2 }.owns(s)).count();
+                assert_eq!(owners, 1);
+            }
+            let pw = ringlog::StreamId { host: 7, process: 3, worker: ringlog::PROCESS_WIDE };
+            assert!((0..peers).all(|index| Share { peers, index, file: 0 }.owns(pw)));
+            assert_eq!((0..peers).filter(|&index| Share { peers, index, file: 5 }.primary()).count(), 1);
+        }
+    }
+}
