@@ -1,0 +1,75 @@
+//! `sidecar analyze`: recorded probe files, analyzed together, with the
+//! helper threads that cores to spare allow.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use sidecar::pipeline::dataflow::{Inputs, Settings};
+
+use super::common::{run_dataflow, timely_args, Common};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recorded probe files (a file sink's output, e.g.
+    /// PROBE_SINK=file:trace.rlog); analyzed together.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn analyze(Args { files, common }: Args) -> i32 {
+    analyze_files(files, &common)
+}
+
+/// Analyzes `files` into the outputs `common` names (`analyze`, and
+/// `export` with its own flags): the exit status.
+pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
+    let settings = offline_settings(common);
+    let _prefault = offline_prefault(common.workers);
+    run_dataflow(settings, Inputs::Files(files), common).0
+}
+
+/// The settings of an offline analysis: a progress bar on a terminal, and
+/// the helper threads there are cores for.
+fn offline_settings(common: &Common) -> Settings {
+    Settings {
+        width: common.window,
+        timely_args: timely_args(common),
+        progress_bar: std::io::stderr().is_terminal(),
+        sync: Default::default(),
+        unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
+        analysis_thread: offline_analysis_threads(common.workers),
+    }
+}
+
+/// Whether a helper of an offline analysis runs: when a core is spare for
+/// it (fewer analysis workers than cores), or as the environment variable
+/// `var` says (`on` or `off`, for comparing with and without it).
+fn offline_helper(var: &str, workers: usize) -> bool {
+    offline_helper_with(var, workers + 1)
+}
+
+/// Whether the analysis threads run ([`sidecar::pipeline::analyst`]), one per worker,
+/// busy as long as it: with a core for each beside the workers' own (`-w 1`
+/// on 2 cores, as measured), or as `SIDECAR_ANALYSIS` says.
+fn offline_analysis_threads(workers: usize) -> bool {
+    offline_helper_with("SIDECAR_ANALYSIS", 2 * workers)
+}
+
+/// `var`'s `on` or `off`, else whether there are at least `cores` cores.
+fn offline_helper_with(var: &str, cores: usize) -> bool {
+    match std::env::var(var).as_deref() {
+        Ok("on" | "1") => true,
+        Ok("off" | "0") => false,
+        _ => std::thread::available_parallelism().is_ok_and(|n| n.get() >= cores.max(2)),
+    }
+}
+
+/// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]),
+/// as [`offline_helper`] decides with `SIDECAR_PREFAULT`.
+fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
+    offline_helper("SIDECAR_PREFAULT", workers)
+        .then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD))
+        .flatten()
+}

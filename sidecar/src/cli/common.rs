@@ -1,0 +1,189 @@
+//! What several subcommands share: the analysis flags ([`Common`]), the
+//! outputs they name, the timely arguments, and running the dataflow with
+//! its closing line on standard error.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sidecar::ingest::sync::SharedSync;
+use sidecar::output::sink::{NamedOutput, Sink};
+use sidecar::pipeline::dataflow::{self, Inputs, RunStats, Settings};
+
+/// The flags of the subcommands that analyze (`run`, `analyze`, `watch`).
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Window length: 1s, 500ms, 250us, 2.5s ...
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub window: u64,
+    /// Append one JSON object per window to FILE ("-" = standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Analysis worker threads (timely workers in this process).
+    ///
+    /// Offline (analyze, export), cores to spare also get helper threads:
+    /// with more cores than workers, a reader that unpacks each file and a
+    /// heap prefaulter; with two cores per worker, a thread per worker that
+    /// analyzes its windows. SIDECAR_UNPACK, SIDECAR_PREFAULT and
+    /// SIDECAR_ANALYSIS (on, off) override.
+    #[arg(short = 'w', long, default_value_t = 1)]
+    pub workers: usize,
+    /// Run as process P of N (timely cluster); with --hostfile.
+    #[arg(long, requires = "hostfile", value_name = "N")]
+    pub processes: Option<usize>,
+    /// This process's index in the cluster (0-based).
+    #[arg(long, requires = "processes", value_name = "P")]
+    pub process: Option<usize>,
+    /// Cluster host file: one host:port per line, one line per process.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// Do not print the per-window summary lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Also write a Perfetto trace (protobuf) to FILE: one track per
+    /// worker, operators, waits, messages as flows, the critical path.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+}
+
+/// A duration flag: a number with a unit (s, ms, us, ns, m; none = s), in ns.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("'{s}': expected a number with a unit, e.g. 1s or 500ms"))?;
+    let mult = match unit {
+        "s" | "" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        _ => return Err(format!("'{unit}': unknown unit (use s, ms, us, ns)")),
+    };
+    let ns = (v * mult) as u64;
+    if ns == 0 {
+        return Err("the duration must be positive".into());
+    }
+    Ok(ns)
+}
+
+/// The arguments timely's own parser takes: workers, and the cluster.
+pub fn timely_args(c: &Common) -> Vec<String> {
+    let mut a = vec!["-w".to_string(), c.workers.max(1).to_string()];
+    if let (Some(n), Some(h)) = (c.processes, &c.hostfile) {
+        a.extend(["-n".into(), n.to_string(), "-p".into(), c.process.unwrap_or(0).to_string()]);
+        a.extend(["-h".into(), h.display().to_string()]);
+    }
+    a
+}
+
+/// The settings of a live analysis (`run`, `watch`): no progress bar and
+/// no helper threads (the cores belong to the traced program).
+pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
+    Settings {
+        width: c.window,
+        timely_args: timely_args(c),
+        progress_bar: false,
+        sync,
+        unpack_thread: false,
+        analysis_thread: false,
+    }
+}
+
+/// The outputs the flags name: the JSON lines (a file, appended to, or
+/// standard output), the terminal lines (standard output, or standard error
+/// when the JSON goes to standard output; none with `--quiet`), and the
+/// Perfetto trace. An output that cannot be opened is an error.
+pub fn outputs(c: &Common) -> Result<Sink, String> {
+    let mut json: Option<Box<dyn std::io::Write + Send>> = None;
+    let mut json_stdout = false;
+    if let Some(j) = &c.json {
+        if j == "-" {
+            json = Some(Box::new(NamedOutput::new("standard output", std::io::stdout())));
+            json_stdout = true;
+        } else {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(j)
+                .map_err(|e| format!("cannot open {j} for the JSON output: {e}"))?;
+            json = Some(Box::new(NamedOutput::new(j.as_str(), std::io::BufWriter::new(f))));
+        }
+    }
+    let terminal: Option<Box<dyn std::io::Write + Send>> = if c.quiet {
+        None
+    } else if json_stdout {
+        Some(Box::new(std::io::stderr()))
+    } else {
+        Some(Box::new(NamedOutput::new("standard output", std::io::stdout())))
+    };
+    let mut perfetto = None;
+    if let Some(p) = &c.perfetto {
+        let e = sidecar::output::export::PerfettoExport::create(p)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        perfetto = Some(Arc::new(Mutex::new(e)));
+    }
+    Ok(Sink { json, terminal, perfetto })
+}
+
+/// Runs the dataflow on `inputs` into the outputs the flags name: the exit
+/// status (0, 1 with decode errors, 2 when it could not run) and the run's
+/// totals.
+pub fn run_dataflow(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<RunStats>) {
+    let sink = match outputs(common) {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: {e}");
+            return (2, None);
+        }
+    };
+    run_dataflow_into(settings, inputs, common, sink)
+}
+
+/// [`run_dataflow`] with its outputs already set up.
+pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, sink: Sink) -> (i32, Option<RunStats>) {
+    let t0 = std::time::Instant::now();
+    match dataflow::run(settings, inputs, sink) {
+        Ok(st) => {
+            let secs = t0.elapsed().as_secs_f64();
+            sidecar::say!(
+                "sidecar: {} records, {} MB in {:.2} s ({:.2} M records/s); {} windows ({} incomplete); {} errors{}",
+                st.records,
+                st.bytes >> 20,
+                secs,
+                st.records as f64 / secs / 1e6,
+                st.windows,
+                st.incomplete,
+                st.errors.len(),
+                if st.output_closed { "; stopped there: the output was closed" } else { "" }
+            );
+            if let Some(p) = &common.perfetto {
+                sidecar::say!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
+            }
+            (if st.errors.is_empty() { 0 } else { 1 }, Some(st))
+        }
+        Err(e) => {
+            sidecar::say!("sidecar: {e}");
+            (2, None)
+        }
+    }
+}
+
+/// A flag the first Ctrl-C sets (saying `first`, if any); a second one
+/// exits at once with 130. A handler that cannot be installed is said
+/// (`who`: "sidecar", "sidecar relay") and the run goes on without it.
+pub fn stop_on_ctrl_c(who: &str, first: Option<&'static str>) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || {
+        if s2.swap(true, Ordering::SeqCst) {
+            std::process::exit(130); // second Ctrl-C: now
+        }
+        if let Some(m) = first {
+            sidecar::say!("{m}");
+        }
+    }) {
+        sidecar::say!("{who}: cannot install the Ctrl-C handler: {e}");
+    }
+    stop
+}

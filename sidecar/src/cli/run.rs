@@ -1,0 +1,110 @@
+//! `sidecar run`: listen for probe connections and analyze them live until
+//! Ctrl-C; with `--clock-listen`, this host is the clock reference that
+//! relays on other hosts sync to.
+
+use std::sync::atomic::Ordering;
+
+use clocksync::protocol::ResponderHandle;
+use sidecar::ingest::sync::{Registry, SharedSync};
+use sidecar::io::os_clock::{monotonic_ns, realtime_ns};
+use sidecar::io::{spawn_listener, Listen};
+use sidecar::pipeline::dataflow::Inputs;
+
+use super::common::{live_settings, parse_duration, run_dataflow, stop_on_ctrl_c, Common};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// unix:PATH (created owner-only) or tcp:[ADDR:]PORT (a bare port
+    /// listens on 127.0.0.1 only).
+    #[arg(long)]
+    listen: Listen,
+    /// How long past a window's end to wait for a silent stream's data
+    /// before closing the window without it.
+    #[arg(long, default_value = "30ms", value_parser = parse_duration)]
+    grace: u64,
+    /// Answer clock exchanges from relays on other hosts (`sidecar relay
+    /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for
+    /// 7071, listens on 127.0.0.1 only). This host's timeline becomes the
+    /// reference: relayed hosts, once calibrated, are analyzed on it.
+    #[arg(long, value_name = "udp:[ADDR:]PORT", value_parser = parse_clock_listen)]
+    clock_listen: Option<String>,
+    /// This host's id as its probes write it, for --clock-listen (default:
+    /// the machine-id hash, as the probe computes it; hex 0x… or decimal).
+    #[arg(long, value_parser = ringlog::parse_host_id)]
+    host_id: Option<u64>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `udp:` → 127.0.0.1:7071, `udp:PORT` → 127.0.0.1:PORT, `udp:ADDR:PORT`.
+fn parse_clock_listen(s: &str) -> Result<String, String> {
+    let a = s.strip_prefix("udp:").ok_or_else(|| format!("'{s}': expected udp:[ADDR:]PORT"))?;
+    Ok(if a.is_empty() {
+        "127.0.0.1:7071".into()
+    } else if a.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{a}")
+    } else {
+        a.to_string()
+    })
+}
+
+/// Analyzes live until Ctrl-C (then what has arrived): the exit status as
+/// `analyze`'s; 2 (at once) if it cannot listen or answer clock exchanges.
+pub fn run(Args { listen, grace, clock_listen, host_id, common }: Args) -> i32 {
+    let stop = stop_on_ctrl_c("sidecar", Some("\nsidecar: stopping: analyzing what has arrived"));
+    let queues = sidecar::io::queues(common.workers.max(1));
+    let (sync, responder) = match &clock_listen {
+        None => (SharedSync::default(), None),
+        Some(addr) => clock_reference(addr, host_id),
+    };
+    let listener =
+        match spawn_listener(listen.clone(), (common.window, grace), queues.clone(), stop.clone(), sync.clone()) {
+            Ok(l) => l,
+            Err(e) => {
+                sidecar::say!("sidecar: cannot listen on {listen}: {e}");
+                std::process::exit(2);
+            }
+        };
+    let settings = live_settings(&common, sync.clone());
+    let code = run_dataflow(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
+    stop.store(true, Ordering::SeqCst);
+    let _ = listener.join();
+    if let Some(r) = responder {
+        say_clock_sync(r, &sync);
+    }
+    code
+}
+
+/// Makes this host the clock reference: a responder answering relays'
+/// exchanges on `addr`, stamped with this host's CLOCK_MONOTONIC, and the
+/// clock models with this host (`host_id`, default the machine's) as the
+/// reference. Exits with 2 if it cannot answer on `addr`.
+fn clock_reference(addr: &str, host_id: Option<u64>) -> (SharedSync, Option<ResponderHandle>) {
+    let id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
+    let offset = realtime_ns() as i128 - monotonic_ns() as i128;
+    let responder = match ResponderHandle::spawn_with_id(addr, monotonic_ns, id) {
+        Ok(r) => {
+            sidecar::say!("sidecar: clock reference (host {id:016x}) answering on udp:{}", r.addr());
+            r
+        }
+        Err(e) => {
+            sidecar::say!("sidecar: cannot answer clock exchanges on udp:{addr}: {e}");
+            std::process::exit(2);
+        }
+    };
+    (SharedSync::new(Registry::with_reference(id, Some(offset))), Some(responder))
+}
+
+/// Stops the clock responder and says what clock sync did: the exchanges
+/// answered, and per relayed host its exchanges and clock-model violations.
+fn say_clock_sync(responder: ResponderHandle, sync: &SharedSync) {
+    if let Ok(st) = responder.stop() {
+        let reg = sync.lock();
+        let hosts: Vec<String> = reg
+            .hosts
+            .iter()
+            .map(|(h, m)| format!("{h:016x}: {} exchanges, {} clock-model violations", m.exchanges, m.violations))
+            .collect();
+        sidecar::say!("sidecar: clock sync: {} exchanges answered; {}", st.pongs, hosts.join("; "));
+    }
+}
