@@ -1,5 +1,8 @@
 //! Benchmarks live in `benches/`; the measurement binaries in `src/bin/`.
-//! This library holds what they share: the statistics of alternated runs.
+//! This library holds what they share: the statistics of alternated runs,
+//! and the engine scenarios with a known bottleneck ([`scenarios`]).
+
+pub mod scenarios;
 
 /// Summaries of repeated measurements on a noisy machine.
 pub mod stats {
