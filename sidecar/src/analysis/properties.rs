@@ -64,26 +64,81 @@ pub struct StreamStarts {
     pub communication_existence: u64,
 }
 
+/// The three properties of the window graph `g`, each with where it fails.
 pub fn check(g: &Graph) -> Properties {
-    let mut p = Properties::default();
-    let (ws, we) = g.window;
+    let min_in_degree = min_in_degree(g).done();
+    let wait_termination = wait_termination(g).done();
+    let communication_existence = communication_existence(g).done();
+    Properties { min_in_degree, communication_existence, wait_termination, stream_starts: StreamStarts::default() }
+}
+
+/// Property 3.9: chain starts later than the first vertex have no in-edge
+/// (a terminating message can only end a wait, so never a chain start).
+fn min_in_degree(g: &Graph) -> Check {
+    let mut check = Check::default();
     // (Times increase along a chain: the least is a chain's first.)
-    let tmin = g.chains.iter().filter(|(a, b)| b > a).map(|&(a, _)| g.t[a as usize]).min().unwrap_or(ws);
-    // 3.9: chain starts later than the first vertex have no in-edge (a
-    // terminating message can only end a wait, so never a chain start).
+    let tmin = g.chains.iter().filter(|(a, b)| b > a).map(|&(a, _)| g.t[a as usize]).min().unwrap_or(g.window.0);
     for &(a, b) in &g.chains {
         if b > a && g.t[a as usize] > tmin {
-            p.min_in_degree.add(Violation { worker: Some(g.w[a as usize]), at_ns: g.t[a as usize], until_ns: None });
+            check.add(Violation { worker: Some(g.w[a as usize]), at_ns: g.t[a as usize], until_ns: None });
         }
     }
-    // 3.11: a wait that ends inside the window without a terminator.
+    check
+}
+
+/// Property 3.11: a wait that ends inside the window without a terminator.
+fn wait_termination(g: &Graph) -> Check {
+    let mut check = Check::default();
     for v in 0..g.len() {
-        if g.kind[v] == EKind::Wait && g.term[v] == NONE && g.t[v] < we {
-            p.wait_termination.add(Violation { worker: Some(g.w[v]), at_ns: g.t[v], until_ns: None });
+        if g.kind[v] == EKind::Wait && g.term[v] == NONE && g.t[v] < g.window.1 {
+            check.add(Violation { worker: Some(g.w[v]), at_ns: g.t[v], until_ns: None });
         }
     }
-    // 3.10: sweep over running and waiting workers. Events: chain start
-    // (+running), chain end (−running), wait start (+waiting), wait end.
+    check
+}
+
+/// Property 3.10: a sweep over the running and waiting workers and the
+/// messages in flight ([`running_and_waiting`]); a stretch where every
+/// running worker waits and no message is in flight is a violation.
+fn communication_existence(g: &Graph) -> Check {
+    let mut check = Check::default();
+    let ev = running_and_waiting(g);
+    let (mut running, mut waiting) = (0i64, 0i64);
+    let mut open: Option<Ns> = None;
+    let mut i = 0;
+    while i < ev.len() {
+        let t = ev[i].0;
+        while i < ev.len() && ev[i].0 == t {
+            running += ev[i].1 as i64;
+            waiting += ev[i].2 as i64;
+            i += 1;
+        }
+        let all = running > 0 && waiting >= running;
+        match (open, all) {
+            (None, true) => open = Some(t),
+            (Some(s), false) => {
+                if t > s {
+                    check.add(Violation { worker: None, at_ns: s, until_ns: Some(t) });
+                }
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    let we = g.window.1;
+    if let Some(s) = open {
+        if we > s {
+            check.add(Violation { worker: None, at_ns: s, until_ns: Some(we) });
+        }
+    }
+    check
+}
+
+/// The sweep's events in time order, as (time, change in running workers,
+/// change in waiting ones): chain start (+running), chain end (−running),
+/// wait start (+waiting), wait end (−waiting); a message in flight
+/// (positive duration) counts as 100 workers not waiting.
+fn running_and_waiting(g: &Graph) -> Vec<(Ns, i8, i8)> {
     let mut ev: Vec<(Ns, i8, i8)> = Vec::new();
     for &(a, b) in &g.chains {
         if b <= a {
@@ -110,39 +165,7 @@ pub fn check(g: &Graph) -> Properties {
     // those runs and merges them. (Events at one time are summed before the
     // test, so their order among themselves is moot.)
     ev.sort();
-    let (mut running, mut waiting) = (0i64, 0i64);
-    let mut open: Option<Ns> = None;
-    let mut i = 0;
-    while i < ev.len() {
-        let t = ev[i].0;
-        while i < ev.len() && ev[i].0 == t {
-            running += ev[i].1 as i64;
-            waiting += ev[i].2 as i64;
-            i += 1;
-        }
-        let all = running > 0 && waiting >= running;
-        match (open, all) {
-            (None, true) => open = Some(t),
-            (Some(s), false) => {
-                if t > s {
-                    p.communication_existence.add(Violation { worker: None, at_ns: s, until_ns: Some(t) });
-                }
-                open = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = open {
-        if we > s {
-            p.communication_existence.add(Violation { worker: None, at_ns: s, until_ns: Some(we) });
-        }
-    }
-    Properties {
-        min_in_degree: p.min_in_degree.done(),
-        communication_existence: p.communication_existence.done(),
-        wait_termination: p.wait_termination.done(),
-        stream_starts: StreamStarts::default(),
-    }
+    ev
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::analysis::activity::Builder;
 use crate::analysis::model::{Counters, Fragment, Half, Ns, SeqMark, Sid};
 use crate::analysis::window::Windower;
 use crate::ingest::clock::Clock;
+use crate::ingest::sync::Converter;
 
 /// `Record::event`, inlined into the per-record loop (the same mapping; the
 /// kind values are the wire format's).
@@ -93,6 +94,257 @@ impl Stream {
         self.windower.finish(false, why, &mut self.builder.out, out);
         self.windower.unplaced_faults()
     }
+
+    /// After a Records frame's pass: its last window's counters (with the
+    /// frame's lost records) and its faults, each on the window it
+    /// concerns.
+    fn close_records_frame(
+        &mut self,
+        h: &FrameHeader,
+        bytes: u64,
+        mut pass: FramePass,
+        mut faults: Vec<Fault>,
+        stream_faults: [Option<String>; 2],
+    ) {
+        self.count_last_window(h, bytes, &mut pass, &mut faults);
+        self.elided_seen = self.builder.elided;
+        // Faults of the whole frame (clock sync, the clock gone back): from
+        // its first record to its last.
+        for why in stream_faults.into_iter().flatten() {
+            let t = pass.first_ns.unwrap_or(self.last_ts.unwrap_or(0));
+            faults.push((t, self.last_ts.unwrap_or(t), why));
+        }
+        for (a, b, why) in faults.drain(..) {
+            self.windower.fault(a, b, &why);
+        }
+        if pass.unknown > 0 {
+            let t = self.last_ts.unwrap_or(0);
+            self.windower.fault(t, t, "records of unknown kind");
+        }
+        if pass.unplaced > 0 {
+            let t = self.last_ts.unwrap_or(0);
+            let why = format!(
+                "{} records dropped: their time has no place on the timeline (clock conversion)",
+                pass.unplaced
+            );
+            self.windower.fault(t, t, &why);
+        }
+    }
+
+    /// Counts the frame's last window; the records the frame says were
+    /// lost go there, with a fault from the stream's last record before the
+    /// frame to its first. A frame that placed no record counts its lost
+    /// records and bytes where the stream stands.
+    fn count_last_window(&mut self, h: &FrameHeader, bytes: u64, pass: &mut FramePass, faults: &mut Vec<Fault>) {
+        if let Some(t) = pass.first_ns.filter(|_| h.lost > 0) {
+            faults.push((pass.last_before.unwrap_or(t), t, format!("{} records lost", h.lost)));
+        }
+        let w = &mut pass.window;
+        if w.index != u64::MAX {
+            let c = &mut w.counters;
+            c.bytes = w.bytes_left;
+            c.records = w.records;
+            if h.lost > 0 {
+                c.lost = h.lost;
+            }
+            self.windower.count(w.first_t, c);
+        } else if h.lost > 0 {
+            let t = self.last_ts.unwrap_or(0);
+            self.windower.count(t, &Counters { lost: h.lost, bytes, ..Default::default() });
+            faults.push((t, t, format!("{} records lost", h.lost)));
+        }
+    }
+}
+
+/// A fault to place on the windows it concerns: (from, to, what).
+type Fault = (Ns, Ns, String);
+
+/// What the pass over a Records frame's records leaves for its closing.
+struct FramePass {
+    /// Records taken from the frame.
+    taken: u64,
+    /// The stream's last record time before the frame.
+    last_before: Option<Ns>,
+    /// The time of the frame's first placed record.
+    first_ns: Option<Ns>,
+    /// Records of a kind this sidecar does not know.
+    unknown: u64,
+    /// Records whose time has no place on the timeline (the clock-sync
+    /// model of their host broke in a way no exchange has shown yet).
+    unplaced: u64,
+    /// The window the last records went to.
+    window: WindowCount,
+}
+
+/// The counters of the window a frame's records are going to; handed to
+/// the windower when they move on to the next window.
+struct WindowCount {
+    /// The window's index (`u64::MAX`: no record placed yet).
+    index: u64,
+    /// The time of its first record (tells the windower which window).
+    first_t: Ns,
+    /// Where it ends. Record times never decrease here, so the window
+    /// changes only when one passes this (no division per record; 0 at
+    /// first, so the first record comes here too).
+    end: Ns,
+    counters: Counters,
+    /// Records in it so far.
+    records: u64,
+    /// The frame's bytes, booked to the first window counted.
+    bytes_left: u64,
+}
+
+impl WindowCount {
+    #[inline(always)]
+    fn new(bytes: u64) -> WindowCount {
+        WindowCount {
+            index: u64::MAX,
+            first_t: 0,
+            end: 0,
+            counters: Counters::default(),
+            records: 0,
+            bytes_left: bytes,
+        }
+    }
+
+    /// A record at `t`, at or past the current window's end: the window of
+    /// `t` becomes the current one, the one before (if any) is counted.
+    #[inline(always)]
+    fn enter(&mut self, t: Ns, width: Ns, windower: &mut Windower) {
+        let k = t / width;
+        self.end = (k + 1).saturating_mul(width);
+        if k != self.index {
+            if self.index != u64::MAX {
+                self.counters.bytes = std::mem::take(&mut self.bytes_left);
+                self.counters.records = std::mem::take(&mut self.records);
+                windower.count(self.first_t, &self.counters);
+                self.counters = Counters::default();
+            }
+            self.index = k;
+            self.first_t = t;
+        }
+    }
+}
+
+/// The stream clock's segment of its last conversion ([`Clock::segment`]),
+/// copied out so that converting a run of records stays in registers.
+#[derive(Clone, Copy)]
+struct ClockSegment {
+    lo: u64,
+    hi: u64,
+    base: f64,
+    slope: f64,
+}
+
+impl ClockSegment {
+    #[inline(always)]
+    fn of(clock: &Clock) -> ClockSegment {
+        let (lo, hi, base, slope) = clock.segment();
+        ClockSegment { lo, hi, base, slope }
+    }
+
+    /// Stream ticks on the host's monotonic timeline (None: no place on
+    /// it); a conversion outside the segment moves to the clock's new one.
+    #[inline(always)]
+    fn to_ns(&mut self, clock: &mut Clock, ticks: u64) -> Option<Ns> {
+        if ticks >= self.lo && ticks < self.hi {
+            return Some(Clock::map(self.base, ticks.wrapping_sub(self.lo), self.slope));
+        }
+        let t = clock.to_ns(ticks).ok()?;
+        *self = ClockSegment::of(clock);
+        Some(t)
+    }
+}
+
+/// The per-record loop of a Records frame (issue stage 1, decode and
+/// clock): each record's time put on its host's timeline (the stream
+/// clock's model, [`crate::ingest::clock`]) and, for a synchronized host,
+/// on the reference one ([`crate::ingest::sync`]), never before the
+/// stream's last; counted in its window; its event handed on
+/// ([`take_event`]). Gives `recs` back.
+#[inline(always)]
+fn take_records<R: Borrow<Record>, I: Iterator<Item = R>>(
+    mut recs: I,
+    p: &mut Proc,
+    st: &mut Stream,
+    conv: &Option<Converter>,
+    width: Ns,
+    bytes: u64,
+) -> (I, FramePass) {
+    let mut pass = FramePass {
+        taken: 0,
+        last_before: st.last_ts,
+        first_ns: None,
+        unknown: 0,
+        unplaced: 0,
+        window: WindowCount::new(bytes),
+    };
+    let mut segment = ClockSegment::of(&p.clock);
+    // (In a local while the loop runs: kept in a register.)
+    let mut last_ts = st.last_ts;
+    for r in recs.by_ref() {
+        let r: &Record = r.borrow();
+        pass.taken += 1;
+        let Some(t) = segment.to_ns(&mut p.clock, r.ts) else {
+            pass.unplaced += 1;
+            continue;
+        };
+        // A synchronized host: onto the reference timeline (sync.rs).
+        let (t, width_iv) = match conv {
+            None => (t, 0),
+            Some(cv) => {
+                let Some(x) = cv.point(t) else {
+                    pass.unplaced += 1;
+                    continue;
+                };
+                x
+            }
+        };
+        let t = last_ts.map_or(t, |l| t.max(l));
+        last_ts = Some(t);
+        if t >= pass.window.end {
+            if pass.first_ns.is_none() {
+                pass.first_ns = Some(t);
+                // (Messages go to their window before the items that start
+                // the stream are placed.)
+                st.windower.start_at(t);
+            }
+            pass.window.enter(t, width, &mut st.windower);
+        }
+        pass.window.records += 1;
+        let c = &mut pass.window.counters;
+        c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
+        match event_of(r) {
+            Some(ev) => take_event(st, c, &p.clock, t, ev),
+            None => pass.unknown += 1,
+        }
+    }
+    st.last_ts = last_ts;
+    (recs, pass)
+}
+
+/// A record's event: a Step's counts into its window's counters, a message
+/// half straight to its window's tables (the builder only sees how it
+/// shapes the timeline), every event to the stream's activity builder.
+#[inline(always)]
+fn take_event(st: &mut Stream, c: &mut Counters, clock: &Clock, t: Ns, ev: ringlog::Event) {
+    use ringlog::Event::*;
+    let w = &mut st.windower;
+    match ev {
+        Step { elided, spin_ticks } => {
+            // (Both come from the stream's bytes: a corrupt count must not
+            // overflow the sum.)
+            c.elided = c.elided.saturating_add(elided);
+            c.steps += 1;
+            c.spin_ns = c.spin_ns.saturating_add(clock.span_ns(spin_ticks));
+        }
+        MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
+        MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
+        ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
+        ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
+        _ => {}
+    }
+    st.builder.push_ordered(t, ev);
 }
 
 /// One byte stream's ingest state.
@@ -247,7 +499,7 @@ impl Ingest {
     /// The bookkeeping of every worker frame: its stream (made if new),
     /// and the faults its sequence number shows. `None`: the stream is
     /// done, the frame is ignored.
-    fn worker_frame(&mut self, h: &FrameHeader) -> Option<Vec<(Ns, Ns, String)>> {
+    fn worker_frame(&mut self, h: &FrameHeader) -> Option<Vec<Fault>> {
         let sid = Sid::from(h.stream);
         let (program, workers) = {
             let p = self.proc(sid.host, sid.process, h.domain);
@@ -259,7 +511,7 @@ impl Ingest {
         if st.done {
             return None;
         }
-        let mut faults: Vec<(Ns, Ns, String)> = Vec::new();
+        let mut faults: Vec<Fault> = Vec::new();
         match st.next_seq {
             // Joined mid-way (a probe reconnected to a restarted sidecar,
             // or a file missing its start): the stream's first window lacks
@@ -281,14 +533,11 @@ impl Ingest {
     }
 
     /// A Records frame, its records taken from `recs` as they are ingested;
-    /// gives `recs` back (owned here, so the loop keeps the decoder's state
-    /// in registers).
-    fn records_frame<R: Borrow<Record>, I: Iterator<Item = R>>(
-        &mut self,
-        h: FrameHeader,
-        mut recs: I,
-        bytes: u64,
-    ) -> I {
+    /// gives `recs` back (owned by the pass over them, so its loop keeps the
+    /// decoder's state in registers). The frame's bookkeeping, the pass
+    /// ([`take_records`]), then its last window and faults booked
+    /// ([`Stream::close_records_frame`]).
+    fn records_frame<R: Borrow<Record>, I: Iterator<Item = R>>(&mut self, h: FrameHeader, recs: I, bytes: u64) -> I {
         if self.failed {
             return recs;
         }
@@ -297,17 +546,12 @@ impl Ingest {
             self.process_frame(&h, None);
             return recs;
         }
-        let Some(mut faults) = self.worker_frame(&h) else { return recs };
+        let Some(faults) = self.worker_frame(&h) else { return recs };
         let sid = Sid::from(h.stream);
-        let key = (sid.host, sid.process);
         let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
-        let Some(p) = self.procs.get_mut(&key) else { return recs };
+        let Some(p) = self.procs.get_mut(&(sid.host, sid.process)) else { return recs };
         if !p.clock.has_sample() {
-            let n = h.count;
-            self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
-            let st = self.streams.get_mut(&sid).unwrap();
-            let t = st.last_ts.unwrap_or(0);
-            st.windower.fault(t, t, "records before any clock sample");
+            self.records_before_clock(&h, sid);
             return recs;
         }
         let st = self.streams.get_mut(&sid).unwrap();
@@ -319,137 +563,21 @@ impl Ingest {
              timeline"
                 .to_string()
         });
-        let mut first_ns = None;
-        let mut taken = 0u64;
-        let mut c = Counters::default();
-        let mut cur_k = u64::MAX;
-        let mut cur_t = 0;
-        let mut bytes_left = bytes;
-        let width = self.width;
-        let mut unknown = 0u64;
-        // Records whose time has no place on the timeline (the clock-sync
-        // model of their host broke in a way no exchange has shown yet).
-        let mut unplaced = 0u64;
-        let mut cur_hi: Ns = 0;
-        // (In a local while the loop runs: kept in a register.)
-        let mut last_ts = st.last_ts;
-        let (mut s_lo, mut s_hi, mut s_base, mut s_slope) = p.clock.segment();
-        let mut in_window = 0u64;
-        for r in recs.by_ref() {
-            let r: &Record = r.borrow();
-            taken += 1;
-            let t = if r.ts >= s_lo && r.ts < s_hi {
-                Clock::map(s_base, r.ts.wrapping_sub(s_lo), s_slope)
-            } else {
-                let Ok(t) = p.clock.to_ns(r.ts) else {
-                    unplaced += 1;
-                    continue;
-                };
-                (s_lo, s_hi, s_base, s_slope) = p.clock.segment();
-                t
-            };
-            // A synchronized host: onto the reference timeline (sync.rs).
-            let (t, width_iv) = match &conv {
-                None => (t, 0),
-                Some(cv) => {
-                    let Some(x) = cv.point(t) else {
-                        unplaced += 1;
-                        continue;
-                    };
-                    x
-                }
-            };
-            let t = last_ts.map_or(t, |l| t.max(l));
-            let prev_ts = last_ts;
-            last_ts = Some(t);
-            // `t` never decreases here: the window changes only when
-            // `t` passes the current one's end (no division per record).
-            // (`cur_hi` starts at 0: the first record comes here too.)
-            if t >= cur_hi {
-                if first_ns.is_none() {
-                    first_ns = Some(t);
-                    // (Messages go to their window before the items
-                    // that start the stream are placed.)
-                    st.windower.start_at(t);
-                    if h.lost > 0 {
-                        let from = prev_ts.unwrap_or(t);
-                        faults.push((from, t, format!("{} records lost", h.lost)));
-                    }
-                }
-                let k = t / width;
-                cur_hi = (k + 1).saturating_mul(width);
-                if k != cur_k {
-                    if cur_k != u64::MAX {
-                        c.bytes = std::mem::take(&mut bytes_left);
-                        c.records = std::mem::take(&mut in_window);
-                        st.windower.count(cur_t, &c);
-                        c = Counters::default();
-                    }
-                    cur_k = k;
-                    cur_t = t;
-                }
-            }
-            in_window += 1;
-            c.clock_uncertainty_ns = c.clock_uncertainty_ns.max(width_iv);
-            match event_of(r) {
-                Some(ev) => {
-                    use ringlog::Event::*;
-                    // Message halves go straight to their window's
-                    // tables; the builder only sees how they shape
-                    // the timeline.
-                    let w = &mut st.windower;
-                    match ev {
-                        Step { elided, spin_ticks } => {
-                            // (Both come from the stream's bytes: a
-                            // corrupt count must not overflow the sum.)
-                            c.elided = c.elided.saturating_add(elided);
-                            c.steps += 1;
-                            c.spin_ns = c.spin_ns.saturating_add(p.clock.span_ns(spin_ticks));
-                        }
-                        MessageSend { channel, to, seq, .. } => w.message(t, Half::Send, channel, to, seq),
-                        MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
-                        ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
-                        ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
-                        _ => {}
-                    }
-                    st.builder.push_ordered(t, ev);
-                }
-                None => unknown += 1,
-            }
-        }
-        self.records += taken;
-        st.last_ts = last_ts;
-        if cur_k != u64::MAX {
-            c.bytes = bytes_left;
-            c.records = in_window;
-            if h.lost > 0 {
-                c.lost = h.lost;
-            }
-            st.windower.count(cur_t, &c);
-        } else if h.lost > 0 {
-            let t = st.last_ts.unwrap_or(0);
-            st.windower.count(t, &Counters { lost: h.lost, bytes, ..Default::default() });
-            faults.push((t, t, format!("{} records lost", h.lost)));
-        }
-        st.elided_seen = st.builder.elided;
-        for why in [sync_fault, clock_fault].into_iter().flatten() {
-            let t = first_ns.unwrap_or(st.last_ts.unwrap_or(0));
-            faults.push((t, st.last_ts.unwrap_or(t), why));
-        }
-        for (a, b, why) in faults.drain(..) {
-            st.windower.fault(a, b, &why);
-        }
-        if unknown > 0 {
-            let t = st.last_ts.unwrap_or(0);
-            st.windower.fault(t, t, "records of unknown kind");
-        }
-        if unplaced > 0 {
-            let t = st.last_ts.unwrap_or(0);
-            let why = format!("{unplaced} records dropped: their time has no place on the timeline (clock conversion)");
-            st.windower.fault(t, t, &why);
-        }
+        let (recs, pass) = take_records(recs, p, st, &conv, self.width, bytes);
+        self.records += pass.taken;
+        st.close_records_frame(&h, bytes, pass, faults, [sync_fault, clock_fault]);
         Self::flush(st, &mut self.out, false);
         recs
+    }
+
+    /// A Records frame of a process with no clock sample yet: its records
+    /// cannot be placed, and are dropped.
+    fn records_before_clock(&mut self, h: &FrameHeader, sid: Sid) {
+        let n = h.count;
+        self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
+        let st = self.streams.get_mut(&sid).unwrap();
+        let t = st.last_ts.unwrap_or(0);
+        st.windower.fault(t, t, "records before any clock sample");
     }
 
     /// Any frame but Records.
