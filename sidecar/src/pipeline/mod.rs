@@ -1,4 +1,5 @@
-//! The pipeline: ingest and analysis wired on timely ([`dataflow`]), a
+//! The pipeline: ingest and analysis wired on timely ([`dataflow`]: one
+//! operator per step, ingest → exchange → analyze and report → print), a
 //! worker's windows analyzed on a thread of its own ([`analyst`]), and the
 //! same stages in one thread without timely ([`analyze_bytes`], for tests
 //! and tools).

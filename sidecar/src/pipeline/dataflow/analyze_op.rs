@@ -1,0 +1,176 @@
+//! The Analyze operator: each window's owner gathers the window's fragments
+//! from every stream and analyzes the window once the frontier has passed
+//! it (every stream has settled past its end), on the worker or on its
+//! analysis thread ([`Analyst`]). The window analysis itself is
+//! [`crate::analysis`]'s; this decides when a window is whole and holds a
+//! capability for it until its report is out.
+
+use std::cell::Cell;
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use timely::dataflow::channels::pact::ParallelizationContract;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, InputCapability};
+use timely::dataflow::StreamVec;
+use timely::progress::frontier::MutableAntichain;
+
+use super::ingest_op::TimedFragment;
+use super::outputs::Outputs;
+use super::report::{ReportLine, Reporter};
+use super::Shared;
+use crate::analysis::model::{EndedStreams, Fragment, Ns};
+use crate::pipeline::analyst::{Analyst, Done, Job};
+
+/// The Analyze operator: `fragments` exchanged to their windows' owners
+/// (`pact`) → the windows' report lines, each at its window's time.
+/// `analysis_thread_on` is set when this worker's analysis thread starts.
+pub(super) fn analyze<'s, P>(
+    fragments: StreamVec<'s, u64, TimedFragment>,
+    pact: P,
+    shared: &Shared,
+    analysis_thread_on: Rc<Cell<bool>>,
+) -> StreamVec<'s, u64, ReportLine>
+where
+    P: ParallelizationContract<u64, Vec<TimedFragment>>,
+{
+    let scope = fragments.scope();
+    fragments.unary_frontier(pact, "Analyze", move |_cap, info| {
+        // Results wake this operator: it holds their windows' capabilities
+        // until they are out.
+        let analyst = shared
+            .settings
+            .analysis_thread
+            .then(|| {
+                let a = scope.worker().sync_activator_for(info.address.to_vec());
+                Analyst::start(shared.settings.width, move || {
+                    let _ = a.activate();
+                })
+            })
+            .and_then(|r| {
+                r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker")).ok()
+            });
+        analysis_thread_on.set(analyst.is_some());
+        let mut owner = WindowOwner::new(shared, analyst);
+        let mut out = Vec::new();
+        move |(input, frontier), output| {
+            input.for_each_stamp(|cap, data| {
+                for batch in data {
+                    owner.gather(&cap, batch);
+                }
+            });
+            owner.analyze_ready(frontier, &mut out);
+            // (Reports are small: a window's detail is gone once written.)
+            for (c, x) in out.drain(..) {
+                output.session(&c).give(x);
+            }
+            owner.release_capabilities();
+        }
+    })
+}
+
+/// One worker's windows, from their first fragment to their report.
+struct WindowOwner {
+    /// (timely time, host) → the fragments of that window so far.
+    stash: BTreeMap<(u64, u64), Vec<Fragment>>,
+    /// Streams that ended, for the windows after their end.
+    ended: EndedStreams,
+    /// A capability for each window (by timely time) gathered or in
+    /// analysis: its report goes out at it.
+    caps: BTreeMap<u64, Capability<u64>>,
+    analyst: Option<Analyst>,
+    reporter: Reporter,
+    outputs: Arc<Outputs>,
+    prints_reports: bool,
+    width: Ns,
+}
+
+impl WindowOwner {
+    fn new(shared: &Shared, analyst: Option<Analyst>) -> WindowOwner {
+        WindowOwner {
+            stash: BTreeMap::new(),
+            ended: EndedStreams::default(),
+            caps: BTreeMap::new(),
+            analyst,
+            reporter: Reporter::new(shared),
+            outputs: shared.outputs.clone(),
+            prints_reports: shared.prints_reports,
+            width: shared.settings.width,
+        }
+    }
+
+    /// Takes arriving fragments: an end marker is noted, any other is
+    /// stashed with its window, which gets a capability at its timely time.
+    fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
+        for TimedFragment { host, time, fragment: f } in batch.drain(..) {
+            if f.marker {
+                if let Some(sid) = f.stream {
+                    self.ended.note(sid, f.window, f.seq_before);
+                }
+                continue;
+            }
+            if let Entry::Vacant(e) = self.caps.entry(time) {
+                if let Some(c) = cap.retain_least(0) {
+                    e.insert(c.delayed(&time.max(*c.time())));
+                }
+            }
+            self.stash.entry((time, host)).or_default().push(f);
+        }
+    }
+
+    /// Analyzes the windows the frontier has passed (they are whole), in
+    /// order, and puts their report lines in `out` with their capabilities.
+    fn analyze_ready(&mut self, frontier: &MutableAntichain<u64>, out: &mut Vec<(Capability<u64>, ReportLine)>) {
+        // (Times are totally ordered: the windows passed are the first
+        // keys. Scanning on past them made an activation cost all the
+        // windows in flight, quadratic when a stream's fragments span very
+        // many.)
+        let ready: Vec<(u64, u64)> = self.stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
+        // Windows the analysis thread finished since the last activation
+        // (in window order, before any analyzed below).
+        if let Some(a) = self.analyst.as_mut() {
+            while let Some(d) = a.try_take() {
+                out.extend(report(&self.reporter, &self.caps, d));
+            }
+        }
+        for key in ready {
+            let mut frags = self.stash.remove(&key).unwrap();
+            if self.outputs.stopped() && self.prints_reports {
+                // nowhere to write it
+                continue;
+            }
+            let window = frags[0].window;
+            self.ended.apply(window, self.width, &mut frags);
+            let job = Job { key, window, frags, detail: self.reporter.wants_detail() };
+            match self.analyst.as_mut() {
+                Some(a) => {
+                    while !a.has_room() {
+                        out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, d)));
+                    }
+                    a.submit(job);
+                }
+                None => out.extend(report(&self.reporter, &self.caps, job.analyze(self.width))),
+            }
+        }
+    }
+
+    /// Drops the capabilities of windows neither gathering nor in analysis.
+    fn release_capabilities(&mut self) {
+        let (stash, analyst) = (&self.stash, &self.analyst);
+        self.caps.retain(|&w, _| {
+            stash.range((w, 0)..=(w, u64::MAX)).next().is_some() || analyst.as_ref().is_some_and(|a| a.holds(w))
+        });
+    }
+}
+
+/// A window's report line, with the capability it goes out at.
+fn report(
+    reporter: &Reporter,
+    caps: &BTreeMap<u64, Capability<u64>>,
+    done: Done,
+) -> Option<(Capability<u64>, ReportLine)> {
+    let line = reporter.report(done);
+    caps.get(&line.time).cloned().map(|c| (c, line))
+}

@@ -1,0 +1,515 @@
+//! The Ingest operator: a worker's byte streams (its share of the files, or
+//! the live connections the I/O thread hands it) → fragments, each at its
+//! window's timely time.
+//!
+//! It holds the dataflow's frontier back where windows may still get
+//! fragments: while a stream is open, and, live, while a new connection may
+//! send records for a window or a silent stream's deadline has not passed.
+//! Like ST2's replay operator (§3.3.2) it yields after each slice it reads
+//! and bounds the windows in flight: it stops reading while the analysis is
+//! a few windows behind, so memory stays bounded however long the run.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::generic::operator::source;
+use timely::dataflow::operators::generic::OutputBuilderSession;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::{ProbeHandle, Scope, StreamVec};
+use timely::scheduling::Activator;
+
+use super::{Inputs, RunStats, Shared};
+use crate::analysis::model::{Fragment, Ns};
+use crate::io::{now_unix_ns, Polled, Reader, Share};
+
+/// A fragment on its way to its window's owner: the host whose timeline
+/// the window is on, and the window's timely time (the fragment travels at
+/// the source's capability; its owner holds one for `time`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct TimedFragment {
+    pub(super) host: u64,
+    pub(super) time: u64,
+    pub(super) fragment: Fragment,
+}
+
+/// Where a host's windows are in timely time, fixed when the host is first
+/// seen and shared by this process's workers.
+#[derive(Clone, Copy)]
+struct HostClock {
+    /// realtime − monotonic ns of the host (0: unknown).
+    realtime_offset: i128,
+    /// Added to the host's window index: its realtime offset in whole
+    /// windows.
+    shift: u64,
+}
+
+/// The hosts seen by this process's workers. Timely time is the window
+/// index plus the host's shift: the hosts' windows then progress together
+/// by wall clock, while each window stays on one host's own timeline
+/// (hosts are never mixed).
+#[derive(Clone, Default)]
+pub(super) struct HostClocks(Arc<Mutex<BTreeMap<u64, HostClock>>>);
+
+/// The hosts seen so far, as one activation uses them.
+struct Hosts(Vec<(u64, HostClock)>);
+
+impl Hosts {
+    fn shift(&self, host: u64) -> u64 {
+        self.0.iter().find(|x| x.0 == host).map_or(0, |x| x.1.shift)
+    }
+}
+
+/// How long a connection that has shown no stream yet holds the windows
+/// back (a probe sends its first frames tens of ms after connecting; a
+/// connection that sends none for this long is not waited for).
+const JOIN_HOLD_NS: i128 = 2_000_000_000;
+/// How far before its accept a new connection's first records may lie: the
+/// probe stamps records from its start and connects as it starts (before
+/// its 20 ms calibration); the margin covers a slow thread start or accept.
+const JOIN_MARGIN_NS: i128 = 100_000_000;
+
+/// How far behind the wall clock windows close when no stream is open: a
+/// little more than the grace, so that a stream connecting now is not late.
+fn idle_lag(grace: Ns) -> Ns {
+    grace + grace / 2
+}
+
+/// The window (in timely time, read off the wall clock) that connections
+/// accepted at `joined` (Unix ns) and not yet showing a stream hold back:
+/// their first records may fall in it. `None` when none is recent.
+fn join_hold(joined: impl Iterator<Item = i128>, now: i128, grace: i128, width: u64) -> Option<u64> {
+    joined.filter(|&j| now - j < JOIN_HOLD_NS).map(|j| ((j - JOIN_MARGIN_NS - grace).max(0) as u64) / width).min()
+}
+
+type Output<'a> = OutputBuilderSession<'a, u64, CapacityContainerBuilder<Vec<TimedFragment>>>;
+
+/// The Ingest operator of this worker. `analyzed` is how far the analysis
+/// got; `analysis_thread_on` whether this worker analyzes on a thread of
+/// its own (known once the Analyze operator is built).
+pub(super) fn ingest<'s>(
+    scope: Scope<'s, u64>,
+    shared: &Shared,
+    analyzed: ProbeHandle<u64>,
+    analysis_thread_on: Rc<Cell<bool>>,
+) -> StreamVec<'s, u64, TimedFragment> {
+    source(scope, "Ingest", move |cap: Capability<u64>, info| {
+        let activator = scope.activator_for(info.address.clone());
+        let (index, peers) = (scope.index(), scope.peers());
+        let readers = open_files(shared, index, peers);
+        if let Inputs::Live { queues, .. } = &*shared.inputs {
+            // The I/O thread wakes this operator when a connection of this
+            // worker has data; nothing polls.
+            let a = scope.worker().sync_activator_for(info.address.to_vec());
+            queues.workers[index % queues.workers.len()].set_waker(Box::new(move || {
+                let _ = a.activate();
+            }));
+        }
+        let mut ingest = Ingest {
+            cap: Some(cap),
+            streams: Streams {
+                readers,
+                activator,
+                shared: shared.clone(),
+                index,
+                peers,
+                analyzed,
+                analysis_thread_on,
+                fragments: Vec::new(),
+                last_bar: Instant::now(),
+                late: 0,
+                first_late: String::new(),
+            },
+        };
+        move |output: &mut Output<'_>| ingest.activate(output)
+    })
+}
+
+/// This worker's readers of the files: every worker reads every file and
+/// decodes the streams it owns (see `io::Share`), so decoding is parallel
+/// even for one file.
+fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
+    let mut readers = Vec::new();
+    let Inputs::Files(files) = &*shared.inputs else { return readers };
+    let settings = &shared.settings;
+    for (i, p) in files.iter().enumerate() {
+        let share = Share { peers, index, file: i };
+        let name = p.display().to_string();
+        let progress = if share.primary() { Some(shared.read_bytes.clone()) } else { None };
+        match std::fs::File::open(p) {
+            Ok(f) => {
+                let r = Reader::new(name, Box::new(f), settings.width, progress)
+                    .shared(share)
+                    .with_sync(settings.sync.clone());
+                readers.push(if settings.unpack_thread { r.unpacked_ahead() } else { r });
+            }
+            // (The file's primary reader reports it.)
+            Err(_) if !share.primary() => {}
+            Err(e) => {
+                let msg = format!("{name}: cannot open: {e}");
+                crate::say!("sidecar: error: {msg}");
+                shared.stats.lock().unwrap().errors.push(msg);
+            }
+        }
+    }
+    readers
+}
+
+/// The Ingest operator's state: its capability, and its streams.
+struct Ingest {
+    /// Held until the worker's streams have all ended (or an output
+    /// failed): the time of the earliest window they may still send to.
+    cap: Option<Capability<u64>>,
+    streams: Streams,
+}
+
+/// One worker's byte streams and what reading them needs.
+struct Streams {
+    readers: Vec<Reader>,
+    activator: Activator,
+    shared: Shared,
+    index: usize,
+    peers: usize,
+    analyzed: ProbeHandle<u64>,
+    analysis_thread_on: Rc<Cell<bool>>,
+    /// The fragments of one activation, to send.
+    fragments: Vec<Fragment>,
+    /// When the progress bar was last drawn.
+    last_bar: Instant,
+    /// Fragments that came after their window was analyzed, and the first.
+    late: u64,
+    first_late: String,
+}
+
+impl Ingest {
+    /// One activation: read, send what was read at its windows' times,
+    /// move the frontier, and say when to come back.
+    fn activate(&mut self, output: &mut Output<'_>) {
+        let Some(cap) = self.cap.as_mut() else { return };
+        let s = &mut self.streams;
+        if s.shared.outputs.stopped() {
+            // An output failed or was closed: read no more.
+            s.stop_reading();
+            self.cap = None;
+            return;
+        }
+        let stopping = s.take_new_connections();
+        let throttled = !stopping && s.analysis_is_behind(cap);
+        let any_data = s.read(stopping, throttled);
+        let hosts = s.hosts_seen();
+        if let Inputs::Live { grace, .. } = *s.shared.inputs {
+            s.close_due_windows(&hosts, grace, cap);
+        }
+        s.collect_fragments();
+        s.send(output, cap, &hosts);
+        s.draw_progress_bar();
+        if s.readers.iter().all(|r| r.done) && (!s.shared.live() || stopping) {
+            s.finish();
+            self.cap = None;
+            return;
+        }
+        s.advance(cap, &hosts);
+        s.schedule_next(throttled, any_data, &hosts);
+    }
+}
+
+impl Streams {
+    /// Live: takes the connections the I/O thread accepted for this worker;
+    /// whether the run is stopping (then after the I/O thread's last pass
+    /// over the sockets, waited for briefly).
+    fn take_new_connections(&mut self) -> bool {
+        let Inputs::Live { queues, stop, .. } = &*self.shared.inputs else { return false };
+        let q = &queues.workers[self.index % queues.workers.len()];
+        let stopping = stop.load(Ordering::Relaxed);
+        if stopping {
+            let t = Instant::now();
+            while !queues.io_done.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.readers.append(&mut q.readers.lock().unwrap());
+        stopping
+    }
+
+    /// Whether the analysis is more than a few windows behind the source.
+    /// (A window on the analysis thread is one more in flight: the source
+    /// reads one window less ahead. On `t50`: peak RSS 548–565 MB, against
+    /// 570–628 reading two ahead and 444–458 without the thread; no slower.)
+    fn analysis_is_behind(&self, cap: &Capability<u64>) -> bool {
+        let ahead = if self.shared.live() {
+            16
+        } else if self.analysis_thread_on.get() {
+            1
+        } else {
+            2
+        };
+        self.analyzed.less_than(&cap.time().saturating_sub(ahead))
+    }
+
+    /// Reads a slice of each stream (none while throttled); whether any had
+    /// data. When stopping, what has arrived is analyzed: each stream is
+    /// read to the end of what is there (a closed connection to its end),
+    /// briefly, then stopped.
+    fn read(&mut self, stopping: bool, throttled: bool) -> bool {
+        let mut any_data = false;
+        for r in self.readers.iter_mut() {
+            if stopping {
+                let t = Instant::now();
+                while matches!(r.poll(4 << 20), Polled::Data) && t.elapsed() < Duration::from_millis(500) {}
+                r.stop();
+            } else if throttled {
+                // the analysis is behind: let it catch up
+            } else if matches!(r.poll(4 << 20), Polled::Data) {
+                any_data = true;
+            }
+        }
+        any_data
+    }
+
+    /// The hosts seen so far; a host new to this process gets its clock
+    /// (once, for every worker).
+    fn hosts_seen(&mut self) -> Hosts {
+        let width = self.shared.settings.width;
+        let mut new_host = false;
+        let hosts = {
+            let mut clocks = self.shared.host_clocks.0.lock().unwrap();
+            for r in self.readers.iter() {
+                for h in r.ingest.hosts() {
+                    clocks.entry(h).or_insert_with(|| {
+                        new_host = true;
+                        let o = r.ingest.realtime_offset(h).unwrap_or(0);
+                        // ceil: a window's timely time is never below the
+                        // wall-clock index of its start
+                        HostClock { realtime_offset: o, shift: (o.max(0) as u64).div_ceil(width) }
+                    });
+                }
+            }
+            Hosts(clocks.iter().map(|(h, c)| (*h, *c)).collect())
+        };
+        if let (true, Inputs::Live { queues, .. }) = (new_host, &*self.shared.inputs) {
+            // The other workers follow a host's clock once they see it: wake
+            // them now rather than at their next timeout (up to 100 ms; the
+            // first window with `-w 2` was emitted 99.9 ms late).
+            for q in &queues.workers {
+                q.wake();
+            }
+        }
+        hosts
+    }
+
+    /// Live deadline: streams silent since before now − grace close their
+    /// windows up to then (their gap is "open"). With no stream here, the
+    /// windows follow the wall clock of the hosts seen (in their timely
+    /// time), a little more than the grace behind so that a stream
+    /// connecting now is not late.
+    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>) {
+        let width = self.shared.settings.width;
+        let now = now_unix_ns();
+        for (h, c) in &hosts.0 {
+            let t = now - c.realtime_offset - grace as i128;
+            if t > 0 && c.realtime_offset != 0 {
+                for r in self.readers.iter_mut() {
+                    r.ingest.force(*h, t as Ns);
+                }
+            }
+        }
+        if self.readers.iter().all(|r| r.done) {
+            let back = idle_lag(grace) as i128;
+            let k = hosts
+                .0
+                .iter()
+                .map(|(_, c)| (((now - c.realtime_offset - back).max(0) as u64) / width) + c.shift)
+                .min()
+                .unwrap_or_else(|| (((now - back).max(0) as u64) / width).saturating_sub(1));
+            if k > *cap.time() {
+                cap.downgrade(&k);
+            }
+        }
+    }
+
+    /// Takes each stream's fragments, end markers and faults.
+    fn collect_fragments(&mut self) {
+        for r in self.readers.iter_mut() {
+            // Ended streams: a note to every owner (see `Fragment::marker`),
+            // at the first window without it.
+            for (sid, k, marks) in r.ingest.ended.drain(..) {
+                // On the timeline its windows were on (clock sync).
+                let tl = Some(r.ingest.sync.timeline(sid.host, sid.process)).filter(|&h| h != sid.host);
+                for p in 0..self.peers {
+                    self.fragments.push(Fragment {
+                        stream: Some(sid),
+                        window: k,
+                        timeline: tl,
+                        marker: true,
+                        route: p as u64,
+                        seq_before: marks.clone(),
+                        ..Default::default()
+                    });
+                }
+            }
+            r.take_fragments(&mut self.fragments);
+            for e in r.ingest.errors.drain(..) {
+                crate::say!("sidecar: error: {e}");
+                self.shared.stats.lock().unwrap().errors.push(e);
+            }
+        }
+    }
+
+    /// Sends the fragments at the capability's time, each addressed to its
+    /// window's timely time; one for a window already analyzed is counted
+    /// as late instead.
+    fn send(&mut self, output: &mut Output<'_>, cap: &Capability<u64>, hosts: &Hosts) {
+        let mut session = output.session(cap);
+        let t0 = *cap.time();
+        for mut f in self.fragments.drain(..) {
+            let host = crate::analysis::causality::window_host(&f);
+            let t = f.window + hosts.shift(host);
+            if t < t0 {
+                if self.late == 0 {
+                    self.first_late = format!(
+                        "{} window {} of host {host:016x}{}",
+                        f.stream.map_or("a stream".to_string(), |s| s.to_string()),
+                        f.window,
+                        if f.marker { " (end marker)" } else { "" }
+                    );
+                }
+                self.late += 1;
+                continue;
+            }
+            f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
+            session.give(TimedFragment { host, time: t, fragment: f });
+        }
+    }
+
+    fn draw_progress_bar(&mut self) {
+        if self.shared.settings.progress_bar && self.index == 0 && self.last_bar.elapsed() > Duration::from_millis(200)
+        {
+            self.last_bar = Instant::now();
+            let total = self.shared.total_bytes;
+            let r = self.shared.read_bytes.load(Ordering::Relaxed);
+            let pct = if total > 0 { 100.0 * r as f64 / total as f64 } else { 0.0 };
+            let _ = write!(std::io::stderr(), "\r  reading {:>5.1}%  {} / {} MB ", pct, r >> 20, total >> 20);
+        }
+    }
+
+    fn clear_progress_bar(&self) {
+        if self.shared.settings.progress_bar && self.index == 0 {
+            let _ = write!(std::io::stderr(), "\r{:60}\r", "");
+        }
+    }
+
+    /// An output failed or was closed: counts what was read, and drops the
+    /// streams.
+    fn stop_reading(&mut self) {
+        let mut st = self.shared.stats.lock().unwrap();
+        count_read(&mut st, &self.readers);
+        self.clear_progress_bar();
+        self.readers.clear();
+    }
+
+    /// Every stream has ended: counts what was read, and the late
+    /// fragments as an error.
+    fn finish(&mut self) {
+        let mut st = self.shared.stats.lock().unwrap();
+        count_read(&mut st, &self.readers);
+        if self.late > 0 {
+            let e = format!(
+                "{} fragments arrived after their window was analyzed (the first: {})",
+                self.late, self.first_late
+            );
+            crate::say!("sidecar: error: {e}");
+            st.errors.push(e);
+        }
+        self.clear_progress_bar();
+    }
+
+    /// Moves the capability to the earliest window a stream may still send
+    /// to. Live, a new connection that has shown no stream yet holds back
+    /// the windows its first records may fall in (on the wall clock a
+    /// window's timely time is never later than on its host's timeline: the
+    /// hold errs early).
+    fn advance(&self, cap: &mut Capability<u64>, hosts: &Hosts) {
+        let width = self.shared.settings.width;
+        let joining = match &*self.shared.inputs {
+            Inputs::Live { grace, .. } => join_hold(
+                self.readers.iter().filter(|r| !r.done && !r.ingest.has_streams()).filter_map(|r| r.joined_unix_ns),
+                now_unix_ns(),
+                *grace as i128,
+                width,
+            ),
+            _ => None,
+        };
+        let min = self.readers.iter().filter_map(|r| r.ingest.frontier(|h| hosts.shift(h))).chain(joining).min();
+        if let Some(m) = min {
+            if m > *cap.time() {
+                cap.downgrade(&m);
+            }
+        }
+    }
+
+    /// When to run again: soon while throttled, at once after data, else
+    /// (live) when data wakes it or the next window's deadline passes.
+    fn schedule_next(&self, throttled: bool, any_data: bool, hosts: &Hosts) {
+        if throttled {
+            self.activator.activate_after(Duration::from_millis(1));
+        } else if any_data {
+            self.activator.activate();
+        } else if let Inputs::Live { grace, .. } = *self.shared.inputs {
+            self.activator.activate_after(Duration::from_nanos(self.next_deadline(grace, hosts)));
+        } else {
+            self.activator.activate();
+        }
+    }
+
+    /// Live, without data: ns until a window's deadline passes, to run then
+    /// (and now and then to see a stop). With no stream left the deadline is
+    /// the idle lag's: waking at the grace's found the window not yet due,
+    /// and the next wake came up to 100 ms later.
+    fn next_deadline(&self, grace: Ns, hosts: &Hosts) -> u64 {
+        let width = self.shared.settings.width;
+        let now = now_unix_ns();
+        let lag = if self.readers.iter().all(|r| r.done) { idle_lag(grace) } else { grace };
+        let next = hosts
+            .0
+            .iter()
+            .map(|(_, c)| {
+                let t = (now - c.realtime_offset - lag as i128).max(0) as u64;
+                (t / width + 1) * width - t
+            })
+            .min()
+            .unwrap_or(u64::MAX);
+        next.clamp(1_000_000, 100_000_000)
+    }
+}
+
+/// Adds the records and bytes the readers read to the run's figures.
+fn count_read(st: &mut RunStats, readers: &[Reader]) {
+    for r in readers {
+        st.records += r.ingest.records;
+        st.bytes += r.ingest.bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_connection_holds_the_windows_its_first_records_may_fall_in() {
+        let s = 1_000_000_000i128;
+        let (grace, width) = (30_000_000, 100_000_000);
+        // Accepted at 10 s: its first records may lie up to 100 ms (plus the
+        // grace) before, so window 98 (9.8 s to 9.9 s) is held.
+        assert_eq!(join_hold([10 * s].into_iter(), 10 * s + s / 2, grace, width), Some(98));
+        // The earliest of several; one accepted too long ago is not waited for.
+        assert_eq!(join_hold([10 * s, 11 * s, 7 * s].into_iter(), 11 * s + s / 2, grace, width), Some(98));
+        assert_eq!(join_hold([10 * s].into_iter(), 12 * s, grace, width), None);
+        assert_eq!(join_hold(std::iter::empty(), 12 * s, grace, width), None);
+    }
+}

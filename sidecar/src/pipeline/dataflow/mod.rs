@@ -1,0 +1,205 @@
+//! The pipeline on timely dataflow (DESIGN "Sidecar on timely").
+//!
+//! ```text
+//!  Ingest (per worker: its byte streams) ──fragments, time = window──▶
+//!     exchange by (host, window) ──▶ Analyze (the window's owner: waits,
+//!     graph, critical path, participation, properties) ──reports──▶
+//!     exchange to worker 0 ──▶ Print (in window order)
+//! ```
+//!
+//! Byte streams are assigned to workers (file i → worker i mod peers; live
+//! connections round robin). Everything a window needs travels to its owner
+//! as that window's fragments; a window is analyzed once the frontier has
+//! passed it, i.e. every stream has settled past its end. Workers in other
+//! processes are reached the same way: timely's cluster configuration
+//! changes only where the exchanges go, not the operators.
+//!
+//! One file per step: `ingest_op` (byte streams → fragments at their
+//! window's timely time), `analyze_op` (a window's owner gathers and
+//! analyzes it), `report` (an analyzed window → its report line),
+//! `outputs` (the lines written in window order; a failed write stops the
+//! run), `failure` (a panicking worker or a lost process ends the run on
+//! every worker). This file holds the run's public face and the wiring.
+
+mod analyze_op;
+mod failure;
+mod ingest_op;
+mod outputs;
+mod report;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Probe;
+use timely::dataflow::{ProbeHandle, Scope};
+use timely::worker::Worker;
+
+use crate::analysis::model::Ns;
+use crate::io::Queues;
+use crate::output::sink::{SharedPerfetto, Sink};
+
+use failure::{Armed, Failure};
+use ingest_op::{HostClocks, TimedFragment};
+use outputs::Outputs;
+
+pub enum Inputs {
+    Files(Vec<PathBuf>),
+    Live { queues: Queues, stop: Arc<AtomicBool>, grace: Ns },
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub width: Ns,
+    /// timely configuration: `-w N` threads, or a cluster (`-n`, `-p`, `-h`).
+    pub timely_args: Vec<String>,
+    pub progress_bar: bool,
+    /// Clock models shared by every byte stream (clock sync, `sync`).
+    pub sync: crate::ingest::sync::SharedSync,
+    /// Files are read and their frames unpacked (checksums, decompression)
+    /// and decoded on a helper thread per file
+    /// ([`crate::io::Reader::unpacked_ahead`]), not on the analysis worker:
+    /// for a spare core. Only where a file is not shared among workers.
+    pub unpack_thread: bool,
+    /// Each worker's windows are analyzed on a thread of its own
+    /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
+    /// a spare core.
+    pub analysis_thread: bool,
+}
+
+/// What a run did, for the closing line and benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub records: u64,
+    pub bytes: u64,
+    pub windows: u64,
+    pub incomplete: u64,
+    pub errors: Vec<String>,
+    /// Sums over the windows analyzed (for a closing summary).
+    pub totals: crate::analysis::report::RunTotals,
+    /// The reader of an output closed it (`--json - | head`): the run
+    /// stopped there, quietly (not an error).
+    pub output_closed: bool,
+}
+
+/// Runs the analysis to its end (files) or until `stop` (live). A panic in a
+/// worker, or a broken connection to another process of a cluster, ends the
+/// run on every worker with an error naming the first panic. For that the
+/// first call installs a process-wide panic hook that records panics while a
+/// run is on and then calls the hook it replaced (it only leaves out timely's
+/// follow-on panics of a failure already recorded).
+pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, String> {
+    let failure = Failure::register();
+    let result = run_with(settings, inputs, sink, &failure);
+    failure.unregister();
+    result
+}
+
+/// The run: every worker builds the dataflow and steps it to its end; then
+/// the outputs are closed and the run's figures returned.
+fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failure>) -> Result<RunStats, String> {
+    let config = timely::Config::from_args(settings.timely_args.clone().into_iter())?;
+    let shared = Shared::new(settings, inputs, sink, prints_reports(&config));
+    let closing = outputs::Closing::of(&shared);
+    let guards = {
+        let failure = failure.clone();
+        timely::execute(config, move |worker| run_worker(worker, &shared, &failure))?
+    };
+    failure::join_workers(guards, failure)?;
+    closing.close()
+}
+
+/// What the workers of this process share during a run (each operator
+/// takes the parts it needs).
+#[derive(Clone)]
+struct Shared {
+    settings: Arc<Settings>,
+    inputs: Arc<Inputs>,
+    /// Where the report lines go (JSON, terminal); the Perfetto trace is
+    /// apart, written by each window's owner.
+    sink: Arc<Mutex<Sink>>,
+    perfetto: Option<SharedPerfetto>,
+    stats: Arc<Mutex<RunStats>>,
+    outputs: Arc<Outputs>,
+    /// Bytes of the files read so far, of `total_bytes` (the progress bar).
+    read_bytes: Arc<AtomicU64>,
+    total_bytes: u64,
+    host_clocks: HostClocks,
+    /// Whether this process prints the reports (see [`prints_reports`]).
+    prints_reports: bool,
+}
+
+impl Shared {
+    fn new(settings: Settings, inputs: Inputs, mut sink: Sink, prints_reports: bool) -> Shared {
+        let perfetto = sink.perfetto.take();
+        let total_bytes: u64 = match &inputs {
+            Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
+            _ => 0,
+        };
+        Shared {
+            settings: Arc::new(settings),
+            inputs: Arc::new(inputs),
+            sink: Arc::new(Mutex::new(sink)),
+            perfetto,
+            stats: Arc::new(Mutex::new(RunStats::default())),
+            outputs: Arc::new(Outputs::default()),
+            read_bytes: Arc::new(AtomicU64::new(0)),
+            total_bytes,
+            host_clocks: HostClocks::default(),
+            prints_reports,
+        }
+    }
+
+    fn live(&self) -> bool {
+        matches!(*self.inputs, Inputs::Live { .. })
+    }
+}
+
+/// The reports are printed by worker 0, in process 0. Another process of a
+/// cluster whose own output (its Perfetto trace) failed must go on analyzing
+/// the windows it owns for process 0's reports (dropping them would leave
+/// gaps there that nothing marks); it only stops reading and writing.
+fn prints_reports(config: &timely::Config) -> bool {
+    !matches!(config.communication, timely::CommunicationConfig::Cluster { process, .. } if process != 0)
+}
+
+/// One worker's part of the run: its dataflow, stepped to the end.
+fn run_worker(worker: &mut Worker, shared: &Shared, failure: &Failure) {
+    let _armed = Armed(failure, worker.index());
+    // How far the analysis got: the source stops reading while it is more
+    // than a few windows ahead, so memory stays bounded by the windows in
+    // flight however long the run (live: a wider margin for bursts).
+    let analyzed: ProbeHandle<u64> = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| build_dataflow(scope, shared, analyzed));
+    failure::step_to_end(worker, failure);
+}
+
+/// The dataflow: ingest → exchange to each window's owner → analyze (and
+/// report) → exchange to worker 0 → print.
+fn build_dataflow(scope: Scope<'_, u64>, shared: &Shared, analyzed: ProbeHandle<u64>) {
+    // Whether this worker's analysis thread started (set when the Analyze
+    // operator is built, before anything runs): the source then reads one
+    // window less ahead.
+    let analysis_thread_on = std::rc::Rc::new(std::cell::Cell::new(false));
+    let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), analysis_thread_on.clone());
+    let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, analysis_thread_on);
+    outputs::print(reports.probe_with(&analyzed), Exchange::new(|_| 0), shared);
+}
+
+/// Where a fragment goes: an end marker to the worker it is addressed to
+/// (one per worker, see `Fragment::marker`), any other to its window's
+/// owner.
+fn to_window_owner(x: &TimedFragment) -> u64 {
+    if x.fragment.marker {
+        x.fragment.route
+    } else {
+        owner(x.host, x.fragment.window)
+    }
+}
+
+/// The worker that owns a window: consecutive windows of one host go to
+/// consecutive workers (round robin), hosts start at different workers.
+fn owner(host: u64, window: u64) -> u64 {
+    window.wrapping_add(host.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 40)
+}

@@ -1,0 +1,182 @@
+//! The outputs: report lines written in window order by worker 0 (the
+//! Print operator), what a failed write does ([`Outputs`]), and the close
+//! of a run ([`Closing`]).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use timely::dataflow::channels::pact::ParallelizationContract;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::StreamVec;
+use timely::progress::frontier::MutableAntichain;
+
+use super::report::ReportLine;
+use super::{RunStats, Shared};
+use crate::output::sink::{SharedPerfetto, Sink};
+
+/// The first failed write to an output (JSON lines, the terminal lines when
+/// they are the only output, the Perfetto trace) stops the run: the sources
+/// stop reading, windows still in flight are dropped unanalyzed, and `run`
+/// returns the error. A closed pipe (its reader went away, as with `| head`)
+/// stops it the same way but is no error. Within this process only: with
+/// `--processes N` the other processes go on to the end of their inputs, and
+/// a process other than 0 still analyzes the windows it owns for process
+/// 0's reports, which then mark the streams it no longer reads as missing.
+#[derive(Default)]
+pub(super) struct Outputs {
+    stopped: AtomicBool,
+    /// The first write error that is not a closed pipe.
+    error: Mutex<Option<String>>,
+}
+
+impl Outputs {
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// `what` failed with `e` (whose message names the file: `NamedOutput`).
+    pub(super) fn fail(&self, what: &str, e: &std::io::Error) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            if let Ok(mut first) = self.error.lock() {
+                first.get_or_insert_with(|| format!("cannot write {what}: {e}"));
+            }
+        }
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+/// The Print operator: the report lines of every window, gathered on one
+/// worker (`pact`), written in window order once the frontier has passed
+/// them.
+pub(super) fn print<P>(reports: StreamVec<'_, u64, ReportLine>, pact: P, shared: &Shared)
+where
+    P: ParallelizationContract<u64, Vec<ReportLine>>,
+{
+    let mut printer = Printer {
+        pending: BTreeMap::new(),
+        sink: shared.sink.clone(),
+        stats: shared.stats.clone(),
+        outputs: shared.outputs.clone(),
+        perfetto_on: shared.perfetto.is_some(),
+    };
+    reports.sink(pact, "Print", move |(input, frontier)| {
+        input.for_each(|_cap, data| {
+            for r in data.drain(..) {
+                printer.pending.insert((r.time, r.host), r);
+            }
+        });
+        printer.print_ready(frontier);
+    });
+}
+
+/// The Print operator's state.
+struct Printer {
+    /// Report lines by (timely time, host), until the frontier passes them.
+    pending: BTreeMap<(u64, u64), ReportLine>,
+    sink: Arc<Mutex<Sink>>,
+    stats: Arc<Mutex<RunStats>>,
+    outputs: Arc<Outputs>,
+    perfetto_on: bool,
+}
+
+impl Printer {
+    /// Writes the lines of the windows the frontier has passed, and counts
+    /// them.
+    fn print_ready(&mut self, frontier: &MutableAntichain<u64>) {
+        let ready: Vec<(u64, u64)> =
+            self.pending.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
+        if ready.is_empty() {
+            return;
+        }
+        let mut sink = self.sink.lock().unwrap();
+        let sink = &mut *sink;
+        // The terminal lines are the run's output only without JSON or a
+        // trace; else (or on standard error) a failed write just ends them.
+        let terminal_only = sink.json.is_none() && !self.perfetto_on;
+        let mut st = self.stats.lock().unwrap();
+        for k in ready {
+            let report = self.pending.remove(&k).unwrap();
+            if self.outputs.stopped() {
+                continue;
+            }
+            if write_lines(sink, &self.outputs, &report, terminal_only) {
+                st.windows += 1;
+                st.incomplete += (!report.complete) as u64;
+            }
+        }
+        flush(sink, &self.outputs, terminal_only);
+    }
+}
+
+/// Writes a window's JSON and terminal lines; false when an output of the
+/// run failed.
+fn write_lines(sink: &mut Sink, outputs: &Outputs, report: &ReportLine, terminal_only: bool) -> bool {
+    if let Some(j) = sink.json.as_mut() {
+        if let Err(e) = writeln!(j, "{}", report.json) {
+            outputs.fail("the JSON output", &e);
+            return false;
+        }
+    }
+    if let Some(t) = sink.terminal.as_mut() {
+        if let Err(e) = writeln!(t, "{}", report.line) {
+            if terminal_only {
+                outputs.fail("the window summaries", &e);
+                return false;
+            }
+            sink.terminal = None;
+        }
+    }
+    true
+}
+
+fn flush(sink: &mut Sink, outputs: &Outputs, terminal_only: bool) {
+    if let Some(j) = sink.json.as_mut() {
+        if let Err(e) = j.flush() {
+            outputs.fail("the JSON output", &e);
+        }
+    }
+    if let Some(t) = sink.terminal.as_mut() {
+        if let Err(e) = t.flush() {
+            if terminal_only {
+                outputs.fail("the window summaries", &e);
+            }
+            sink.terminal = None;
+        }
+    }
+}
+
+/// What the run keeps to close its outputs once the workers are done.
+pub(super) struct Closing {
+    stats: Arc<Mutex<RunStats>>,
+    outputs: Arc<Outputs>,
+    perfetto: Option<SharedPerfetto>,
+}
+
+impl Closing {
+    pub(super) fn of(shared: &Shared) -> Closing {
+        Closing { stats: shared.stats.clone(), outputs: shared.outputs.clone(), perfetto: shared.perfetto.clone() }
+    }
+
+    /// Flushes the Perfetto trace, then returns the first output's error or
+    /// the run's figures.
+    pub(super) fn close(self) -> Result<RunStats, String> {
+        // Also after a stop: the trace then holds the windows written so far.
+        if let Some(p) = self.perfetto {
+            if let Err(e) = p.lock().unwrap().flush() {
+                self.outputs.fail("the Perfetto trace", &e);
+            }
+        }
+        if let Some(e) = self.outputs.error() {
+            return Err(e);
+        }
+        let mut st = self.stats.lock().unwrap().clone();
+        st.output_closed = self.outputs.stopped();
+        Ok(st)
+    }
+}

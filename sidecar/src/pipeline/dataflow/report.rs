@@ -1,0 +1,94 @@
+//! An analyzed window → its report line (JSON and terminal), on the
+//! window's owner: the window's part of the Perfetto trace is written there
+//! too, so its detail never travels.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::outputs::Outputs;
+use super::{Inputs, RunStats, Shared};
+use crate::analysis::model::Ns;
+use crate::analysis::report::WindowReport;
+use crate::io::now_unix_ns;
+use crate::output::sink::SharedPerfetto;
+use crate::pipeline::analyst::Done;
+
+/// A window's report as Print writes it (exchanged to worker 0).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct ReportLine {
+    /// The window's timely time and its host: Print writes in this order.
+    pub(super) time: u64,
+    pub(super) host: u64,
+    /// The JSON object (`--json`).
+    pub(super) json: String,
+    /// The terminal line.
+    pub(super) line: String,
+    pub(super) complete: bool,
+}
+
+/// Turns a worker's analyzed windows into report lines.
+pub(super) struct Reporter {
+    width: Ns,
+    /// Live input's stop flag (`None`: files).
+    stop: Option<Arc<AtomicBool>>,
+    perfetto: Option<SharedPerfetto>,
+    stats: Arc<Mutex<RunStats>>,
+    outputs: Arc<Outputs>,
+}
+
+impl Reporter {
+    pub(super) fn new(shared: &Shared) -> Reporter {
+        Reporter {
+            width: shared.settings.width,
+            stop: match &*shared.inputs {
+                Inputs::Live { stop, .. } => Some(stop.clone()),
+                _ => None,
+            },
+            perfetto: shared.perfetto.clone(),
+            stats: shared.stats.clone(),
+            outputs: shared.outputs.clone(),
+        }
+    }
+
+    /// Whether windows need their detail (for the Perfetto trace).
+    pub(super) fn wants_detail(&self) -> bool {
+        self.perfetto.is_some()
+    }
+
+    /// A window analyzed: its Perfetto part written, its report added to
+    /// the run's totals and made into its lines.
+    pub(super) fn report(&self, done: Done) -> ReportLine {
+        let Done { key: (time, host), report, detail } = done;
+        if let (Some(p), Some(detail)) = (&self.perfetto, &detail) {
+            if !self.outputs.stopped() {
+                if let Err(e) = p.lock().unwrap().window(detail) {
+                    self.outputs.fail("the Perfetto trace", &e);
+                }
+            }
+        }
+        drop(detail);
+        self.stats.lock().unwrap().totals.add(&report);
+        let delay_ms = self.emitted_after_end_ms(&report);
+        let mut json = serde_json::to_value(&report).unwrap_or_default();
+        if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
+            o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
+        }
+        let line = report.line();
+        ReportLine { time, host, json: json.to_string(), line, complete: report.complete }
+    }
+
+    /// Live: how late the window's line is. A window cut short (Ctrl-C) is
+    /// analyzed before its end: not late, 0 (its negative distance to the
+    /// end would read as a latency and measures nothing). Before a stop, a
+    /// negative value is kept: a window analyzed before its end would be a
+    /// clock fault.
+    fn emitted_after_end_ms(&self, report: &WindowReport) -> Option<f64> {
+        let stopping = self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed));
+        report.start_unix_ns.filter(|_| self.stop.is_some()).map(|s| {
+            let d = now_unix_ns() - (s as i128 + self.width as i128);
+            (if stopping { d.max(0) } else { d }) as f64 / 1e6
+        })
+    }
+}
