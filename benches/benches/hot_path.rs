@@ -1,6 +1,7 @@
 //! Per-event cost on one worker thread, side by side in one run:
 //! the floor (one rdtsc + one 32-byte store into an L1-resident array), the
-//! probe's active event, an elided schedule pair, a disabled probe, and two
+//! probe's active event, an elided schedule pair (two clock reads: the
+//! stop's tells it was short), a disabled probe, and two
 //! peers (`Instant::now()` + Vec push as timely's logging does, and a
 //! fastrace local span with a reporter installed).
 
