@@ -752,11 +752,12 @@ pub const REALIZED_MARGIN: f64 = 1.25;
 /// less than the difference (a stall of the whole machine lengthens the top
 /// operator and a rival alike, and the path of the round it falls in may
 /// take it through the rival: the lead can shrink by the stall twice);
-/// an input-bound source slept that many times longer than it computed; a
-/// worker expected to wait on another waited on it longest. Where they do
-/// not (a worker descheduled for milliseconds on a busy machine), the
-/// plan's answer is not the run's, and the run says nothing about the
-/// sidecar. Independent of the sidecar's answer.
+/// an input-bound source slept that many times longer than it computed, and
+/// longer by more than all the stalls; a worker expected to wait on another
+/// waited on it longest. Where they do not (a worker descheduled for
+/// milliseconds on a busy machine), the plan's answer is not the run's, and
+/// the run says nothing about the sidecar. Independent of the sidecar's
+/// answer.
 pub fn realized(expected: &Expected, m: &[Measured]) -> Result<(), String> {
     let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
     match &expected.top {
@@ -783,10 +784,18 @@ pub fn realized(expected: &Expected, m: &[Measured]) -> Result<(), String> {
             }
         }
         None => {
+            let stalled: u64 = m.iter().map(|x| x.stalled).sum();
             for (i, x) in m.iter().enumerate().filter(|x| x.1.input > 0) {
                 let ops: u64 = x.ops.values().sum();
                 if (ops as f64) * REALIZED_MARGIN > x.input as f64 {
                     return Err(format!("w{i} slept {} for input, computed {}", ms(x.input), ms(ops)));
+                }
+                if stalled >= x.input - ops {
+                    return Err(format!(
+                        "stalls of {} against w{i}'s input lead of {}",
+                        ms(stalled),
+                        ms(x.input - ops)
+                    ));
                 }
             }
         }
