@@ -15,23 +15,63 @@
 //! leaves and after the pong arrives, `r` read on S in between. Causality gives
 //! `c_R(t_r) ∈ [s, e + 1)` and `c_S(t_r) ∈ [r, r + 1)`.
 //!
-//! # What is kept (all O(1), freezer-notes §2.9)
+//! # What is kept (bounded memory, O(1) per exchange; freezer-notes §2.9)
 //!
-//! * Frequency bounds `F^L ≤ F ≤ F^U` as exact [`Ratio`]s of cycle counts. Every pair of
-//!   causally ordered brackets yields an upper bound (outer interval on R over inner on S)
-//!   and a lower bound (inner over outer) (FreeZer §3.3; freezer-notes §2.4). They are
-//!   intersected with the previous bounds, so they only tighten.
-//! * An *anchor*: the exchange with the smallest round trip among the first few of the
-//!   epoch, paired with every later exchange for the frequency (freezer-notes §2.9 "keep an
-//!   early, low-RTT anchor").
-//! * The *zero*: a bracket `c_R ∈ [lo, hi]` at a fixed position of S (the epoch's first
-//!   exchange), tightened by carrying every later bracket back to it through the frequency
-//!   bounds and intersecting (freezer-notes §2.9 "carry an old bracket ... and intersect").
-//!   Its position never moves, which is what makes every anchored interval only ever
-//!   shrink.
-//! * A *recent* bracket at the latest exchange: the newest bracket intersected with the
-//!   previous recent one and the zero, both carried forward. It gives tight intervals for
-//!   events near "now" (see [`FreeZer::to_reference_tight`]).
+//! Every bound below is the bound of one pair of exchanges, or one exchange's bracket
+//! carried through such bounds: FreeZer's own rules (§3.3: "an upper bound can be computed
+//! by measuring a larger interval on the first clock compared to that on the second
+//! clock, and a lower bound ... by reversing this procedure"; the zero by "trapping a
+//! timestamp from one clock between a pair of timestamps taken on the other clock"). What
+//! this module adds (issue 31.3) is *which* pairs and brackets are combined, so that the
+//! bounds follow the best exchanges of the whole run rather than of its first exchanges:
+//!
+//! * **Frequency bounds** `F^L ≤ F ≤ F^U`, exact [`Ratio`]s of cycle counts, intersected
+//!   with every new pair, so they only tighten. A pair `p` before `q` gives
+//!   `F ≤ (e_q + 1 − s_p)/(r_q − r_p − 1)` and `F ≥ (s_q − e_p − 1)/(r_q − r_p + 1)`
+//!   (freezer-notes §2.4, compact form, a tick of slack per reading). The first is tight
+//!   when `p`'s ping and `q`'s pong were fast, the second when `p`'s pong and `q`'s ping
+//!   were: a heavy-tailed link has many exchanges fast one way and few fast both ways.
+//! * **Landmarks** (`landmarks`): the run is cut into stretches of equally many exchanges
+//!   (64 at first); each keeps its exchange with the fastest ping and the one with the
+//!   fastest pong. At most 16 are kept: when full, neighbours merge and stretches double,
+//!   so they always cover the whole run, the first among its earliest exchanges. Each new
+//!   exchange is paired with every landmark (and with the zero), each side with the
+//!   landmark's exchange that is tight on that side. This replaces the single *anchor* of
+//!   freezer-notes §2.9 (the lowest round trip among the first 64 exchanges, paired with
+//!   every later one), whose bracket capped the bounds for the whole run when none of the
+//!   first exchanges was tight. An exchange whose two ends are no better than the best ends
+//!   already known (the recent bracket's sources carried to it) cannot tighten either bound
+//!   and is not paired (`worth_pairing` says why).
+//! * **Anchors** (`anchors`): brackets `c_R ∈ [lo, hi]` at fixed source positions. The
+//!   first is the *zero* (the epoch's first exchange); a new one is placed at the newest
+//!   exchange whenever it is 1/8 further from the zero than the newest anchor (geometric
+//!   spacing: about 8 per doubling of the run, at most 256), starting as the recent
+//!   bracket. The newest anchor is tightened with every exchange worth pairing, and every
+//!   4 exchanges one anchor in turn is tightened again with one landmark's best ends and
+//!   with its neighbours, carried through the current bounds ("carry an old bracket ...
+//!   and intersect", freezer-notes §2.9), so anchors keep improving as the bounds do.
+//! * The **recent** bracket at the latest exchange: each end carried once from the bracket
+//!   that gives the best end there (the exchange with the fastest ping carried with `F^L`
+//!   for the lower end, the one with the fastest pong with `F^U` for the upper; or the
+//!   newest anchor), intersected with the latest exchange's own. Tight intervals for events
+//!   near "now" ([`FreeZer::to_reference_tight`]).
+//!
+//! # Anchored conversion, and what replaced "never widens"
+//!
+//! With one zero at the start, converting an event at time `T` costs `T·(F^U − F^L)` on top
+//! of the zero's width, and the zero itself paid about as much to carry the best brackets
+//! back to the start: with the bounds as tight as the run allows, the anchored interval of
+//! an event at the latest exchange was still about `2·T·(F^U − F^L)` wider than the tight
+//! one (3× on the heavy-tailed link of the tests). [`FreeZer::to_reference`] now converts
+//! through the anchor at or before the event and the one after it, intersected: within
+//! 1.3× of the tight width there (`tests/heavy_tail.rs`; before: 40–600×). Anchors never
+//! move, only shrink, and are only placed past every exchange fed, so the interval of an
+//! event the exchanges have passed **never widens** later; an event after the latest
+//! exchange may get at most a tick wider per anchor placed in between (its anchor changes
+//! to the new one, which is the old one carried forward, rounded).
+//!
+//! Offline, with the whole run's exchanges, [`crate::OfflineFreeZer`] converts through the
+//! exchanges on both sides of each event and the best pair of the run.
 //!
 //! # Conversion (freezer-notes §2.6, corrected form)
 //!
@@ -46,9 +86,13 @@
 //! The bounds swap before the zero because multiplying an interval by a negative number
 //! swaps its ends; the paper's formula (FreeZer §4.3) only shows the `Δ ≥ 0` case.
 
+use core::cmp::Ordering;
 use core::fmt;
 
+use crate::anchors::Anchors;
+use crate::bracket::{lower_bound, ratio, residual_cmp, upper_bound, Bracket, Slopes};
 use crate::interval::Interval;
+use crate::landmarks::Landmarks;
 use crate::ratio::{mul_fp_ceil, mul_fp_floor, Ratio};
 
 /// One ping-pong between the reference (prober) and the source (responder).
@@ -83,8 +127,8 @@ pub enum Violation {
         /// The upper bound.
         upper: Ratio,
     },
-    /// The intersection of the brackets for the zero (or for the recent exchange) became
-    /// empty: no single line through all exchanges exists any more.
+    /// The intersection of the brackets for an anchor (the zero or a later one) or for the
+    /// recent exchange became empty: no single line through all exchanges exists any more.
     ZeroEmpty {
         /// Lower end of the (empty) intersection.
         lo: i128,
@@ -175,16 +219,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// `c_R ∈ [lo, hi]` at the real instant when the continuous source clock equals `pos`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Bracket {
-    pos: u64,
-    lo: i128,
-    hi: i128,
-}
-
-/// Default number of exchanges at the start of an epoch among which the anchor (the one
-/// with the smallest round trip) is chosen.
+/// Default number of exchanges per landmark stretch at the start of an epoch (the first
+/// landmark is the best of the first this many exchanges; stretches double in length as
+/// the run grows, see [`FreeZer::with_warmup`]).
 pub const DEFAULT_WARMUP: u64 = 64;
 
 /// Bounded clock conversion from one source clock to one reference clock.
@@ -213,18 +250,19 @@ pub struct FreeZer {
     /// Exchanges accepted in this epoch.
     n: u64,
     last: Option<Exchange>,
+    /// The largest source reading of the epoch's exchanges so far.
+    max_r: u64,
     /// The epoch's first exchange: the zero is placed at its source reading.
     first: Option<Exchange>,
-    anchor: Option<Exchange>,
-    fl: Ratio,
-    fu: Ratio,
-    /// `floor(F^L · 2^64)` and `ceil(F^U · 2^64)`: outward-rounded 64.64 multipliers so
-    /// a conversion needs no division (see [`FreeZer::to_reference_exact`] for the path
-    /// through the exact ratios; the two differ by at most one tick, outward).
-    fl_fp: u128,
-    fu_fp: u128,
-    zero: Option<Bracket>,
+    /// The best exchanges of each stretch of the epoch so far.
+    marks: Landmarks,
+    sl: Slopes,
+    /// The zero and the anchors after it (fixed positions, spaced geometrically).
+    anchors: Anchors,
     recent: Option<Bracket>,
+    /// The brackets the recent one takes its lower and its upper end from.
+    lo_src: Option<Bracket>,
+    hi_src: Option<Bracket>,
     broken: Option<Violation>,
 }
 
@@ -240,21 +278,23 @@ impl FreeZer {
         FreeZer::with_warmup(DEFAULT_WARMUP)
     }
 
-    /// As [`FreeZer::new`], choosing the anchor among the first `warmup` exchanges.
+    /// As [`FreeZer::new`], with landmark stretches of `warmup` exchanges at the start of
+    /// the epoch (the first landmark is the best of the first `warmup` exchanges).
     pub fn with_warmup(warmup: u64) -> FreeZer {
+        let warmup = warmup.max(1);
         FreeZer {
             epoch: 0,
-            warmup: warmup.max(1),
+            warmup,
             n: 0,
             last: None,
+            max_r: 0,
             first: None,
-            anchor: None,
-            fl: Ratio::ZERO,
-            fu: Ratio::INFINITY,
-            fl_fp: 0,
-            fu_fp: u128::MAX,
-            zero: None,
+            marks: Landmarks::new(warmup),
+            sl: Slopes::UNKNOWN,
+            anchors: Anchors::default(),
             recent: None,
+            lo_src: None,
+            hi_src: None,
             broken: None,
         }
     }
@@ -279,7 +319,7 @@ impl FreeZer {
 
     /// True once intervals can be handed out.
     pub fn is_calibrated(&self) -> bool {
-        self.zero.is_some() && self.broken.is_none()
+        !self.anchors.is_empty() && self.broken.is_none()
     }
 
     /// The detected violation, if the model of this epoch is broken.
@@ -290,13 +330,26 @@ impl FreeZer {
     /// `(F^L, F^U)`: exact bounds on `F = fr(reference)/fr(source)`, the number of
     /// reference ticks per source tick. Before calibration: `(0, ∞)`.
     pub fn frequency_bounds(&self) -> (Ratio, Ratio) {
-        (self.fl, self.fu)
+        (self.sl.fl, self.sl.fu)
     }
 
     /// The zero: a source position and the interval of reference ticks that the
     /// reference clock read at that instant.
     pub fn zero(&self) -> Option<(u64, Interval)> {
-        self.zero.map(|z| (z.pos, Interval::new(z.lo, z.hi)))
+        self.anchors.zero().map(|z| (z.pos, Interval::new(z.lo, z.hi)))
+    }
+
+    /// The newest anchor, like [`FreeZer::zero`] (the zero itself until the second anchor
+    /// is placed). Converting through it instead of the zero gives narrower intervals for
+    /// events after it: see [`FreeZer::to_reference`].
+    pub fn newest_anchor(&self) -> Option<(u64, Interval)> {
+        self.anchors.newest().map(|z| (z.pos, Interval::new(z.lo, z.hi)))
+    }
+
+    /// Anchors placed in this epoch, the zero included (at most 256; about 8 per doubling
+    /// of the run's length).
+    pub fn anchors(&self) -> usize {
+        self.anchors.len()
     }
 
     /// The bracket at the most recent exchange (see [`FreeZer::zero`]).
@@ -309,10 +362,12 @@ impl FreeZer {
         Error::ClockModel { epoch: self.epoch, violation }
     }
 
-    /// Feed one exchange. O(1); bounds only tighten (intersection).
+    /// Feed one exchange. O(1) (at most 17 landmarks to pair with); bounds only tighten
+    /// (intersection).
     ///
-    /// Exchanges must be fed in the order they were taken. Returns
-    /// [`Error::ClockModel`] when the exchange contradicts the previous ones.
+    /// Exchanges must be fed in the order they were made (non-decreasing `s`). An
+    /// exchange inconsistent with the constant-rate model breaks the epoch
+    /// ([`Error::ClockModel`]).
     pub fn observe(&mut self, q: Exchange) -> Result<(), Error> {
         if let Some(violation) = self.broken {
             return Err(Error::ClockModel { epoch: self.epoch, violation });
@@ -332,181 +387,210 @@ impl FreeZer {
         }
         self.last = Some(q);
         self.n += 1;
-        let Some(anchor) = self.anchor else {
-            self.anchor = Some(q);
+        let max_r = self.max_r;
+        self.max_r = max_r.max(q.r);
+        if self.first.is_none() {
             self.first = Some(q);
+            self.marks.add(q, self.sl.fu_fp);
             return Ok(());
-        };
-
-        // Frequency from two raw exchanges (freezer-notes §2.4, compact form), with one
-        // tick of slack on each source reading because a reading is a floor.
-        let (old_fl, old_fu) = (self.fl, self.fu);
-        if q.r > anchor.r {
-            let dr = (q.r - anchor.r) as i128;
-            self.tighten_upper(q.e as i128 + 1 - anchor.s as i128, dr - 1);
-            self.tighten_lower(q.s as i128 - anchor.e as i128 - 1, dr + 1);
         }
-        // Frequency from the zero bracket (exact position) and q: the zero is at least as
-        // tight as any single early exchange once it has absorbed a few of them.
-        if let Some(z) = self.zero {
-            if q.r > z.pos {
-                let dr = (q.r - z.pos) as i128;
-                self.tighten_upper(q.e as i128 + 1 - z.lo, dr);
-                self.tighten_lower(q.s as i128 - z.hi, dr + 1);
+
+        // Frequency: q against the best earlier exchanges of every stretch of the run
+        // (freezer-notes §2.4, compact form, one tick of slack per reading), so the bounds
+        // follow the best pairs of the whole run, not of its first exchanges.
+        let carried = self.carried_ends(q.r);
+        let (upper, lower) = worth_pairing(&self.sl, &q, carried);
+        let (mut fl, mut fu) = (self.sl.fl, self.sl.fu);
+        if upper || lower {
+            for m in self.marks.iter() {
+                if let Some(u) = upper.then(|| upper_bound(&m.below, &q)).flatten() {
+                    fu = fu.min(u);
+                }
+                if let Some(l) = lower.then(|| lower_bound(&m.above, &q)).flatten() {
+                    fl = fl.max(l);
+                }
+            }
+            // And against the zero bracket (exact position).
+            if let Some(z) = self.anchors.zero() {
+                if q.r > z.pos {
+                    let dr = (q.r - z.pos) as i128;
+                    if let Some(u) = upper.then(|| ratio(q.e as i128 + 1 - z.lo, dr)).flatten() {
+                        fu = fu.min(u);
+                    }
+                    if let Some(l) = lower.then(|| ratio(q.s as i128 - z.hi, dr + 1)).flatten() {
+                        fl = fl.max(l);
+                    }
+                }
             }
         }
-        if self.fl > self.fu {
-            let (lower, upper) = (self.fl, self.fu);
-            return Err(self.fail(Violation::FrequencyBoundsCrossed { lower, upper }));
+        if fl > fu {
+            return Err(self.fail(Violation::FrequencyBoundsCrossed { lower: fl, upper: fu }));
         }
-        if self.fl != old_fl {
-            self.fl_fp = self.fl.fp_floor();
-        }
-        if self.fu != old_fu {
-            self.fu_fp = self.fu.fp_ceil();
-        }
-
-        if self.fu.is_infinite() {
-            // No upper bound yet (q too close to the anchor): nothing can be converted.
-            self.pick_anchor(q, anchor);
+        let bounds_moved = fl != self.sl.fl || fu != self.sl.fu;
+        self.sl.set(fl, fu);
+        if fu.is_infinite() {
+            // No upper bound yet (q too close to the first exchanges): nothing to convert.
+            self.marks.add(q, self.sl.fu_fp);
             return Ok(());
         }
-        let bq = self.bracket_of(q).ok_or(Error::Overflow)?;
-        let ba = self.bracket_of(anchor).ok_or(Error::Overflow)?;
-        let z = match self.zero {
-            Some(z) => z,
-            None => self.bracket_of(self.first.expect("first is set with the anchor")).ok_or(Error::Overflow)?,
+
+        // The anchors (the zero first), at fixed positions: the newest tightened with q's
+        // bracket, and every few exchanges one of them in turn with the best exchanges of
+        // one landmark (its lower end from the one whose ping was fastest, its upper end
+        // from the one whose pong was) and with its neighbours, all carried through the
+        // current bounds (freezer-notes §2.9 "carry an old bracket ... and intersect").
+        // Anchors are visited again and again, so they keep improving as the bounds do.
+        let sl = self.sl;
+        let bq = sl.bracket_of(&q).ok_or(Error::Overflow)?;
+        if self.anchors.is_empty() {
+            self.anchors.start(sl.bracket_of(&self.first.expect("first is set")).ok_or(Error::Overflow)?);
+        }
+        if upper || lower {
+            // (An exchange worth pairing on neither side holds the recent bracket, so it
+            // tells the anchors nothing their sources did not.)
+            let newest = self.anchors.tighten_newest(&sl, bq).ok_or(Error::Overflow)?;
+            if newest.is_empty() {
+                return Err(self.fail(Violation::ZeroEmpty { lo: newest.lo, hi: newest.hi }));
+            }
+        }
+        let visit = self.n & (VISIT_EVERY - 1) == 0;
+        if visit {
+            let a = self.anchors.visit(&sl, self.marks.next()).ok_or(Error::Overflow)?;
+            if a.is_empty() {
+                return Err(self.fail(Violation::ZeroEmpty { lo: a.lo, hi: a.hi }));
+            }
+        }
+        let newest = self.anchors.newest().expect("anchors started");
+        // The recent bracket moves to q. Each end comes from the bracket that gives the
+        // best end ahead of it (q's own, the newest anchor, or the one kept from before),
+        // carried once: carrying the previous recent bracket forward at every exchange
+        // would add a tick of rounding per exchange.
+        let better_lo =
+            |a: &Bracket, b: &Bracket| residual_cmp(a.lo, a.pos, b.lo, b.pos, sl.fl_fp) == Some(Ordering::Greater);
+        let better_hi =
+            |a: &Bracket, b: &Bracket| residual_cmp(a.hi, a.pos, b.hi, b.pos, sl.fu_fp) == Some(Ordering::Less);
+        let (mut lo_src, mut hi_src) = (self.lo_src.unwrap_or(bq), self.hi_src.unwrap_or(bq));
+        let mut moved = (bounds_moved, bounds_moved);
+        for (c, consider) in [(bq, lower || upper), (newest, visit)] {
+            if consider && better_lo(&c, &lo_src) {
+                (lo_src, moved.0) = (c, true);
+            }
+            if consider && better_hi(&c, &hi_src) {
+                (hi_src, moved.1) = (c, true);
+            }
+        }
+        let qp = q.r as i128;
+        let (lo, hi) = match carried {
+            Some((lo, hi)) if !moved.0 && !moved.1 => (lo, hi),
+            _ => (sl.lo_via(lo_src, qp).ok_or(Error::Overflow)?, sl.hi_via(hi_src, qp - 1).ok_or(Error::Overflow)?),
         };
-        // Tighten the zero at its fixed position with q and the anchor carried back
-        // (freezer-notes §2.9). Position fixed => anchored conversions never widen.
-        let z = intersect(z, self.carry(bq, z.pos).ok_or(Error::Overflow)?);
-        let z = intersect(z, self.carry(ba, z.pos).ok_or(Error::Overflow)?);
-        if z.lo > z.hi {
-            return Err(self.fail(Violation::ZeroEmpty { lo: z.lo, hi: z.hi }));
-        }
-        self.zero = Some(z);
-        // The recent bracket moves to q: q's own bracket, intersected with the old recent
-        // bracket and the zero carried forward.
-        let mut rb = intersect(bq, self.carry(z, bq.pos).ok_or(Error::Overflow)?);
-        if let Some(old) = self.recent {
-            rb = intersect(rb, self.carry(old, bq.pos).ok_or(Error::Overflow)?);
-        }
-        if rb.lo > rb.hi {
+        let rb = bq.intersect(Bracket { pos: q.r, lo, hi });
+        if rb.is_empty() {
             return Err(self.fail(Violation::ZeroEmpty { lo: rb.lo, hi: rb.hi }));
         }
+        (self.lo_src, self.hi_src) = (Some(lo_src), Some(hi_src));
         self.recent = Some(rb);
-        self.pick_anchor(q, anchor);
+        // A new anchor at q once it is far enough beyond the newest (geometric spacing),
+        // at least as narrow as the newest carried to it; only past every earlier
+        // exchange, so the anchors around an event already passed never change.
+        if self.n >= self.warmup && q.r > max_r && self.anchors.due(q.r) {
+            let anchor = rb.intersect(sl.carry(newest, q.r).ok_or(Error::Overflow)?);
+            if anchor.is_empty() {
+                return Err(self.fail(Violation::ZeroEmpty { lo: anchor.lo, hi: anchor.hi }));
+            }
+            self.anchors.push(anchor);
+        }
+        self.marks.add(q, self.sl.fu_fp);
         Ok(())
     }
 
-    fn pick_anchor(&mut self, q: Exchange, anchor: Exchange) {
-        if self.n <= self.warmup && q.rtt() < anchor.rtt() {
-            self.anchor = Some(q);
-        }
-    }
-
-    /// `F < num/den` (strictly, from open intervals; kept as ≤).
-    fn tighten_upper(&mut self, num: i128, den: i128) {
-        if den <= 0 || num <= 0 {
-            return;
-        }
-        if let (Ok(n), Ok(d)) = (u64::try_from(num), u64::try_from(den)) {
-            let r = Ratio::new(n, d);
-            if r < self.fu {
-                self.fu = r;
-            }
-        }
-    }
-
-    fn tighten_lower(&mut self, num: i128, den: i128) {
-        if den <= 0 || num <= 0 {
-            return;
-        }
-        if let (Ok(n), Ok(d)) = (u64::try_from(num), u64::try_from(den)) {
-            let r = Ratio::new(n, d);
-            if r > self.fl {
-                self.fl = r;
-            }
-        }
-    }
-
-    /// The bracket of one exchange at the exact source position `r`: the instant the
-    /// source read exactly `r` is at most one source tick before `t_r`, so
-    /// `c_R ∈ [s − F^U, e + 1]` there.
-    fn bracket_of(&self, x: Exchange) -> Option<Bracket> {
-        let back = mul_fp_ceil(1, self.fu_fp)? as i128;
-        Some(Bracket { pos: x.r, lo: x.s as i128 - back, hi: x.e as i128 + 1 })
-    }
-
-    /// Move bracket `b` to source position `pos` through the frequency bounds:
-    /// `c_R(pos) = c_R(b.pos) + F · (pos − b.pos)`, `F ∈ [F^L, F^U]`, rounded outward.
+    /// The ends of the recent bracket's sources carried to source position `pos`.
     #[inline]
-    fn carry(&self, b: Bracket, pos: u64) -> Option<Bracket> {
-        let d = pos as i128 - b.pos as i128;
-        let (lo, hi) = if d >= 0 {
-            let d = d as u128;
-            (
-                b.lo.checked_add(i128::try_from(mul_fp_floor(d, self.fl_fp)?).ok()?)?,
-                b.hi.checked_add(i128::try_from(mul_fp_ceil(d, self.fu_fp)?).ok()?)?,
-            )
-        } else {
-            let d = d.unsigned_abs();
-            (
-                b.lo.checked_sub(i128::try_from(mul_fp_ceil(d, self.fu_fp)?).ok()?)?,
-                b.hi.checked_sub(i128::try_from(mul_fp_floor(d, self.fl_fp)?).ok()?)?,
-            )
-        };
-        Some(Bracket { pos, lo, hi })
-    }
-
-    /// Convert the source interval `[a, b]` (true reading in `[a, b]`, so the continuous
-    /// value in `[a, b + 1)`) through bracket `z`.
-    #[inline]
-    fn convert_via(&self, z: Bracket, a: i128, b: i128) -> Option<Interval> {
-        let lo = {
-            let d = a - z.pos as i128;
-            if d >= 0 {
-                z.lo.checked_add(i128::try_from(mul_fp_floor(d as u128, self.fl_fp)?).ok()?)?
-            } else {
-                z.lo.checked_sub(i128::try_from(mul_fp_ceil(d.unsigned_abs(), self.fu_fp)?).ok()?)?
-            }
-        };
-        let hi = {
-            let d = b.checked_add(1)? - z.pos as i128;
-            if d >= 0 {
-                z.hi.checked_add(i128::try_from(mul_fp_ceil(d as u128, self.fu_fp)?).ok()?)?
-            } else {
-                z.hi.checked_sub(i128::try_from(mul_fp_floor(d.unsigned_abs(), self.fl_fp)?).ok()?)?
-            }
-        };
-        Some(Interval { lo, hi })
+    fn carried_ends(&self, pos: u64) -> Option<(i128, i128)> {
+        let (l, h) = (self.lo_src?, self.hi_src?);
+        let p = pos as i128;
+        Some((self.sl.lo_via(l, p)?, self.sl.hi_via(h, p - 1)?))
     }
 
     #[inline]
-    fn ready(&self) -> Result<Bracket, Error> {
+    fn ready(&self) -> Result<(), Error> {
         if let Some(violation) = self.broken {
             return Err(Error::ClockModel { epoch: self.epoch, violation });
         }
-        self.zero.ok_or(Error::NotCalibrated { exchanges: self.n })
+        if self.anchors.is_empty() {
+            return Err(Error::NotCalibrated { exchanges: self.n });
+        }
+        Ok(())
+    }
+
+    /// The source interval `[a, b]` (continuous value in `[a, b + 1)`) through the anchors
+    /// around its ends (both ends through the anchors around either end, so that an
+    /// interval's image is never wider than its lower end's point image plus
+    /// `(b − a + 1)·F^U`).
+    #[inline]
+    fn anchored(&self, a: i128, b: i128) -> Result<Interval, Error> {
+        self.ready()?;
+        let sl = &self.sl;
+        let (mut lo, mut hi) = (i128::MIN, i128::MAX);
+        for z in self.anchors.around(a).iter().chain(self.anchors.around(b)) {
+            lo = lo.max(sl.lo_via(*z, a).ok_or(Error::Overflow)?);
+            hi = hi.min(sl.hi_via(*z, b).ok_or(Error::Overflow)?);
+        }
+        self.nonempty(lo, hi)
+    }
+
+    /// [`FreeZer::anchored`] for one event: one or two anchors (the common case, kept
+    /// short).
+    #[inline]
+    fn anchored_point(&self, k: u64) -> Result<Interval, Error> {
+        self.ready()?;
+        let x = k as i128;
+        let near = self.anchors.around(x);
+        let mut iv = self.sl.convert_via(near[0], x, x).ok_or(Error::Overflow)?;
+        if let Some(z) = near.get(1) {
+            let b = self.sl.convert_via(*z, x, x).ok_or(Error::Overflow)?;
+            (iv.lo, iv.hi) = (iv.lo.max(b.lo), iv.hi.min(b.hi));
+            return self.nonempty(iv.lo, iv.hi);
+        }
+        Ok(iv)
+    }
+
+    /// Two valid intervals for one event always meet; if they do not, the model is broken
+    /// in a way the last observe could not see yet.
+    #[inline]
+    fn nonempty(&self, lo: i128, hi: i128) -> Result<Interval, Error> {
+        if lo > hi {
+            return Err(Error::ClockModel { epoch: self.epoch, violation: Violation::ZeroEmpty { lo, hi } });
+        }
+        Ok(Interval { lo, hi })
     }
 
     /// Convert a source timestamp to an interval of reference ticks that contains the
     /// reference reading at the instant the source read `k`.
     ///
-    /// Anchored at the zero: for a fixed `k` the interval never widens as exchanges
-    /// arrive, and every interval handed out earlier stays valid. Width:
-    /// `zero width + |k − z|·(F^U − F^L)` (+ one tick of rounding per end).
+    /// Anchored: through the anchor at or before `k` and the one after it (only the
+    /// zero before the zero, only the newest after the newest), intersected. Width: an
+    /// anchor's width `+ |k − anchor|·(F^U − F^L)` (+ one tick of rounding per end), with
+    /// an anchor within about an eighth of the run before `k`.
+    ///
+    /// **Never widens** (the replacement for "anchored at one fixed zero"): once `k` is
+    /// at or before the newest exchange (the largest source reading `r` fed so far),
+    /// later calls for the same `k` never give a wider interval (its anchors are fixed and
+    /// only shrink, and anchors are only placed past every exchange fed). For `k` after the newest exchange, a new anchor placed
+    /// between the newest and `k` replaces the newest for `k`; it is the newest carried
+    /// forward and intersected, so the interval can be one tick wider (rounding) than
+    /// before, once per anchor placed. Every interval handed out stays valid.
     #[inline]
     pub fn to_reference(&self, k: u64) -> Result<Interval, Error> {
-        let z = self.ready()?;
-        self.convert_via(z, k as i128, k as i128).ok_or(Error::Overflow)
+        self.anchored_point(k)
     }
 
     /// As [`FreeZer::to_reference`], intersected with the conversion through the most
-    /// recent exchange. Much tighter for events near the latest exchange (about one round
-    /// trip instead of about three); always valid. Unlike the anchored conversion, calling
-    /// it again later for the same `k` can give a *wider* (still valid) interval once the
-    /// recent bracket has moved on: intersect with what you had if you keep both.
+    /// recent exchange. Tighter for events near the latest exchange (the recent bracket
+    /// is not widened by carrying it back to the zero and forward again); always valid.
+    /// Unlike the anchored conversion, calling it again later for the same `k` can give
+    /// a *wider* (still valid) interval once the recent bracket has moved on: intersect
+    /// with what you had if you keep both.
     #[inline]
     pub fn to_reference_tight(&self, k: u64) -> Result<Interval, Error> {
         self.convert_interval_tight(Interval::point(k))
@@ -517,24 +601,20 @@ impl FreeZer {
     /// §2.8); the width grows by `(b − a + 1)·F^U` plus this hop's own width, no more.
     #[inline]
     pub fn convert_interval(&self, iv: Interval) -> Result<Interval, Error> {
-        let z = self.ready()?;
-        self.convert_via(z, iv.lo, iv.hi).ok_or(Error::Overflow)
+        self.anchored(iv.lo, iv.hi)
     }
 
     /// [`FreeZer::convert_interval`] intersected with the conversion through the recent
     /// bracket (see [`FreeZer::to_reference_tight`]).
     #[inline]
     pub fn convert_interval_tight(&self, iv: Interval) -> Result<Interval, Error> {
-        let z = self.ready()?;
-        let a = self.convert_via(z, iv.lo, iv.hi).ok_or(Error::Overflow)?;
+        let a = match u64::try_from(iv.lo) {
+            Ok(k) if iv.lo == iv.hi => self.anchored_point(k)?,
+            _ => self.anchored(iv.lo, iv.hi)?,
+        };
         let Some(r) = self.recent else { return Ok(a) };
-        let b = self.convert_via(r, iv.lo, iv.hi).ok_or(Error::Overflow)?;
-        // Two valid intervals for one event always meet; if they do not, the model is
-        // broken in a way the last observe could not see yet.
-        a.intersect(&b).ok_or_else(|| Error::ClockModel {
-            epoch: self.epoch,
-            violation: Violation::ZeroEmpty { lo: a.lo.max(b.lo), hi: a.hi.min(b.hi) },
-        })
+        let b = self.sl.convert_via(r, iv.lo, iv.hi).ok_or(Error::Overflow)?;
+        self.nonempty(a.lo.max(b.lo), a.hi.min(b.hi))
     }
 
     /// The anchored conversion computed with the exact rationals (a division per bound)
@@ -542,51 +622,77 @@ impl FreeZer {
     /// [`FreeZer::to_reference`] contains this interval and exceeds it by at most one tick
     /// at each end. Distances must fit in 64 bits.
     pub fn to_reference_exact(&self, k: u64) -> Result<Interval, Error> {
-        let z = self.ready()?;
-        let d = k as i128 - z.pos as i128;
-        let lo = if d >= 0 {
-            z.lo + self.fl.mul_floor(d as u128).ok_or(Error::Overflow)? as i128
-        } else {
-            z.lo - self.fu.mul_ceil(d.unsigned_abs()).ok_or(Error::Overflow)? as i128
-        };
-        let d = d + 1;
-        let hi = if d >= 0 {
-            z.hi + self.fu.mul_ceil(d as u128).ok_or(Error::Overflow)? as i128
-        } else {
-            z.hi - self.fl.mul_floor(d.unsigned_abs()).ok_or(Error::Overflow)? as i128
-        };
-        Ok(Interval { lo, hi })
+        self.ready()?;
+        let (fl, fu) = (self.sl.fl, self.sl.fu);
+        let (mut lo, mut hi) = (i128::MIN, i128::MAX);
+        for z in self.anchors.around(k as i128) {
+            let d = k as i128 - z.pos as i128;
+            lo = lo.max(if d >= 0 {
+                z.lo + fl.mul_floor(d as u128).ok_or(Error::Overflow)? as i128
+            } else {
+                z.lo - fu.mul_ceil(d.unsigned_abs()).ok_or(Error::Overflow)? as i128
+            });
+            let d = d + 1;
+            hi = hi.min(if d >= 0 {
+                z.hi + fu.mul_ceil(d as u128).ok_or(Error::Overflow)? as i128
+            } else {
+                z.hi - fl.mul_floor(d.unsigned_abs()).ok_or(Error::Overflow)? as i128
+            });
+        }
+        self.nonempty(lo, hi)
     }
 
     /// Bounds on `truth(k2) − truth(k1)` for two events read as `k1` and `k2` on the
     /// source clock: `[F·(d − 1), F·(d + 1)]` over `F ∈ [F^L, F^U]` with `d = k2 − k1`
-    /// (each reading hides up to one tick), rounded outward. For two events on the same
-    /// source clock this is much tighter than subtracting their converted intervals, which
-    /// would count the zero's uncertainty twice (freezer-notes §4.1).
+    /// (each reading hides up to one tick), rounded outward, intersected with the
+    /// difference of the two anchored intervals. For events far apart, or far from the
+    /// anchors, the first is much tighter than the second, which counts the anchors'
+    /// uncertainty twice (freezer-notes §4.1); for events close to narrow anchors, the
+    /// second can be.
     pub fn duration_between(&self, k1: u64, k2: u64) -> Result<Interval, Error> {
         self.ready()?;
-        let d = k2 as i128 - k1 as i128;
-        let scale = |x: i128, up: bool| -> Option<i128> {
-            // x·F rounded down (up = false) or up, choosing the bound that minimises
-            // (maximises) the product given the sign of x.
-            let m = x.unsigned_abs();
-            let v = match (x >= 0, up) {
-                (true, false) => mul_fp_floor(m, self.fl_fp)? as i128,
-                (true, true) => mul_fp_ceil(m, self.fu_fp)? as i128,
-                (false, false) => -(mul_fp_ceil(m, self.fu_fp)? as i128),
-                (false, true) => -(mul_fp_floor(m, self.fl_fp)? as i128),
-            };
-            Some(v)
-        };
-        let lo = scale(d - 1, false).ok_or(Error::Overflow)?;
-        let hi = scale(d + 1, true).ok_or(Error::Overflow)?;
-        Ok(Interval { lo, hi })
+        let d = duration(&self.sl, k1, k2).ok_or(Error::Overflow)?;
+        let n = self.to_reference(k1)?.duration_to(&self.to_reference(k2)?);
+        self.nonempty(d.lo.max(n.lo), d.hi.min(n.hi))
     }
 }
 
-fn intersect(a: Bracket, b: Bracket) -> Bracket {
-    debug_assert_eq!(a.pos, b.pos);
-    Bracket { pos: a.pos, lo: a.lo.max(b.lo), hi: a.hi.min(b.hi) }
+/// An anchor is re-tightened every this many exchanges (a power of two).
+const VISIT_EVERY: u64 = 4;
+
+/// Whether q's upper end (its pong) and its lower end (its ping) could tighten a frequency
+/// bound at all, given the best ends of each side carried to q (`carried`: the recent
+/// bracket's sources). An end no better than that cannot, with any earlier exchange: the
+/// bound through q is then no tighter than through the source, which was paired with the
+/// same landmarks when it came, or, if it came before them, lies on the right side of the
+/// bound already (the pair's slope is then a weighted mean of the two). Most exchanges of
+/// a heavy-tailed link are late on both sides and skip the pairing; an exchange that
+/// contradicts the model lies outside the carried ends, so it is always paired. A margin
+/// of a few ticks covers rounding; skipping can only leave a bound looser, never invalid.
+#[inline]
+fn worth_pairing(sl: &Slopes, q: &Exchange, carried: Option<(i128, i128)>) -> (bool, bool) {
+    const MARGIN: i128 = 8;
+    let (Some((lo, hi)), Some(b)) = (carried, sl.bracket_of(q)) else { return (true, true) };
+    ((q.e as i128 + 1) < hi + MARGIN, b.lo > lo - MARGIN)
+}
+
+/// `[F·(d − 1), F·(d + 1)]` for `d = k2 − k1`, rounded outward (see
+/// [`FreeZer::duration_between`]).
+pub(crate) fn duration(sl: &Slopes, k1: u64, k2: u64) -> Option<Interval> {
+    let d = k2 as i128 - k1 as i128;
+    let scale = |x: i128, up: bool| -> Option<i128> {
+        // x·F rounded down (up = false) or up, choosing the bound that minimises
+        // (maximises) the product given the sign of x.
+        let m = x.unsigned_abs();
+        let v = match (x >= 0, up) {
+            (true, false) => mul_fp_floor(m, sl.fl_fp)? as i128,
+            (true, true) => mul_fp_ceil(m, sl.fu_fp)? as i128,
+            (false, false) => -(mul_fp_ceil(m, sl.fu_fp)? as i128),
+            (false, true) => -(mul_fp_floor(m, sl.fl_fp)? as i128),
+        };
+        Some(v)
+    };
+    Some(Interval { lo: scale(d - 1, false)?, hi: scale(d + 1, true)? })
 }
 
 /// Convert `k` through a chain of hops (a path up a tree of hosts, freezer-notes §2.8):

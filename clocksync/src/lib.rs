@@ -24,10 +24,15 @@
 //!
 //! # Modules
 //!
-//! * [`FreeZer`] (`freezer`): exchanges in, exact frequency bounds and a zero bracket kept
-//!   online, conversions out ([`FreeZer::to_reference`], [`FreeZer::to_reference_tight`],
-//!   [`convert_path`] through several hops), clock-model violations detected
-//!   ([`Error::ClockModel`]) with a new calibration epoch to follow.
+//! * [`FreeZer`] (`freezer`): exchanges in, exact frequency bounds and brackets kept online
+//!   in bounded memory, following the best exchanges of the whole run (landmarks: the best
+//!   exchanges of each stretch of the run, paired with every new one; anchors: brackets at
+//!   geometrically spaced positions), conversions out ([`FreeZer::to_reference`],
+//!   [`FreeZer::to_reference_tight`], [`convert_path`] through several hops), clock-model
+//!   violations detected ([`Error::ClockModel`]) with a new calibration epoch to follow.
+//!   The rules and their sources are in the `freezer` module's documentation.
+//! * [`OfflineFreeZer`] (`offline`): a recorded run's exchanges in, conversions that use the
+//!   exchanges on both sides of each event and the best pair of the whole run.
 //! * [`Interval`] and [`Order`]: the three-valued order `Before` / `After` / `Uncertain`.
 //! * [`Ratio`]: exact rationals of cycle counts; the bound path is integer-only with
 //!   directed rounding (lower bounds down, upper bounds up).
@@ -43,14 +48,19 @@
 
 #![warn(missing_docs)]
 
+mod anchors;
 pub mod baseline;
+mod bracket;
 pub mod experiment;
 mod freezer;
 mod interval;
+mod landmarks;
+mod offline;
 pub mod protocol;
 mod ratio;
 pub mod sim;
 
 pub use freezer::{convert_path, convert_path_tight, Error, Exchange, FreeZer, Violation, DEFAULT_WARMUP};
 pub use interval::{Interval, Order};
+pub use offline::OfflineFreeZer;
 pub use ratio::Ratio;

@@ -133,7 +133,7 @@ impl fmt::Display for Ratio {
 
 /// Full 128 × 128 → 256-bit product, as (high, low) halves.
 #[inline]
-fn mul_wide(a: u128, b: u128) -> (u128, u128) {
+pub(crate) fn mul_wide(a: u128, b: u128) -> (u128, u128) {
     let (a1, a0) = ((a >> 64) as u64 as u128, a as u64 as u128);
     let (b1, b0) = ((b >> 64) as u64 as u128, b as u64 as u128);
     let p00 = a0 * b0;
@@ -147,26 +147,35 @@ fn mul_wide(a: u128, b: u128) -> (u128, u128) {
     (hi, lo)
 }
 
-/// `floor(x · fp / 2^64)`: a magnitude times a 64.64 fixed-point multiplier, rounded down.
-/// `None` if the result does not fit in `u128`.
+/// `(floor(x · fp / 2^64), (x · fp) mod 2^64)`; `None` if the first does not fit in
+/// `u128`. Two 64 × 64-bit products when `x < 2^64` (every distance between two readings).
 #[inline]
-pub fn mul_fp_floor(x: u128, fp: u128) -> Option<u128> {
+fn mul_fp_parts(x: u128, fp: u128) -> Option<(u128, u64)> {
+    if x >> 64 == 0 {
+        let x = x as u64 as u128;
+        let lo = x * (fp as u64 as u128);
+        let hi = x * ((fp >> 64) as u64 as u128);
+        return Some((hi.checked_add(lo >> 64)?, lo as u64));
+    }
     let (hi, lo) = mul_wide(x, fp);
     if hi >> 64 != 0 {
         return None;
     }
-    Some((hi << 64) | (lo >> 64))
+    Some(((hi << 64) | (lo >> 64), lo as u64))
+}
+
+/// `floor(x · fp / 2^64)`: a magnitude times a 64.64 fixed-point multiplier, rounded down.
+/// `None` if the result does not fit in `u128`.
+#[inline]
+pub fn mul_fp_floor(x: u128, fp: u128) -> Option<u128> {
+    Some(mul_fp_parts(x, fp)?.0)
 }
 
 /// `ceil(x · fp / 2^64)`: as [`mul_fp_floor`], rounded up.
 #[inline]
 pub fn mul_fp_ceil(x: u128, fp: u128) -> Option<u128> {
-    let (hi, lo) = mul_wide(x, fp);
-    if hi >> 64 != 0 {
-        return None;
-    }
-    let q = (hi << 64) | (lo >> 64);
-    if lo as u64 != 0 {
+    let (q, frac) = mul_fp_parts(x, fp)?;
+    if frac != 0 {
         q.checked_add(1)
     } else {
         Some(q)
@@ -201,6 +210,14 @@ mod tests {
         #[test]
         fn wide_product_matches_reference(a in any::<u128>(), b in any::<u128>()) {
             prop_assert_eq!(mul_wide(a, b), mul_ref(a, b));
+        }
+
+        /// The two-product path for 64-bit distances agrees with the full 256-bit one.
+        #[test]
+        fn short_product_matches_wide(x in any::<u64>(), fp in any::<u128>()) {
+            let (hi, lo) = mul_wide(x as u128, fp);
+            let wide = (hi >> 64 == 0).then_some(((hi << 64) | (lo >> 64), lo as u64));
+            prop_assert_eq!(mul_fp_parts(x as u128, fp), wide);
         }
 
         #[test]

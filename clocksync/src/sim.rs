@@ -266,6 +266,27 @@ pub fn random_link_between(reference: SimClock, source: SimClock, rng: &mut Rng)
     Link { reference, source, fwd, bwd, jitter }
 }
 
+/// The asymmetric, heavy-tailed link of issue 31.3: the ping's delay is Pareto with scale
+/// 3 µs, the pong's Pareto with scale 40 µs (shape 1.5 both: infinite variance), and 5 % of
+/// the delays each way are zero; scheduling jitter exponential with mean `jitter_ps` at
+/// each of the four stamps (none if 0); random 17-digit offsets and 0.8–2.3 GHz rates.
+/// Round trips are rarely short: both delays are zero in one exchange of 400, so the first
+/// 64 exchanges usually contain no tight one.
+pub fn asymmetric_heavy_tail_link(rng: &mut Rng, jitter_ps: f64) -> Link {
+    let reference = SimClock::new(random_offset(rng), random_hz(rng));
+    let source = SimClock::new(random_offset(rng), random_hz(rng));
+    let pareto = |scale_ps: i128| DelayModel {
+        zero_prob: 0.05,
+        min_ps: 0.0,
+        exp_mean_ps: 0.0,
+        tail_prob: 1.0,
+        tail_scale_ps: scale_ps as f64,
+        tail_alpha: 1.5,
+    };
+    let jitter = DelayModel { exp_mean_ps: jitter_ps, ..DelayModel::constant(0.0) };
+    Link { reference, source, fwd: pareto(3 * MICROSECOND), bwd: pareto(40 * MICROSECOND), jitter }
+}
+
 /// True `F = hz(reference) / hz(source)` of the first segments, as `(num, den)`.
 pub fn true_ratio(link: &Link) -> (u64, u64) {
     (link.reference.hz(), link.source.hz())
