@@ -32,9 +32,9 @@ mod varint;
 
 pub use decode::{Decoder, FrameBuffer, StreamError};
 pub use frame::{
-    decode_frame, decode_frame_with, unpack_frame, visit_unpacked, Body, ClockDomain, ClockExchange, ClockSample,
-    ClockSync, Compression, Encoder, EndStats, Frame, FrameHeader, FrameKind, Hello, Meta, Payload, RecordDecoder,
-    StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
+    decode_frame, decode_frame_with, parse_header, unpack_frame, visit_unpacked, Body, ClockDomain, ClockExchange,
+    ClockSample, ClockSync, Compression, Encoder, EndStats, Frame, FrameHeader, FrameKind, Hello, Meta, Payload,
+    RecordDecoder, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
 };
 pub use host::{host_id, host_id_of, host_name, parse_host_id};
 pub use record::{Event, Kind, Record};

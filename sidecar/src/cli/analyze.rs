@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::pipeline::dataflow::{Inputs, Settings};
 
 use super::common::{run_dataflow, timely_args, Common};
@@ -25,19 +26,21 @@ pub fn analyze(Args { files, common }: Args) -> i32 {
 /// Analyzes `files` into the outputs `common` names (`analyze`, and
 /// `export` with its own flags): the exit status.
 pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
-    let settings = offline_settings(common);
+    let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);
     run_dataflow(settings, Inputs::Files(files), common).0
 }
 
-/// The settings of an offline analysis: a progress bar on a terminal, and
-/// the helper threads there are cores for.
-fn offline_settings(common: &Common) -> Settings {
+/// The settings of an offline analysis: a progress bar on a terminal, the
+/// helper threads there are cores for, and the remote hosts' clocks
+/// converted with all the files' exchanges (read first).
+fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
+    let frames = sidecar::io::clock_sync_frames(files);
     Settings {
         width: common.window,
         timely_args: timely_args(common),
         progress_bar: std::io::stderr().is_terminal(),
-        sync: Default::default(),
+        sync: SharedSync::new(Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)))),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
     }

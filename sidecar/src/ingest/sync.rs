@@ -63,7 +63,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use clocksync::{Error as FzError, Exchange, FreeZer, Interval, Ratio};
+use clocksync::{Error as FzError, Exchange, FreeZer, Interval, OfflineFreeZer, Ratio};
 use ringlog::{ClockExchange, ClockSync};
 use rustc_hash::FxHashMap;
 
@@ -81,13 +81,80 @@ fn mul_fp(x: u128, fp: u128, up: bool) -> Option<u128> {
     Some(if up && lo & MASK != 0 { q + 1 } else { q })
 }
 
-/// A snapshot of one remote host's model: converts that host's CLOCK_MONOTONIC
-/// ns to intervals of the reference host's CLOCK_MONOTONIC ns. Copied out of
-/// the registry once per Records frame, so the per-record path takes no lock.
+/// Converts one remote host's CLOCK_MONOTONIC ns to intervals of the
+/// reference host's CLOCK_MONOTONIC ns. Taken once per Records frame, so the
+/// per-record path takes no lock.
+#[derive(Clone, Debug)]
+pub enum Converter {
+    /// Live: a snapshot of the host's [`FreeZer`], converting through two
+    /// of its brackets.
+    Online(Snapshot),
+    /// A recorded run whose exchanges were all read before its records
+    /// ([`Registry::offline`]): each event is converted with the exchanges
+    /// on both sides of it, with the tightest frequency bounds any pair of
+    /// the run gives ([`OfflineFreeZer`]; issue 31.3).
+    Offline(Arc<OfflineFreeZer>),
+}
+
+impl PartialEq for Converter {
+    fn eq(&self, other: &Converter) -> bool {
+        match (self, other) {
+            (Converter::Online(a), Converter::Online(b)) => a == b,
+            (Converter::Offline(a), Converter::Offline(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Converter {
+    /// From a calibrated FreeZer (remote host = its reference, reference
+    /// host = its source). `None` while it cannot convert: not calibrated,
+    /// or no positive lower frequency bound yet.
+    pub fn of(fz: &FreeZer) -> Option<Converter> {
+        Snapshot::of(fz).map(Converter::Online)
+    }
+
+    /// The calibration epoch converted with (an offline converter is built
+    /// only for a host whose model never broke: epoch 0).
+    pub fn epoch(&self) -> u32 {
+        match self {
+            Converter::Online(s) => s.epoch,
+            Converter::Offline(_) => 0,
+        }
+    }
+
+    /// The interval of reference-host ns that contains the reference
+    /// reading at the instant this host's CLOCK_MONOTONIC read `k`. `None`:
+    /// out of range (distances beyond 2^64), or the brackets disagree (the
+    /// model broke in a way no exchange has shown yet).
+    #[inline]
+    pub fn interval(&self, k: Ns) -> Option<Interval> {
+        match self {
+            Converter::Online(s) => s.interval(k),
+            Converter::Offline(off) => off.to_source(k).ok(),
+        }
+    }
+
+    /// The point the analysis uses (the midpoint, see the module docs) and
+    /// the interval's width, ns.
+    #[inline]
+    pub fn point(&self, k: Ns) -> Option<(Ns, u64)> {
+        let iv = self.interval(k)?;
+        let m = iv.midpoint().clamp(0, u64::MAX as i128) as u64;
+        Some((m, iv.width().min(u64::MAX as u128) as u64))
+    }
+}
+
+/// A snapshot of one remote host's live model: two brackets and the
+/// frequency bounds' inverses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Converter {
+pub struct Snapshot {
     pub epoch: u32,
-    /// Brackets `(z, Z^L, Z^U)`: the zero and the most recent one.
+    /// Brackets `(z, Z^L, Z^U)`: the newest anchor (FreeZer's anchors are
+    /// placed as the run goes on, each the tightest bracket carried to it:
+    /// converting through the newest instead of the zero keeps the width of
+    /// an event near it small however long the run; issue 31.3) and the
+    /// most recent exchange's.
     brackets: [(u64, i128, i128); 2],
     /// `floor(2^64 / F^U)`: dividing by the largest F, rounded down.
     inv_fu_floor: u128,
@@ -97,11 +164,8 @@ pub struct Converter {
     inv_fl_ceil: u128,
 }
 
-impl Converter {
-    /// From a calibrated FreeZer (remote host = its reference, reference
-    /// host = its source). `None` while it cannot convert: not calibrated,
-    /// or no positive lower frequency bound yet.
-    pub fn of(fz: &FreeZer) -> Option<Converter> {
+impl Snapshot {
+    fn of(fz: &FreeZer) -> Option<Snapshot> {
         if !fz.is_calibrated() {
             return None;
         }
@@ -109,11 +173,11 @@ impl Converter {
         if fl.num == 0 || fu.is_infinite() || fu.num == 0 {
             return None;
         }
-        let (z, zi) = fz.zero()?;
+        let (z, zi) = fz.newest_anchor()?;
         let (r, ri) = fz.recent().unwrap_or((z, zi));
         let inv_fu_floor = Ratio::new(fu.den, fu.num).fp_floor();
         let inv_fl_ceil = Ratio::new(fl.den, fl.num).fp_ceil();
-        Some(Converter {
+        Some(Snapshot {
             epoch: fz.epoch(),
             brackets: [(z, zi.lo, zi.hi), (r, ri.lo, ri.hi)],
             inv_fu_floor,
@@ -138,24 +202,11 @@ impl Converter {
         Some(Interval::new(lo, hi))
     }
 
-    /// The interval of reference-host ns that contains the reference
-    /// reading at the instant this host's CLOCK_MONOTONIC read `k`. `None`:
-    /// out of range (distances beyond 2^64), or the two brackets disagree
-    /// (the model broke in a way no exchange has shown yet).
     #[inline]
-    pub fn interval(&self, k: Ns) -> Option<Interval> {
+    fn interval(&self, k: Ns) -> Option<Interval> {
         let a = self.through(self.brackets[0], k)?;
         let b = self.through(self.brackets[1], k)?;
         a.intersect(&b)
-    }
-
-    /// The point the analysis uses (the midpoint, see the module docs) and
-    /// the interval's width, ns.
-    #[inline]
-    pub fn point(&self, k: Ns) -> Option<(Ns, u64)> {
-        let iv = self.interval(k)?;
-        let m = iv.midpoint().clamp(0, u64::MAX as i128) as u64;
-        Some((m, iv.width().min(u64::MAX as u128) as u64))
     }
 }
 
@@ -178,9 +229,25 @@ pub struct HostModel {
     /// Model violations (each started a new epoch), and the last one.
     pub violations: u32,
     pub last_violation: Option<String>,
+    /// The whole run's conversion, when the run was recorded and all its
+    /// exchanges were read first ([`Registry::offline`]); used while the
+    /// model read along with the records has not broken.
+    pub offline: Option<Arc<OfflineFreeZer>>,
+    /// The exchanges fed to `fz`, kept only while a registry reads a
+    /// recorded run's exchanges for [`Registry::offline`].
+    fed: Option<Vec<Exchange>>,
 }
 
 impl HostModel {
+    /// The converter for this host now: the offline one while the model
+    /// holds, else the live model's snapshot.
+    pub fn converter(&self) -> Option<Converter> {
+        match &self.offline {
+            Some(off) if self.violations == 0 => Some(Converter::Offline(off.clone())),
+            _ => Converter::of(&self.fz),
+        }
+    }
+
     /// For an exchange not newer than the last one fed on this host's clock:
     /// why it must be this host's clock restarting (None: it is a copy or an
     /// older exchange). It is a restart when the reference clock says the
@@ -223,6 +290,8 @@ pub struct Registry {
     pub hosts: BTreeMap<u64, HostModel>,
     /// Exchanges against some other reference host: not usable here.
     pub foreign: u64,
+    /// Keep the exchanges fed per host (for [`Registry::offline`]).
+    recording: bool,
 }
 
 impl Registry {
@@ -240,7 +309,9 @@ impl Registry {
             self.foreign += cs.exchanges.len() as u64;
             return 0;
         }
-        let m = self.hosts.entry(host).or_default();
+        let recording = self.recording;
+        let m =
+            self.hosts.entry(host).or_insert_with(|| HostModel { fed: recording.then(Vec::new), ..Default::default() });
         let mut new = 0;
         for x in &cs.exchanges {
             if m.last_t1.is_some_and(|l| x.t1 <= l) {
@@ -268,7 +339,7 @@ impl Registry {
             new += 1;
             // FreeZer's R is this host (t1, t4), its S the reference (t2, t3).
             let mut feed = |q: Exchange| match m.fz.observe(q) {
-                Ok(()) => {}
+                Ok(()) => m.fed.iter_mut().for_each(|fed| fed.push(q)),
                 Err(FzError::ClockModel { epoch, violation }) => {
                     m.violations += 1;
                     m.last_violation = Some(format!("epoch {epoch}: {violation}"));
@@ -286,7 +357,35 @@ impl Registry {
     }
 
     pub fn converter(&self, host: u64) -> Option<Converter> {
-        self.hosts.get(&host).and_then(|m| Converter::of(&m.fz))
+        self.hosts.get(&host).and_then(HostModel::converter)
+    }
+
+    /// The registry for a recorded run whose exchanges are all known before
+    /// its records are read (`frames`: the run's ClockSync frames with the
+    /// host that wrote each, in the order the files hold them). Every host
+    /// whose exchanges fit one clock model gets an [`OfflineFreeZer`] of
+    /// all of them, so its events are converted with the exchanges on both
+    /// sides (an event early in the run no longer as wide as the drift
+    /// accumulated until the exchanges after it). The exchanges are read
+    /// again with the records as for a live run: a host whose model breaks
+    /// there (or whose exchanges did not fit one model) is converted as
+    /// live, epoch by epoch, with the faults that go with it.
+    pub fn offline<'a>(frames: impl IntoIterator<Item = (u64, &'a ClockSync)>) -> Registry {
+        let mut all = Registry { recording: true, ..Default::default() };
+        for (host, cs) in frames {
+            all.observe(host, cs);
+        }
+        let mut reg = Registry { reference: all.reference, ..Default::default() };
+        for (host, m) in all.hosts {
+            let fed = m.fed.unwrap_or_default();
+            if m.violations != 0 || fed.is_empty() {
+                continue;
+            }
+            if let Ok(off) = OfflineFreeZer::new(&fed) {
+                reg.hosts.insert(host, HostModel { offline: Some(Arc::new(off)), ..Default::default() });
+            }
+        }
+        reg
     }
 }
 
@@ -343,14 +442,14 @@ impl StreamSync {
         }
         let reg = self.shared.lock();
         let model = reg.hosts.get(&host);
-        let now = model.and_then(|m| Converter::of(&m.fz));
+        let now = model.and_then(HostModel::converter);
         if !st.decided {
             st.decided = true;
             // Calibrated, and this stream carried the host's exchanges.
             if self.seen.get(&host).copied().unwrap_or(0) == 0 {
                 return (None, None);
             }
-            st.conv = now;
+            st.conv = now.clone();
             st.violations = model.map_or(0, |m| m.violations);
             return (now, None);
         }
@@ -373,7 +472,7 @@ impl StreamSync {
         if now.is_some() {
             st.conv = now;
         }
-        (st.conv, fault)
+        (st.conv.clone(), fault)
     }
 
     /// The host whose timeline the streams of `(host, pid)` are on.
@@ -494,7 +593,7 @@ mod tests {
         assert!(f1.as_deref().is_some_and(|f| f.contains("broken") && f.contains("epoch 1")), "{f1:?}");
         s.clock_sync(B, &frame_of(&l, 5 * SECOND, 5, 50 * MILLISECOND, &mut rng));
         let (c2, f2) = s.frame(B, 1);
-        assert_eq!(c2.map(|c| c.epoch), Some(1));
+        assert_eq!(c2.map(|c| c.epoch()), Some(1));
         assert!(f2.is_none(), "{f2:?}");
     }
 
@@ -565,6 +664,64 @@ mod tests {
         assert_eq!((reg.hosts[&B].violations, reg.hosts[&B].fz.epoch()), (1, 1));
         assert_eq!(reg.observe(B, &head), 0);
         assert_eq!((reg.hosts[&B].violations, reg.hosts[&B].duplicates), (1, 20));
+    }
+
+    /// Issue 31.3 in the sidecar: a recorded run with a relay's exchanges
+    /// (20 at 20 ms, then one a second, for a minute) over an asymmetric
+    /// heavy-tailed link (few tight exchanges). Every interval, live or
+    /// offline, holds the truth; the
+    /// offline conversion (the exchanges on both sides of the event) is
+    /// much narrower than what the live model could give when the event
+    /// happened (only the exchanges before it), and for a host whose model
+    /// broke there is none (it is converted live, epoch by epoch).
+    #[test]
+    fn a_recorded_run_converts_with_the_exchanges_on_both_sides() {
+        use clocksync::sim::asymmetric_heavy_tail_link;
+        for seed in [11u64, 12, 13] {
+            let mut rng = Rng::new(seed);
+            let mut l = asymmetric_heavy_tail_link(&mut rng, 0.0);
+            l.reference = SimClock::new(70_000 * SECOND / 1000, 1_000_030_000); // B: 30 ppm fast
+            l.source = SimClock::new(20_000 * SECOND / 1000, 1_000_000_000);
+            let (a, b) = (l.source.clone(), l.reference.clone());
+            let mut secs = vec![frame_of(&l, SECOND, 20, 20 * MILLISECOND, &mut rng)];
+            secs.extend((0..60).map(|i| frame_of(&l, (2 + i) * SECOND, 1, 0, &mut rng)));
+            let offline = Registry::offline(secs.iter().map(|cs| (B, cs)));
+            let off = offline.converter(B).unwrap();
+            assert!(matches!(off, Converter::Offline(_)));
+            let mut live = Registry::with_reference(A, None);
+            let (mut live_w, mut off_w) = (Vec::new(), Vec::new());
+            for (i, cs) in secs.iter().enumerate() {
+                live.observe(B, cs);
+                // An event half a second after the last exchange, converted
+                // as a live frame would be then, and offline.
+                let t = (1 + i as i128) * SECOND + SECOND / 2;
+                let Some(now) = live.converter(B) else { continue };
+                for (c, widths) in [(&now, &mut live_w), (&off, &mut off_w)] {
+                    let iv = c.interval(b.read(t)).unwrap();
+                    assert!(iv.contains(a.read_i128(t)), "seed {seed} second {i}: {iv} truth {}", a.read_i128(t));
+                    widths.push(iv.width());
+                }
+            }
+            live_w.sort_unstable();
+            off_w.sort_unstable();
+            let (lm, om) = (live_w[live_w.len() / 2], off_w[off_w.len() / 2]);
+            eprintln!(
+                "seed {seed}: median width live {lm} ns, offline {om} ns (max {} / {})",
+                live_w.last().unwrap(),
+                off_w.last().unwrap()
+            );
+            assert!(om * 2 <= lm, "seed {seed}: offline {om} ns vs live {lm} ns");
+        }
+        // A host whose clock jumped: no offline model, the live one instead.
+        let mut rng = Rng::new(5);
+        let mut l = link(&mut rng, 10 * SECOND / 1000, 50 * SECOND / 1000, 30);
+        l.fwd = DelayModel::constant(20e6);
+        l.bwd = DelayModel::constant(20e6);
+        let before = frame_of(&l, SECOND, 20, 50 * MILLISECOND, &mut rng);
+        l.reference = l.reference.clone().with_jump(3 * SECOND, 3_000_000);
+        let after = frame_of(&l, 4 * SECOND, 20, 50 * MILLISECOND, &mut rng);
+        let reg = Registry::offline([(B, &before), (B, &after)]);
+        assert!(reg.hosts.get(&B).is_none_or(|m| m.offline.is_none()));
     }
 
     /// A stream's fragment with these message halves: (half, other worker,

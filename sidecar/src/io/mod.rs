@@ -9,6 +9,8 @@
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
 //!   `queues`.
+//! - `exchanges`: the clock exchanges of recorded files, read first
+//!   ([`clock_sync_frames`]) for the offline clock conversion.
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
 //! - [`os_clock`]: CLOCK_MONOTONIC, CLOCK_REALTIME, the wall clock.
 //!
@@ -16,6 +18,7 @@
 //! types); never the pipeline, the outputs or the command line.
 
 mod connections;
+mod exchanges;
 mod listener;
 pub mod os_clock;
 mod pipe;
@@ -25,6 +28,7 @@ pub mod relay;
 mod unpack;
 
 pub use connections::spawn_listener;
+pub use exchanges::{clock_sync_frames, clock_sync_frames_in};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};

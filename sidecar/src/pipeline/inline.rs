@@ -12,7 +12,13 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
     let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut ended = crate::analysis::model::EndedStreams::default();
-    let sync = crate::ingest::sync::SharedSync::default();
+    // A recorded run: the exchanges first, as `sidecar analyze` reads them.
+    let mut frames = Vec::new();
+    for (_, bytes) in inputs {
+        crate::io::clock_sync_frames_in(std::io::Cursor::new(bytes), &mut frames);
+    }
+    let registry = crate::ingest::sync::Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)));
+    let sync = crate::ingest::sync::SharedSync::new(registry);
     for (name, bytes) in inputs {
         let mut ing = crate::ingest::stream::Ingest::new(*name, width).with_sync(sync.clone());
         let mut fb = ringlog::FrameBuffer::new();

@@ -1,0 +1,93 @@
+//! The clock exchanges of recorded files, read before their records: a
+//! first pass that reads every frame header and only the ClockSync frames'
+//! payloads (skipping the rest), so that an offline analysis converts each
+//! remote host's events with the exchanges on both sides of them
+//! ([`crate::ingest::sync::Registry::offline`]; issue 31.3).
+//!
+//! A file that cannot be opened, or a damaged frame, ends that file's pass
+//! quietly: the analysis reads the file again and reports the fault, and
+//! the exchanges it reads there still feed the live model, so nothing is
+//! lost but the tighter offline conversion.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek};
+use std::path::PathBuf;
+
+use ringlog::{Body, ClockSync, FrameKind, HEADER_LEN};
+
+/// Every ClockSync frame of `files`, with the host that wrote it, in the
+/// order the files (in the order given) hold them.
+pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
+    let mut out = Vec::new();
+    for path in files {
+        if let Ok(f) = File::open(path) {
+            clock_sync_frames_in(BufReader::with_capacity(1 << 16, f), &mut out);
+        }
+    }
+    out
+}
+
+/// The ClockSync frames of one byte stream `r`, appended to `out`, until its
+/// end or its first damaged frame.
+pub fn clock_sync_frames_in(mut r: impl Read + Seek, out: &mut Vec<(u64, ClockSync)>) {
+    let mut frame = vec![0u8; HEADER_LEN];
+    loop {
+        frame.truncate(HEADER_LEN);
+        if r.read_exact(&mut frame).is_err() {
+            return;
+        }
+        let Ok((h, _)) = ringlog::parse_header(&frame) else { return };
+        if h.kind != FrameKind::ClockSync {
+            if r.seek_relative(h.payload_len as i64).is_err() {
+                return;
+            }
+            continue;
+        }
+        frame.resize(HEADER_LEN + h.payload_len as usize, 0);
+        if r.read_exact(&mut frame[HEADER_LEN..]).is_err() {
+            return;
+        }
+        match ringlog::decode_frame(&frame) {
+            Ok(Some((f, _))) => {
+                if let Body::ClockSync(cs) = f.body {
+                    out.push((h.stream.host, cs));
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog::{ClockExchange, Encoder, StreamId, PROCESS_WIDE};
+    use std::io::Cursor;
+
+    fn cs(t: u64) -> ClockSync {
+        ClockSync { reference_host: 1, exchanges: vec![ClockExchange { t1: t, t2: t, t3: t, t4: t + 1 }] }
+    }
+
+    /// ClockSync frames between other frames are found, in order, with
+    /// their host; a damaged frame ends the pass (the frames before it are
+    /// kept).
+    #[test]
+    fn finds_the_clock_sync_frames_among_others() {
+        let mut enc = Encoder::new();
+        let relay = StreamId { host: 7, process: 9, worker: PROCESS_WIDE };
+        let mut bytes = Vec::new();
+        enc.clock_sync(relay, 0, &cs(10), &mut bytes);
+        enc.metadata(relay, 1, ringlog::ClockDomain::MonotonicNs, &[], &mut bytes);
+        enc.clock_sync(relay, 2, &cs(20), &mut bytes);
+        let good = bytes.len();
+        enc.clock_sync(relay, 3, &cs(30), &mut bytes);
+        let mut out = Vec::new();
+        clock_sync_frames_in(Cursor::new(&bytes), &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|(h, c)| (*h, c.exchanges[0].t1)).collect();
+        assert_eq!(got, vec![(7, 10), (7, 20), (7, 30)]);
+        bytes[good + HEADER_LEN] ^= 0xff; // the last frame's payload
+        let mut out = Vec::new();
+        clock_sync_frames_in(Cursor::new(&bytes), &mut out);
+        assert_eq!(out.len(), 2);
+    }
+}
