@@ -24,6 +24,12 @@ const CALIBRATION: Duration = Duration::from_millis(20);
 const CALIBRATION_STOPPED: Duration = Duration::from_millis(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long a connection must have lived for a write through it to end the
+/// backoff: a peer that accepts and hangs up at once lets the first writes
+/// through into its socket buffer before its close is seen (sooner or later
+/// depending on how fast the peer runs), which must not restart the backoff
+/// at each connect.
+const HEALTHY_AFTER: Duration = Duration::from_millis(50);
 /// Metadata entries per frame, at most.
 const META_CHUNK: usize = 4096;
 
@@ -100,6 +106,8 @@ pub(crate) struct Writer {
     clock_samples: u32,
     retry_at: Instant,
     backoff: Duration,
+    /// When the current connection was opened.
+    conn_since: Instant,
     opened_once: bool,
     failing: bool,
     /// A file sink left with a torn frame that could not be cut off.
@@ -145,6 +153,7 @@ impl Writer {
             clock_samples: 0,
             retry_at: now,
             backoff: BACKOFF_MIN,
+            conn_since: now,
             opened_once: false,
             failing: false,
             sink_disabled: false,
@@ -345,11 +354,13 @@ impl Writer {
         match opened {
             Ok(c) => {
                 // The outage ends (and the backoff resets) at the first
-                // write that gets through, not here: a full disk or a peer
-                // that accepts and hangs up opens fine every time.
+                // write that gets through once the connection has lived
+                // `HEALTHY_AFTER`, not here: a full disk or a peer that
+                // accepts and hangs up opens fine every time.
                 self.opened_once = true;
                 self.stats.connects += 1;
                 self.conn = Some(c);
+                self.conn_since = Instant::now();
                 self.batch.clear();
                 self.pending.clear();
                 let dom = self.cfg.clock.domain();
@@ -503,7 +514,9 @@ impl Writer {
                     ));
                     self.failing = false;
                 }
-                self.backoff = BACKOFF_MIN;
+                if self.conn_since.elapsed() >= HEALTHY_AFTER {
+                    self.backoff = BACKOFF_MIN;
+                }
                 self.stats.bytes += self.batch.len() as u64;
                 for p in &pending {
                     if let Some(i) = p.stream {
