@@ -106,6 +106,30 @@ impl Opts {
         }
     }
 
+    /// `--slow OPERATOR[@WORKER]=FACTOR[,...]`: how many times heavier
+    /// `operator`'s work is made on `worker` (on every worker without
+    /// `@WORKER`); 1 if not named. For making a speedup real: the what-if
+    /// accuracy benchmark runs a workload slowed, predicts the speedup from
+    /// its trace, and reruns it with the operator lighter.
+    pub fn slowdown(&self, operator: &str, worker: usize) -> Result<f64, String> {
+        let Some(spec) = self.values.get("slow") else { return Ok(1.0) };
+        let mut factor = 1.0;
+        for item in spec.split(',').filter(|i| !i.is_empty()) {
+            let (who, f) =
+                item.split_once('=').ok_or_else(|| format!("--slow {item}: expected OPERATOR[@WORKER]=FACTOR"))?;
+            let f: f64 =
+                f.parse().ok().filter(|f: &f64| *f > 0.0).ok_or_else(|| format!("--slow {item}: bad factor"))?;
+            let (op, w) = match who.split_once('@') {
+                Some((op, w)) => (op, Some(w.parse::<usize>().map_err(|_| format!("--slow {item}: bad worker"))?)),
+                None => (who, None),
+            };
+            if op == operator && w.is_none_or(|w| w == worker) {
+                factor = f;
+            }
+        }
+        Ok(factor)
+    }
+
     /// Worker threads per process, as timely will read them (`-w`/`--threads`).
     pub fn workers(&self) -> usize {
         let a = &self.timely_args;
@@ -367,4 +391,22 @@ mod tests {
         assert_eq!(Opts::parse(["p"].map(String::from), &[]).unwrap().workers(), 1);
         assert!(Opts::parse(["p", "--nodes"].map(String::from), &["nodes"]).is_err());
     }
+}
+
+/// Makes the work since `since` take `factor` times as long, by computing
+/// (hash rounds, not sleeping: a slowed operator is busy, as a heavier one
+/// would be) until `factor` times the time it took so far has passed. For
+/// `--slow` ([`Opts::slowdown`]) on operators whose work has no size knob.
+pub fn slow_down(since: std::time::Instant, factor: f64) -> u64 {
+    if factor <= 1.0 {
+        return 0;
+    }
+    let until = since.elapsed().mul_f64(factor);
+    let mut h = 0u64;
+    while since.elapsed() < until {
+        for _ in 0..64 {
+            h = mix(h);
+        }
+    }
+    h
 }

@@ -21,8 +21,8 @@ use timely::dataflow::operators::{Capability, ConnectLoop, Feedback, ToStream};
 
 use crate::{edge, join, Opts, Tracing};
 
-pub const FLAGS: &[&str] = &["nodes", "edges", "iters"];
-pub const USAGE: &str = "[--nodes 200000] [--edges 2000000] [--iters 20]";
+pub const FLAGS: &[&str] = &["nodes", "edges", "iters", "slow"];
+pub const USAGE: &str = "[--nodes 200000] [--edges 2000000] [--iters 20] [--slow PageRank[@WORKER]=FACTOR]";
 pub const DAMPING: f64 = 0.85;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,7 @@ pub fn sequential(p: Params) -> Vec<f64> {
 
 pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
     let p = Params::from_opts(opts)?;
+    let slow: Vec<f64> = (0..opts.workers().max(1)).map(|w| opts.slowdown("PageRank", w)).collect::<Result<_, _>>()?;
     let tracing = tracing.clone();
     let per_worker = join(timely::execute_from_args(opts.timely_args.clone().into_iter(), move |worker| {
         tracing.attach(worker);
@@ -100,6 +101,8 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
         let local = n / peers + 1;
         let result: Rc<RefCell<Vec<f64>>> = Rc::default();
         let r2 = result.clone();
+        // `--slow PageRank@W=F`: each execution of this worker's operator F times as long.
+        let slow = slow.get(index).copied().unwrap_or(1.0);
         worker.dataflow::<u64, _, _>(move |scope| {
             let graph = edges(p)
                 .enumerate()
@@ -121,6 +124,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                         let mut acc: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
                         let mut pending: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
                         move |(input1, frontier1), (input2, frontier2), output| {
+                            let began = std::time::Instant::now();
                             input1.for_each_stamp(|cap, data| {
                                 if let Some(cap) = cap.retain_least(output.output_index()) {
                                     pending.entry(*cap.time()).or_insert(cap);
@@ -176,6 +180,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
                                     *r2.borrow_mut() = owned.map(|v| rank[v]).collect();
                                 }
                             }
+                            std::hint::black_box(crate::slow_down(began, slow));
                         }
                     },
                 )

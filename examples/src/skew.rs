@@ -17,8 +17,9 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 
 use crate::{join, mix, Opts, Tracing};
 
-pub const FLAGS: &[&str] = &["epochs", "records", "work"];
-pub const USAGE: &str = "[--epochs 10] [--records 200000 (per epoch)] [--work 128 (hash rounds per record)]";
+pub const FLAGS: &[&str] = &["epochs", "records", "work", "spread", "slow"];
+pub const USAGE: &str = "[--epochs 10] [--records 200000 (per epoch)] [--work 128 (hash rounds per record)] \
+                         [--spread 0|1 (1: records spread over all workers)] [--slow Consume[@WORKER]=FACTOR]";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
@@ -70,6 +71,8 @@ pub fn sequential(p: Params) -> u64 {
 
 pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
     let p = Params::from_opts(opts)?;
+    let spread = opts.get("spread", 0u32)? == 1;
+    let slow: Vec<f64> = (0..opts.workers().max(1)).map(|w| opts.slowdown("Consume", w)).collect::<Result<_, _>>()?;
     let tracing = tracing.clone();
     let per_worker = join(timely::execute_from_args(opts.timely_args.clone().into_iter(), move |worker| {
         tracing.attach(worker);
@@ -79,21 +82,28 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
         let consumed = Rc::new(Cell::new(0u64));
         let checksum = Rc::new(Cell::new(0u64));
         let (c2, s2) = (consumed.clone(), checksum.clone());
+        // `--slow Consume@W=F`: this worker's rounds per record, F times as many.
+        let rounds = (p.work as f64 * slow.get(index as usize).copied().unwrap_or(1.0)).round() as u64;
+        let peers = worker.peers() as u64;
         worker.dataflow::<u64, _, _>(|scope| {
             input
                 .to_stream(scope)
                 .container::<Vec<u64>>()
-                .unary(Exchange::new(|_: &u64| 0), "Consume", move |_cap, _info| {
-                    move |input, output| {
-                        input.for_each(|cap, data| {
-                            for &x in data.iter() {
-                                s2.set(s2.get().wrapping_add(cost(x, p.work)));
-                            }
-                            c2.set(c2.get() + data.len() as u64);
-                            output.session(&cap).give(data.len() as u64);
-                        });
-                    }
-                })
+                .unary(
+                    Exchange::new(move |x: &u64| if spread { x % peers } else { 0 }),
+                    "Consume",
+                    move |_cap, _info| {
+                        move |input, output| {
+                            input.for_each(|cap, data| {
+                                for &x in data.iter() {
+                                    s2.set(s2.get().wrapping_add(cost(x, rounds)));
+                                }
+                                c2.set(c2.get() + data.len() as u64);
+                                output.session(&cap).give(data.len() as u64);
+                            });
+                        }
+                    },
+                )
                 .container::<Vec<u64>>()
                 .probe_with(&probe);
         });

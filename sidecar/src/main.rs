@@ -8,7 +8,7 @@
 mod cli;
 
 use clap::{Parser, Subcommand};
-use cli::{analyze, dump, export, relay, run, watch};
+use cli::{analyze, dump, export, relay, run, watch, whatif};
 
 /// Analyzes the streams a probe writes (live or recorded): per time window,
 /// the critical path (which operators, workers and channels held the
@@ -55,6 +55,11 @@ enum Cmd {
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).
     Dump(dump::Args),
+    /// Predict how much faster recorded runs would have been with some
+    /// operators faster (the trace replayed with a virtual speedup).
+    ///
+    /// Example: sidecar whatif --speedup w0:Consume=2 trace.rlog
+    Whatif(whatif::Args),
 }
 
 fn main() {
@@ -66,6 +71,7 @@ fn main() {
         Cmd::Watch(args) => watch::watch(args),
         Cmd::Export(args) => export::export(args),
         Cmd::Dump(args) => dump::dump(args),
+        Cmd::Whatif(args) => whatif::whatif(args),
     };
     std::process::exit(code);
 }

@@ -131,9 +131,10 @@ pub fn analyze_window(
     width: Ns,
     mut frags: Vec<Fragment>,
     detail: Option<&mut super::analyze::WindowDetail>,
+    what_if: Option<&[super::whatif::Speedup]>,
 ) -> WindowReport {
     let s = prepare(host, &mut frags);
-    let mut rep = super::analyze::analyze_detail(host, index, width, frags, detail);
+    let mut rep = super::analyze::analyze_detail(host, index, width, frags, detail, what_if);
     report(&mut rep, &s);
     rep
 }

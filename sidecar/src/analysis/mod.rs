@@ -4,7 +4,8 @@
 //! worker ([`activity`]), the projection onto fixed windows ([`window`]), the
 //! wait states ([`waits`]), the window graph with its critical path and
 //! critical participation ([`graph`]), Sager's trace properties
-//! ([`properties`]), and the report ([`report`]); [`analyze`] is the recipe
+//! ([`properties`]), the what-if replay ([`whatif`]), and the report
+//! ([`report`]); [`analyze`] is the recipe
 //! that runs them in order on one window.
 //!
 //! It may import only `ringlog` (the record types), `clocksync`'s interval
@@ -21,4 +22,5 @@ pub mod model;
 pub mod properties;
 pub mod report;
 pub mod waits;
+pub mod whatif;
 pub mod window;

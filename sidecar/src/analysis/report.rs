@@ -38,6 +38,42 @@ pub struct WindowReport {
     pub messages: MessageCounts,
     pub properties: Properties,
     pub instrumentation: Instrumentation,
+    /// What speeding up the critical path's top operators would save
+    /// (`crate::analysis::whatif`), the largest saving first; with
+    /// `sidecar whatif`, the speedup asked for.
+    pub what_if: Vec<WhatIf>,
+}
+
+/// One what-if prediction for the window (DProf §5.2: the window replayed
+/// with the operator faster).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WhatIf {
+    /// The speedup as a spec: `w0:Consume=2`, `Consume=inf`.
+    pub speedup: String,
+    /// The one worker it is on (None: every worker).
+    pub worker: Option<u32>,
+    pub operator: String,
+    /// How many times faster (`inf`: no time at all).
+    pub factor: String,
+    /// The window's measured span and the replay's, ns.
+    pub measured_ns: Ns,
+    pub predicted_ns: Ns,
+    pub saved_ns: Ns,
+    /// `saved_ns` over `measured_ns`.
+    pub saved_share: f64,
+    /// What reading the critical path's shares would say: the operator's
+    /// time on the path times `1 − 1/factor`. (Wrong where another path
+    /// takes over.)
+    pub naive_saved_ns: Ns,
+}
+
+impl WhatIf {
+    /// In words: `w0 Consume 2× faster: window −48 %`.
+    pub fn words(&self) -> String {
+        let who = self.worker.map(|w| format!("w{w} ")).unwrap_or_else(|| "all workers' ".into());
+        let how = if self.factor == "inf" { "taking no time".to_string() } else { format!("{}× faster", self.factor) };
+        format!("{who}{} {how}: window −{:.0} %", self.operator, self.saved_share * 100.0)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -220,7 +256,7 @@ impl WindowReport {
             .unwrap_or_default();
         let waits: Ns = self.waiting.iter().map(|w| w.waiting_ns).sum();
         format!(
-            "[{} {:>6}] {}{} streams {} events {} cp {:.1}ms (op {:.0}% wfi {:.0}% unk {:.0}%){} waiting {:.1}ms{}",
+            "[{} {:>6}] {}{} streams {} events {} cp {:.1}ms (op {:.0}% wfi {:.0}% unk {:.0}%){} waiting {:.1}ms{}{}",
             &self.host[self.host.len().saturating_sub(4)..],
             self.window,
             if self.complete { "ok " } else { "INCOMPLETE " },
@@ -233,6 +269,11 @@ impl WindowReport {
             pct(cp.by_kind.unknown),
             top,
             waits as f64 / 1e6,
+            self.what_if
+                .first()
+                .filter(|w| w.saved_ns > 0)
+                .map(|w| format!(" what-if: {}", w.words()))
+                .unwrap_or_default(),
             if self.properties.min_in_degree.ok
                 && self.properties.communication_existence.ok
                 && self.properties.wait_termination.ok
@@ -264,6 +305,12 @@ pub struct RunTotals {
     pub operators: std::collections::BTreeMap<(u32, String), Ns>,
     /// Waiting time per (worker, worker waited on; None: not visible), ns.
     pub waits: std::collections::BTreeMap<(u32, Option<u32>), Ns>,
+    /// What-if per speedup, summed over the windows that predicted it:
+    /// (saved ns, measured ns, the last window's entry, for its words).
+    pub what_if: std::collections::BTreeMap<String, (Ns, Ns, WhatIf)>,
+    /// The windows' measured spans summed, ns (the job's time, as the
+    /// what-if predictions count it).
+    pub span_ns: Ns,
 }
 
 impl RunTotals {
@@ -288,5 +335,23 @@ impl RunTotals {
                 *self.waits.entry((w.worker, on.worker)).or_default() += on.ns;
             }
         }
+        self.span_ns += r.critical_path.span_ns;
+        for w in &r.what_if {
+            let e = self.what_if.entry(w.speedup.clone()).or_insert_with(|| (0, 0, w.clone()));
+            e.0 += w.saved_ns;
+            e.1 += w.measured_ns;
+        }
+    }
+
+    /// The job-level what-if predictions, the largest saving first:
+    /// (the last window's entry, saved ns summed, share of the job's
+    /// windows' time). A speedup a window did not rank saves nothing there
+    /// (it was not among that window's top operators).
+    pub fn what_if_ranking(&self) -> Vec<(WhatIf, Ns, f64)> {
+        let job = self.span_ns.max(1) as f64;
+        let mut v: Vec<(WhatIf, Ns, f64)> =
+            self.what_if.values().map(|(saved, _, w)| (w.clone(), *saved, *saved as f64 / job)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.speedup.cmp(&b.0.speedup)));
+        v
     }
 }

@@ -34,7 +34,7 @@ pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
 /// The settings of an offline analysis: a progress bar on a terminal, the
 /// helper threads there are cores for, and the remote hosts' clocks
 /// converted with all the files' exchanges (read first).
-fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
+pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
     let frames = sidecar::io::clock_sync_frames(files);
     Settings {
         width: common.window,
@@ -43,6 +43,7 @@ fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
         sync: SharedSync::new(Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)))),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
+        what_if: None,
     }
 }
 

@@ -87,6 +87,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         sync,
         unpack_thread: false,
         analysis_thread: false,
+        what_if: None,
     }
 }
 

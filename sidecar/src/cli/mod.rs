@@ -13,3 +13,4 @@ pub mod export;
 pub mod relay;
 pub mod run;
 pub mod watch;
+pub mod whatif;

@@ -272,6 +272,9 @@ pub struct Summary {
     pub top_operators: Vec<(u32, String, f64)>,
     /// (worker, waited on, ms), largest first.
     pub waits: Vec<(u32, Option<u32>, f64)>,
+    /// The best what-if predictions over the run (the windows' savings
+    /// summed): (speedup, in words, share of the job's windows' time).
+    pub what_if: Vec<(String, String, f64)>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
 }
@@ -294,6 +297,13 @@ impl Summary {
             t.waits.iter().map(|((w, on), ns)| (*w, *on, *ns as f64 / 1e6)).collect();
         waits.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
         waits.truncate(8);
+        let what_if = t
+            .what_if_ranking()
+            .into_iter()
+            .filter(|(_, saved, _)| *saved > 0)
+            .take(2)
+            .map(|(w, _, job)| (w.speedup.clone(), w.words(), job))
+            .collect();
         Summary {
             command: command.to_vec(),
             exit_status,
@@ -305,6 +315,7 @@ impl Summary {
             critical_path_ms: t.critical_path_ns as f64 / 1e6,
             top_operators: ops,
             waits,
+            what_if,
             cost,
             probe_line: probe.cloned(),
         }
@@ -339,6 +350,11 @@ impl Summary {
             })
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
+        for (_, words, job) in &self.what_if {
+            // The last window's words, the run's share.
+            let what = words.split(": window").next().unwrap_or(words);
+            s += &format!("  what-if: {what}: job −{:.0} %\n", job * 100.0);
+        }
         s += &format!(
             "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
             c.records,

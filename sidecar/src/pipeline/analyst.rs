@@ -24,14 +24,22 @@ pub struct Job {
     pub frags: Vec<Fragment>,
     /// Also build the window's detail (for a Perfetto trace).
     pub detail: bool,
+    /// The speedup to predict (`sidecar whatif`); else the automatic ranking.
+    pub what_if: Option<std::sync::Arc<[crate::analysis::whatif::Speedup]>>,
 }
 
 impl Job {
     /// The analysis itself, on whichever thread calls it.
     pub fn analyze(self, width: Ns) -> Done {
         let mut detail = self.detail.then(WindowDetail::default);
-        let report =
-            crate::analysis::causality::analyze_window(self.key.1, self.window, width, self.frags, detail.as_mut());
+        let report = crate::analysis::causality::analyze_window(
+            self.key.1,
+            self.window,
+            width,
+            self.frags,
+            detail.as_mut(),
+            self.what_if.as_deref(),
+        );
         Done { key: self.key, report, detail }
     }
 }
@@ -204,7 +212,7 @@ mod tests {
                 got.push(a.wait().unwrap());
             }
             assert!(!a.holds(i as u64));
-            a.submit(Job { key: (i as u64, 7), window: *window, frags: frags.clone(), detail: i == 1 });
+            a.submit(Job { key: (i as u64, 7), window: *window, frags: frags.clone(), detail: i == 1, what_if: None });
             assert!(a.holds(i as u64));
         }
         while let Some(d) = a.wait() {
@@ -218,7 +226,7 @@ mod tests {
             assert_eq!(d.key, (i as u64, 7));
             assert_eq!(d.detail.is_some(), i == 1);
             assert!(d.report.events > 0);
-            let here = crate::analysis::causality::analyze_window(7, window, width, frags, None);
+            let here = crate::analysis::causality::analyze_window(7, window, width, frags, None, None);
             assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
         }
     }
@@ -237,7 +245,7 @@ mod tests {
                 },
             )
             .unwrap();
-            a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false });
+            a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false, what_if: None });
             if !blocking {
                 let t = std::time::Instant::now();
                 while woken.load(Ordering::SeqCst) == 0 {

@@ -63,7 +63,7 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
             for f in &mut frags {
                 f.other_hosts = timelines.iter().copied().filter(|&o| o != h).collect();
             }
-            crate::analysis::causality::analyze_window(h, w, width, frags, None)
+            crate::analysis::causality::analyze_window(h, w, width, frags, None, None)
         })
         .collect();
     (reps, errors)

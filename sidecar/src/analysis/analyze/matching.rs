@@ -20,6 +20,7 @@ use crate::analysis::model::{
 };
 use crate::analysis::report::MessageCounts;
 use crate::analysis::waits::{Arrival, ArrivalRuns, Inbox};
+use crate::analysis::whatif::Link;
 
 /// What matching leaves for the wait finder, per stream.
 pub(super) struct Matched {
@@ -28,6 +29,9 @@ pub(super) struct Matched {
     /// The stream's intervals in the window (its fragment's items), and
     /// whether they are in order.
     pub intervals: Vec<(Vec<Item>, bool)>,
+    /// Every data message matched between two of the window's workers (for
+    /// the what-if replay).
+    pub links: Vec<Link>,
 }
 
 /// The window's message tables while they are matched.
@@ -36,6 +40,7 @@ struct Matching<'a> {
     window: (Ns, Ns),
     inbox: Vec<Inbox>,
     arrivals: Vec<ArrivalRuns>,
+    links: Vec<Link>,
     chan_ids: DenseIds,
     worker_ids: DenseIds,
     /// Data: (channel, sender, receiver) → group.
@@ -136,6 +141,7 @@ impl<'a> Matching<'a> {
             window,
             inbox: (0..n).map(|_| Inbox::default()).collect(),
             arrivals: vec![ArrivalRuns::default(); n],
+            links: Vec::new(),
             chan_ids: DenseIds::default(),
             worker_ids: DenseIds::default(),
             data_ix: GroupIndex::default(),
@@ -340,6 +346,7 @@ impl<'a> Matching<'a> {
                         // read before sent (clock trouble): the edge is clamped to the read
                         let at = sent.min(read);
                         self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind: MsgKind::Data });
+                        self.links.push(Link { src: i as u32, sent: at, dst: j as u32, read });
                     }
                     a += 1;
                     b += 1;
@@ -531,7 +538,7 @@ impl<'a> Matching<'a> {
         for g in self.pr {
             give_entries(g.reads);
         }
-        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals }
+        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals, links: self.links }
     }
 }
 

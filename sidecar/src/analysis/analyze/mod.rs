@@ -16,9 +16,11 @@
 //!    sager-notes §2.4),
 //! 7. and the window graph built.
 //! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed.
-//! 9. [`participation`]: critical participation (SnailTrail).
-//! 10. [`trace_checks`]: Sager's trace properties (§3.3).
-//! 11. The report's last facts: other timelines, completeness.
+//! 9. [`what_if`]: what speeding up the path's top operators would save
+//!    (DProf §5.2, [`crate::analysis::whatif`]).
+//! 10. [`participation`]: critical participation (SnailTrail).
+//! 11. [`trace_checks`]: Sager's trace properties (§3.3).
+//! 12. The report's last facts: other timelines, completeness.
 
 use rustc_hash::FxHashMap;
 
@@ -31,11 +33,13 @@ mod streams;
 mod tables;
 mod timelines;
 mod trace_checks;
+mod what_if;
 
 pub use detail::{Activity, ActivityKind, CriticalKind, CriticalPiece, Message, WindowDetail};
 
 use crate::analysis::model::{Fragment, MsgKind, Ns};
 use crate::analysis::report::WindowReport;
+use crate::analysis::whatif::Speedup;
 use streams::Streams;
 
 /// How many operators, spans, channels, waits and participants a report
@@ -67,16 +71,19 @@ impl<'f> Names<'f> {
 /// Analyzes window `index` (of width `width` ns) of host `host` from the
 /// fragments its streams sent.
 pub fn analyze(host: u64, index: u64, width: Ns, frags: Vec<Fragment>) -> WindowReport {
-    analyze_detail(host, index, width, frags, None)
+    analyze_detail(host, index, width, frags, None, None)
 }
 
-/// [`analyze`], also filling `detail` (for timeline exports) when given.
+/// [`analyze`], also filling `detail` (for timeline exports) when given,
+/// and predicting the speedup `what_if` asks for (else the automatic
+/// what-if ranking).
 pub fn analyze_detail(
     host: u64,
     index: u64,
     width: Ns,
     frags: Vec<Fragment>,
     mut detail: Option<&mut WindowDetail>,
+    what_if: Option<&[Speedup]>,
 ) -> WindowReport {
     let window = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
     let mut rep = WindowReport {
@@ -94,7 +101,7 @@ pub fn analyze_detail(
         *d = WindowDetail::describe(host, index, window, &streams.sids, &frags);
     }
     let (mut reasons, missing) = streams::check_completeness(&streams, &frags, &merged.ended_of, &mut rep);
-    let matched = matching::match_messages(
+    let mut matched = matching::match_messages(
         &streams,
         &mut frags,
         merged.ended_marks,
@@ -102,10 +109,12 @@ pub fn analyze_detail(
         &mut rep.messages,
         detail.as_deref_mut(),
     );
+    let links = std::mem::take(&mut matched.links);
     let (g, waiting) = timelines::lay_out_timelines(&streams.sids, matched, window, detail.as_deref_mut());
     rep.waiting = waiting;
     let names = Names::of(&frags);
     rep.critical_path = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
+    rep.what_if = what_if::rank_what_ifs(&g, &links, &streams.sids, &names, &rep.critical_path, what_if);
     rep.participation = participation::rank_participation(&g, &streams.sids, &names);
     rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
     other_timelines(&mut rep, &frags, &mut reasons);

@@ -26,7 +26,7 @@ pub(super) fn lay_out_timelines(
     window: (Ns, Ns),
     mut detail: Option<&mut WindowDetail>,
 ) -> (Graph, Vec<WorkerWaiting>) {
-    let Matched { inbox, arrivals, mut intervals } = matched;
+    let Matched { inbox, arrivals, mut intervals, .. } = matched;
     let n = sids.len();
     let mut gb = GraphBuilder::new(window, n);
     let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);

@@ -85,6 +85,7 @@ struct WindowOwner {
     outputs: Arc<Outputs>,
     prints_reports: bool,
     width: Ns,
+    what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
 }
 
 impl WindowOwner {
@@ -98,6 +99,7 @@ impl WindowOwner {
             outputs: shared.outputs.clone(),
             prints_reports: shared.prints_reports,
             width: shared.settings.width,
+            what_if: shared.settings.what_if.clone(),
         }
     }
 
@@ -143,7 +145,7 @@ impl WindowOwner {
             }
             let window = frags[0].window;
             self.ended.apply(window, self.width, &mut frags);
-            let job = Job { key, window, frags, detail: self.reporter.wants_detail() };
+            let job = Job { key, window, frags, detail: self.reporter.wants_detail(), what_if: self.what_if.clone() };
             match self.analyst.as_mut() {
                 Some(a) => {
                     while !a.has_room() {

@@ -66,6 +66,9 @@ pub struct Settings {
     /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
+    /// The speedup every window predicts (`sidecar whatif`); None: each
+    /// window ranks its own top operators.
+    pub what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
 }
 
 /// What a run did, for the closing line and benchmarks.

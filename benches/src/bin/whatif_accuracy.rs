@@ -1,0 +1,213 @@
+//! What-if predictions against real reruns (issue 32): for each scenario,
+//! a workload (`skew`, `pagerank`) runs traced with an operator slowed
+//! (`--slow`), the
+//! sidecar predicts from that trace alone what speeding the operator up
+//! would give (`sidecar whatif`), and the workload runs again with the
+//! operator actually that much lighter; the rerun's own trace gives the
+//! measured time. Rounds alternate the two runs; medians are reported,
+//! with the error of the prediction and of the naive reading of the
+//! critical path's shares (the operator's time on the path × (1 − 1/f)).
+//!
+//! ```text
+//! cargo run --release -p benches --bin whatif_accuracy -- [--rounds 5] [--smoke]
+//! ```
+//!
+//! Times are the traced runs' spans (first event to last end of work), as
+//! the prediction counts them; the workload's own wall time is printed
+//! beside them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Parser;
+use serde_json::Value;
+
+#[derive(Parser)]
+struct Args {
+    /// Alternated rounds per scenario (medians over them).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// A small size, for CI: few records, one round.
+    #[arg(long)]
+    smoke: bool,
+    /// Do not build the workloads and the sidecar first.
+    #[arg(long)]
+    no_build: bool,
+}
+
+/// One scenario: the slowed run, the speedup predicted, the rerun.
+struct Scenario {
+    name: &'static str,
+    /// `skew` or `pagerank`.
+    workload: &'static str,
+    workers: usize,
+    /// skew's `--spread 1`: every worker consumes.
+    spread: bool,
+    /// `--slow` of the traced run and of the rerun.
+    slow: &'static str,
+    faster: &'static str,
+    /// What the sidecar is asked.
+    speedup: &'static str,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "skew -w 2: w0 Consume 2× faster",
+        workload: "skew",
+        workers: 2,
+        spread: false,
+        slow: "Consume@0=2",
+        faster: "",
+        speedup: "w0:Consume=2",
+    },
+    Scenario {
+        name: "skew -w 4: w0 Consume 2× faster",
+        workload: "skew",
+        workers: 4,
+        spread: false,
+        slow: "Consume@0=2",
+        faster: "",
+        speedup: "w0:Consume=2",
+    },
+    Scenario {
+        name: "skew spread, two stragglers (w0 3×, w1 2.5×): w0 2× faster",
+        workload: "skew",
+        workers: 2,
+        spread: true,
+        slow: "Consume@0=3,Consume@1=2.5",
+        faster: "Consume@0=1.5,Consume@1=2.5",
+        speedup: "w0:Consume=2",
+    },
+    Scenario {
+        name: "the same, w1 (busy, never critical) 2× faster",
+        workload: "skew",
+        workers: 2,
+        spread: true,
+        slow: "Consume@0=3,Consume@1=2.5",
+        faster: "Consume@0=3,Consume@1=1.25",
+        speedup: "w1:Consume=2",
+    },
+    Scenario {
+        name: "pagerank -w 2: w0 PageRank 2× faster",
+        workload: "pagerank",
+        workers: 2,
+        spread: false,
+        slow: "PageRank@0=2",
+        faster: "",
+        speedup: "w0:PageRank=2",
+    },
+];
+
+/// The workload's size flags: small for the smoke test.
+fn size(workload: &str, smoke: bool) -> &'static [&'static str] {
+    match (workload, smoke) {
+        ("skew", true) => &["--epochs", "3", "--records", "20000"],
+        ("skew", false) => &["--epochs", "6", "--records", "200000"],
+        (_, true) => &["--nodes", "20000", "--edges", "200000", "--iters", "5"],
+        (_, false) => &["--iters", "20"],
+    }
+}
+
+/// One traced run of skew: (wall ms, the trace file).
+fn traced_run(bin: &Path, tmp: &Path, s: &Scenario, slow: &str, size: &[&str], tag: &str) -> (f64, PathBuf) {
+    let trace = tmp.join(format!("{tag}.rlog"));
+    let _ = std::fs::remove_file(&trace);
+    let mut cmd = Command::new(bin.join(s.workload));
+    cmd.args(["-w", &s.workers.to_string()]).args(size).env("PROBE_SINK", format!("file:{}", trace.display()));
+    if s.spread {
+        cmd.args(["--spread", "1"]);
+    }
+    if !slow.is_empty() {
+        cmd.args(["--slow", slow]);
+    }
+    let out = cmd.output().expect("run skew");
+    assert!(out.status.success(), "{} failed: {}", s.workload, String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let wall = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("elapsed_ms="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    (wall, trace)
+}
+
+/// `sidecar whatif --json` on `trace`: (measured, predicted, naive saved) ns.
+fn whatif(bin: &Path, trace: &Path, speedup: &str) -> (f64, f64, f64) {
+    let out = Command::new(bin.join("sidecar"))
+        .args(["whatif", "--json", "--speedup", speedup])
+        .arg(trace)
+        .output()
+        .expect("run sidecar whatif");
+    assert!(out.status.success(), "sidecar whatif failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("whatif JSON");
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    (f("measured_ns"), f("predicted_ns"), f("naive_saved_ns"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    let a = Args::parse();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    if !a.no_build {
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--quiet", "-p", "examples", "-p", "sidecar", "--bins"])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build");
+        assert!(ok.success(), "building the workloads and the sidecar failed");
+    }
+    let bin = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from).join("release");
+    let tmp = std::env::temp_dir().join(format!("whatif-accuracy-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let rounds = if a.smoke { 1 } else { a.rounds.max(1) };
+    println!("| scenario | predicted | measured (rerun) | error | naive error | slowed run | wall: slowed / rerun |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut errors = Vec::new();
+    for s in SCENARIOS {
+        let (mut pred, mut meas, mut naive, mut slowed, mut walls) = (vec![], vec![], vec![], vec![], vec![]);
+        for r in 0..rounds {
+            let size = size(s.workload, a.smoke);
+            let (w0, t0) = traced_run(&bin, &tmp, s, s.slow, size, &format!("slow{r}"));
+            let (m0, p0, n0) = whatif(&bin, &t0, s.speedup);
+            let (w1, t1) = traced_run(&bin, &tmp, s, s.faster, size, &format!("fast{r}"));
+            // (A factor of 1 predicts the measured span: the rerun's time.)
+            let (m1, _, _) = whatif(&bin, &t1, &s.speedup.replace("=2", "=1"));
+            pred.push(p0);
+            naive.push(m0 - n0);
+            slowed.push(m0);
+            meas.push(m1);
+            walls.push((w0, w1));
+        }
+        let (p, m, n) = (median(pred), median(meas), median(naive));
+        let err = (p - m).abs() / m;
+        let nerr = (n - m).abs() / m;
+        errors.push(err);
+        let (ws, wf) = (median(walls.iter().map(|w| w.0).collect()), median(walls.iter().map(|w| w.1).collect()));
+        println!(
+            "| {} | {:.1} ms | {:.1} ms | {:.1} % | {:.1} % | {:.1} ms | {ws:.0} / {wf:.0} ms |",
+            s.name,
+            p / 1e6,
+            m / 1e6,
+            err * 100.0,
+            nerr * 100.0,
+            median(slowed) / 1e6
+        );
+    }
+    println!(
+        "\nmedian absolute error: {:.1} % of the measured time ({rounds} rounds per scenario)",
+        median(errors) * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

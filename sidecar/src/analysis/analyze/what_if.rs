@@ -1,0 +1,122 @@
+//! Stage 9: what speeding up the critical path's top operators would save
+//! (the replay of [`crate::analysis::whatif`], DProf §5.2): for the first
+//! operator of the path on all workers, and for each of the path's first
+//! (worker, operator) pairs, 2× faster and taking no time; or, with
+//! `sidecar whatif`, the speedup asked for.
+
+use super::Names;
+use crate::analysis::graph::{EKind, Graph};
+use crate::analysis::model::{Ns, Sid};
+use crate::analysis::report::{CpSummary, OpShare, WhatIf};
+use crate::analysis::whatif::{Link, Replay, Scales, Speedup};
+
+/// (worker, operator) pairs of the path ranked on their own.
+const PAIRS: usize = 2;
+/// The factors the automatic ranking tries.
+const FACTORS: [f64; 2] = [2.0, f64::INFINITY];
+
+/// The window's what-if entries, the largest saving first: for `asked`
+/// when given (one entry, all its items at once), else the automatic
+/// ranking.
+pub(super) fn rank_what_ifs(
+    g: &Graph,
+    links: &[Link],
+    sids: &[Sid],
+    names: &Names,
+    cp: &CpSummary,
+    asked: Option<&[Speedup]>,
+) -> Vec<WhatIf> {
+    let candidates = match asked {
+        Some(spec) => vec![spec.to_vec()],
+        None => automatic(cp),
+    };
+    if candidates.is_empty() || g.is_empty() {
+        return Vec::new();
+    }
+    let replay = Replay::new(g, links);
+    let mut out: Vec<WhatIf> = candidates
+        .into_iter()
+        .map(|spec| {
+            let p = replay.run(&scales_of(&spec, g, sids, names));
+            entry(&spec, cp, p.measured_ns, p.predicted_ns)
+        })
+        .collect();
+    if asked.is_none() {
+        out.sort_by(|a, b| b.saved_ns.cmp(&a.saved_ns).then(a.speedup.cmp(&b.speedup)));
+    }
+    out
+}
+
+/// The speedups the ranking tries: the path's first operator by name on
+/// every worker, and its first [`PAIRS`] (worker, operator) pairs, each at
+/// every factor of [`FACTORS`].
+fn automatic(cp: &CpSummary) -> Vec<Vec<Speedup>> {
+    // (An operator without a name is named by its id.)
+    let name = |o: &OpShare| if o.name.is_empty() { o.operator.to_string() } else { o.name.clone() };
+    let mut targets: Vec<(Option<u32>, String)> = Vec::new();
+    if let Some(o) = cp.top_operators.first() {
+        targets.push((None, name(o)));
+    }
+    for o in cp.top_operators.iter().take(PAIRS) {
+        targets.push((Some(o.worker), name(o)));
+    }
+    targets
+        .into_iter()
+        .flat_map(|(worker, target)| FACTORS.map(|factor| vec![Speedup { worker, target: target.clone(), factor }]))
+        .collect()
+}
+
+/// What `spec` shrinks on each of the window's streams: the operators (and
+/// spans) so named, or with that id.
+fn scales_of(spec: &[Speedup], g: &Graph, sids: &[Sid], names: &Names) -> Scales {
+    let mut scales = Scales(vec![Vec::new(); sids.len()]);
+    for s in spec {
+        let scale = 1.0 / s.factor;
+        for (j, sid) in sids.iter().enumerate() {
+            if s.worker.is_some_and(|w| w != sid.worker) {
+                continue;
+            }
+            for (&op, &name) in &names.ops[j] {
+                if name == s.target || op.to_string() == s.target {
+                    scales.0[j].push((EKind::Op(op), scale));
+                }
+            }
+            for (ix, &id) in g.spans.iter().enumerate() {
+                if names.spans[j].get(&id).is_some_and(|&n| n == s.target) {
+                    scales.0[j].push((EKind::Span(ix as u32), scale));
+                }
+            }
+        }
+    }
+    scales
+}
+
+/// The report's entry for `spec`.
+fn entry(spec: &[Speedup], cp: &CpSummary, measured_ns: Ns, predicted_ns: Ns) -> WhatIf {
+    let saved_ns = measured_ns.saturating_sub(predicted_ns);
+    let naive: f64 = spec
+        .iter()
+        .map(|s| {
+            let on_path: Ns = cp
+                .top_operators
+                .iter()
+                .filter(|o| s.worker.is_none_or(|w| w == o.worker))
+                .filter(|o| o.name == s.target || o.operator.to_string() == s.target)
+                .map(|o| o.ns)
+                .sum();
+            on_path as f64 * (1.0 - 1.0 / s.factor)
+        })
+        .sum();
+    let one = spec.len() == 1;
+    WhatIf {
+        speedup: spec.iter().map(Speedup::text).collect::<Vec<_>>().join(","),
+        worker: if one { spec[0].worker } else { None },
+        operator: spec.iter().map(|s| s.target.as_str()).collect::<Vec<_>>().join(","),
+        factor: if one { spec[0].factor_text() } else { String::new() },
+        measured_ns,
+        predicted_ns,
+        saved_ns,
+        saved_share: saved_ns as f64 / measured_ns.max(1) as f64,
+        naive_saved_ns: (naive.round() as Ns).min(measured_ns),
+    }
+}
