@@ -169,18 +169,20 @@ impl Prediction {
     }
 }
 
-/// One point of the replay, in measured-time order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Point {
-    /// A vertex ending work (or a chain's start).
-    Work(u32),
-    /// A vertex ending a wait (after the sends it may wait for), with how
-    /// many waits ending at the same time its ending message's sender
-    /// waited through first (a sender whose own wait ended at the very time
-    /// it sent: its vertex is a wait's end too, and goes first).
-    WaitEnd(u32, u32),
-    Send(u32),
-    Read(u32),
+/// One point of the replay, in measured-time order, packed in the low 64
+/// bits of its sort key (the measured time is the high 64): the kind in
+/// bits 62–63, then (for a wait's end) how many waits ending at the same
+/// time its ending message's sender waited through first (a sender whose
+/// own wait ended at the very time it sent goes first), then the index (of
+/// the vertex or the link) in the low 32 bits. Sorting `u128` keys took a
+/// third of the instructions that sorting `(time, enum)` pairs did.
+const WORK: u64 = 0; // a vertex ending work, or a chain's start
+const WAIT_END: u64 = 1; // a vertex ending a wait: after the sends it may wait for
+const SEND: u64 = 2;
+const READ: u64 = 3;
+
+fn key(t: Ns, kind: u64, depth: u32, index: usize) -> u128 {
+    ((t as u128) << 64) | ((kind << 62) | ((depth as u64) << 32) | index as u64) as u128
 }
 
 /// A window prepared for replays: its graph, its messages, and the order
@@ -188,7 +190,11 @@ enum Point {
 pub struct Replay<'g> {
     g: &'g Graph,
     links: &'g [Link],
-    order: Vec<Point>,
+    /// The points, packed (see [`key`]), in order.
+    order: Vec<u64>,
+    /// Per chain, its last vertex ending work (`NONE`: none).
+    last_work: Vec<u32>,
+    measured_ns: Ns,
 }
 
 /// A worker's position while it is replayed: the measured time `a` of its
@@ -204,20 +210,27 @@ struct Cursor {
 
 impl<'g> Replay<'g> {
     pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
-        let mut keyed: Vec<(Ns, Point)> = Vec::with_capacity(g.len() + 2 * links.len());
+        let mut keyed: Vec<u128> = Vec::with_capacity(g.len() + 2 * links.len());
         for v in 0..g.len() {
-            let p =
-                if is_wait_end(g, v) { Point::WaitEnd(same_time_depth(g, v), v as u32) } else { Point::Work(v as u32) };
-            keyed.push((g.t[v], p));
+            keyed.push(if is_wait_end(g, v) {
+                key(g.t[v], WAIT_END, same_time_depth(g, v), v)
+            } else {
+                key(g.t[v], WORK, 0, v)
+            });
         }
         for (m, l) in links.iter().enumerate() {
             if (l.src as usize) < g.chains.len() && (l.dst as usize) < g.chains.len() {
-                keyed.push((l.sent, Point::Send(m as u32)));
-                keyed.push((l.read.max(l.sent), Point::Read(m as u32)));
+                keyed.push(key(l.sent, SEND, 0, m));
+                keyed.push(key(l.read.max(l.sent), READ, 0, m));
             }
         }
-        keyed.sort_unstable();
-        Replay { g, links, order: keyed.into_iter().map(|(_, p)| p).collect() }
+        keyed.sort();
+        let last_work =
+            g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
+        let mut r =
+            Replay { g, links, order: keyed.into_iter().map(|k| k as u64).collect(), last_work, measured_ns: 0 };
+        r.measured_ns = r.span(&g.t);
+        r
     }
 
     /// The window replayed with `scales`.
@@ -233,31 +246,32 @@ impl<'g> Replay<'g> {
                 Cursor { a: t0, b: t0, next: s, end: e }
             })
             .collect();
-        for p in &self.order {
-            match *p {
-                Point::Work(v) | Point::WaitEnd(_, v) => {
-                    let v = v as usize;
+        for &p in &self.order {
+            let ix = (p & 0xffff_ffff) as usize;
+            match p >> 62 {
+                WORK | WAIT_END => {
+                    let v = ix;
                     let t = self.vertex(v, &at[g.w[v] as usize], &times, scales);
                     times[v] = t;
                     let c = &mut at[g.w[v] as usize];
                     (c.a, c.b, c.next) = (g.t[v], t, v as u32 + 1);
                 }
-                Point::Send(m) => {
-                    let l = self.links[m as usize];
-                    sent[m as usize] = self.map(&at[l.src as usize], l.src as usize, l.sent, scales);
+                SEND => {
+                    let l = self.links[ix];
+                    sent[ix] = self.map(&at[l.src as usize], l.src as usize, l.sent, scales);
                 }
-                Point::Read(m) => {
-                    let l = self.links[m as usize];
+                _ => {
+                    let l = self.links[ix];
                     let c = &mut at[l.dst as usize];
                     let read = l.read.max(l.sent);
-                    if self.map(c, l.dst as usize, read, scales) < sent[m as usize] {
+                    if self.map(c, l.dst as usize, read, scales) < sent[ix] {
                         // Read before it is sent: the execution stalls there.
-                        (c.a, c.b) = (read, sent[m as usize]);
+                        (c.a, c.b) = (read, sent[ix]);
                     }
                 }
             }
         }
-        Prediction { measured_ns: self.span(&g.t), predicted_ns: self.span(&times), times }
+        Prediction { measured_ns: self.measured_ns, predicted_ns: self.span(&times), times }
     }
 
     /// From the earliest chain start to the latest end of work (an
@@ -267,10 +281,8 @@ impl<'g> Replay<'g> {
     fn span(&self, ts: &[Ns]) -> Ns {
         let g = self.g;
         let start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| ts[a as usize]).min();
-        let end = (0..g.len())
-            .filter(|&v| matches!(g.kind[v], EKind::Op(_) | EKind::Span(_) | EKind::Unknown))
-            .map(|v| ts[v])
-            .max();
+        // (Replayed times never decrease along a chain.)
+        let end = self.last_work.iter().filter(|&&v| v != NONE).map(|&v| ts[v as usize]).max();
         match (start, end) {
             (Some(s), Some(e)) => e.saturating_sub(s),
             _ => 0,
@@ -314,6 +326,10 @@ impl<'g> Replay<'g> {
             _ => c.b,
         }
     }
+}
+
+fn is_work(g: &Graph, v: usize) -> bool {
+    matches!(g.kind[v], EKind::Op(_) | EKind::Span(_) | EKind::Unknown)
 }
 
 fn is_wait_end(g: &Graph, v: usize) -> bool {

@@ -44,6 +44,18 @@ pub struct Common {
     /// worker, operators, waits, messages as flows, the critical path.
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
+    /// `auto`: every window predicts what speeding up its critical path's
+    /// top operator would save (`what_if` in the report; costs up to four
+    /// replays of the window); `off`: none.
+    #[arg(long = "what-if", value_name = "auto|off", default_value = "auto", value_parser = ["auto", "off"])]
+    pub what_if: String,
+}
+
+impl Common {
+    /// The settings' what-if: None ranks, an empty spec turns it off.
+    pub fn what_if(&self) -> Option<Arc<[sidecar::analysis::whatif::Speedup]>> {
+        (self.what_if == "off").then(|| Arc::from(Vec::new()))
+    }
 }
 
 /// A duration flag: a number with a unit (s, ms, us, ns, m; none = s), in ns.
@@ -87,7 +99,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         sync,
         unpack_thread: false,
         analysis_thread: false,
-        what_if: None,
+        what_if: c.what_if(),
     }
 }
 

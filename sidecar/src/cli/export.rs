@@ -32,6 +32,8 @@ pub fn export(Args { perfetto, files, window, workers }: Args) -> i32 {
         hostfile: None,
         quiet: true,
         perfetto: Some(perfetto),
+        // (A trace has no place for predictions.)
+        what_if: "off".into(),
     };
     analyze_files(files, &common)
 }

@@ -72,6 +72,7 @@ pub fn whatif(Args { speedup, json, window, workers, files }: Args) -> i32 {
         hostfile: None,
         quiet: true,
         perfetto: None,
+        what_if: "auto".into(),
     };
     let mut settings = offline_settings(&common, &files);
     settings.what_if = Some(Arc::from(speedup.clone()));

@@ -66,8 +66,9 @@ pub struct Settings {
     /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
-    /// The speedup every window predicts (`sidecar whatif`); None: each
-    /// window ranks its own top operators.
+    /// The speedup every window predicts (`sidecar whatif`); an empty one:
+    /// no what-if at all (`--what-if off`); None: each window ranks its own
+    /// top operators.
     pub what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
 }
 
