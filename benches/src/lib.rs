@@ -120,3 +120,19 @@ pub mod stats {
         }
     }
 }
+
+/// The workspace's release binaries (`target/release`, or under
+/// `CARGO_TARGET_DIR`), the workloads and the sidecar built first when
+/// `build`: for the harnesses that run them as a user would.
+pub fn release_bins(build: bool) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    if build {
+        let ok = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--quiet", "-p", "examples", "-p", "sidecar", "--bins"])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build");
+        assert!(ok.success(), "building the workloads and the sidecar failed");
+    }
+    std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), std::path::PathBuf::from).join("release")
+}

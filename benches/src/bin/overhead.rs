@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 
 use benches::stats;
 use sidecar::output::watch::ProbeLine;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -257,16 +257,7 @@ fn main() {
     modes.extend((0..a.variant.len()).map(|i| Mode::Variant(i as u8)));
     let mut seen = std::collections::BTreeSet::new();
     modes.retain(|m| seen.insert(*m));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    if build {
-        let ok = Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "-p", "examples", "-p", "sidecar", "--bins"])
-            .current_dir(&root)
-            .status()
-            .expect("cargo build");
-        assert!(ok.success(), "building the workloads and the sidecar failed");
-    }
-    let bin_dir = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from).join("release");
+    let bin_dir = benches::release_bins(build);
     let tmp = std::env::temp_dir().join(format!("overhead-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
 

@@ -144,31 +144,13 @@ fn whatif(bin: &Path, trace: &Path, speedup: &str) -> (f64, f64, f64) {
     (f("measured_ns"), f("predicted_ns"), f("naive_saved_ns"))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    benches::stats::median(&v)
 }
 
 fn main() {
     let a = Args::parse();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    if !a.no_build {
-        let ok = Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "-p", "examples", "-p", "sidecar", "--bins"])
-            .current_dir(&root)
-            .status()
-            .expect("cargo build");
-        assert!(ok.success(), "building the workloads and the sidecar failed");
-    }
-    let bin = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from).join("release");
+    let bin = benches::release_bins(!a.no_build);
     let tmp = std::env::temp_dir().join(format!("whatif-accuracy-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let rounds = if a.smoke { 1 } else { a.rounds.max(1) };

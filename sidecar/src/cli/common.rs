@@ -52,6 +52,22 @@ pub struct Common {
 }
 
 impl Common {
+    /// The flags of an offline command that writes no reports of its own
+    /// (`export`, `whatif`): `window`, `workers`, quiet, `what_if`.
+    pub fn offline(window: u64, workers: usize, what_if: &str) -> Common {
+        Common {
+            window,
+            json: None,
+            workers,
+            processes: None,
+            process: None,
+            hostfile: None,
+            quiet: true,
+            perfetto: None,
+            what_if: what_if.into(),
+        }
+    }
+
     /// The settings' what-if: None ranks, an empty spec turns it off.
     pub fn what_if(&self) -> Option<Arc<[sidecar::analysis::whatif::Speedup]>> {
         (self.what_if == "off").then(|| Arc::from(Vec::new()))

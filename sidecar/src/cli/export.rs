@@ -23,17 +23,7 @@ pub struct Args {
 }
 
 pub fn export(Args { perfetto, files, window, workers }: Args) -> i32 {
-    let common = Common {
-        window,
-        json: None,
-        workers,
-        processes: None,
-        process: None,
-        hostfile: None,
-        quiet: true,
-        perfetto: Some(perfetto),
-        // (A trace has no place for predictions.)
-        what_if: "off".into(),
-    };
+    // (A trace has no place for predictions.)
+    let common = Common { perfetto: Some(perfetto), ..Common::offline(window, workers, "off") };
     analyze_files(files, &common)
 }

@@ -63,17 +63,7 @@ struct Prediction {
 /// decode errors, 2 when it could not run.
 pub fn whatif(Args { speedup, json, window, workers, files }: Args) -> i32 {
     let speedup: Vec<Speedup> = speedup.into_iter().flatten().collect();
-    let common = Common {
-        window,
-        json: None,
-        workers,
-        processes: None,
-        process: None,
-        hostfile: None,
-        quiet: true,
-        perfetto: None,
-        what_if: "auto".into(),
-    };
+    let common = Common::offline(window, workers, "auto");
     let mut settings = offline_settings(&common, &files);
     settings.what_if = Some(Arc::from(speedup.clone()));
     let reports = Arc::new(Mutex::new(Vec::new()));
