@@ -123,7 +123,7 @@ pub fn outputs(c: &Common) -> Result<Sink, String> {
             .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         perfetto = Some(Arc::new(Mutex::new(e)));
     }
-    Ok(Sink { json, terminal, perfetto })
+    Ok(Sink { json, terminal, perfetto, http: None })
 }
 
 /// Runs the dataflow on `inputs` into the outputs the flags name: the exit

@@ -233,7 +233,9 @@ impl Streams {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        self.readers.append(&mut q.readers.lock().unwrap());
+        let mut taken = q.readers.lock().unwrap();
+        self.shared.stats.lock().unwrap().connections += taken.len() as u64;
+        self.readers.append(&mut taken);
         stopping
     }
 
