@@ -189,3 +189,66 @@ pub fn spawn(rx: Receiver<Update>, state: State) {
         })
         .expect("spawning the HTTP hub thread");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(window: u64) -> Update {
+        let json = serde_json::json!({"window": window, "complete": true, "critical_path": {"length_ns": 5}});
+        Update::Window(Box::new(WindowUpdate {
+            json: json.to_string(),
+            lanes: None,
+            totals: Default::default(),
+            errors: 0,
+            connections: 1,
+        }))
+    }
+
+    fn hub(keep: usize) -> State {
+        Hub::new(Options { keep_windows: keep, command: vec![], width: 1 }, Arc::new(AtomicU64::new(0)))
+    }
+
+    #[test]
+    fn a_browser_that_does_not_read_loses_updates_counted_and_holds_nothing_up() {
+        let h = hub(500);
+        let (backlog, stuck) = h.subscribe().unwrap();
+        assert!(backlog.is_empty());
+        let t0 = Instant::now();
+        for w in 0..200 {
+            h.apply(update(w));
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(2));
+        // Its queue took the first BROWSER_QUEUE; the rest were dropped.
+        assert_eq!(h.browser_dropped.load(Ordering::Relaxed), 200 - BROWSER_QUEUE as u64);
+        assert_eq!(stuck.try_iter().count(), BROWSER_QUEUE);
+        // A browser arriving now gets the kept windows first.
+        let (backlog, _) = h.subscribe().unwrap();
+        assert_eq!(backlog.len(), 200);
+        assert!(backlog[0].starts_with("event: window\ndata: {"));
+    }
+
+    #[test]
+    fn the_hub_keeps_the_last_windows_and_serves_a_bounded_number_of_browsers() {
+        let h = hub(3);
+        for w in 0..10 {
+            h.apply(update(w));
+        }
+        let kept: Vec<u64> = h.inner.lock().unwrap().windows.iter().map(|k| k.window).collect();
+        assert_eq!(kept, vec![7, 8, 9]);
+        let streams: Vec<_> = (0..MAX_BROWSERS).map(|_| h.subscribe().unwrap()).collect();
+        assert!(h.subscribe().is_none(), "one browser too many");
+        drop(streams);
+        assert!(h.subscribe().is_some(), "browsers gone free their places");
+    }
+
+    #[test]
+    fn a_feed_whose_hub_is_behind_drops_and_counts_without_blocking() {
+        let (tx, _rx) = sync_channel(2);
+        let feed = super::super::Feed { tx, dropped: Arc::new(AtomicU64::new(0)) };
+        for _ in 0..10 {
+            feed.summary("{}".into());
+        }
+        assert_eq!(feed.dropped(), 8);
+    }
+}
