@@ -233,6 +233,15 @@ fn metrics_agree_with_the_json_reports_of_the_same_run() {
     let summary: Value = serde_json::from_str(&get_text(&addr, "/api/summary")).unwrap();
     assert_eq!(summary["exit_status"], Value::Null, "the run is still going");
     assert!(summary["cost"]["records"].as_u64().unwrap() > 0, "{summary}");
+    // The Perfetto download: a trace Perfetto's own bindings decode.
+    let (status, _, trace) = get(&addr, "/perfetto");
+    assert_eq!(status, 200);
+    {
+        use protobuf::Message as _;
+        let t = perfetto_protos::trace::Trace::parse_from_bytes(&trace).expect("a Perfetto trace");
+        assert!(t.packet.len() > 10, "{} packets", t.packet.len());
+        assert!(trace.windows(7).any(|w| w == b"Consume"), "the operators are named");
+    }
     let _ = child.kill();
     let _ = child.wait();
     check_figures(&samples, &windows);
