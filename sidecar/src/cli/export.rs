@@ -31,6 +31,7 @@ pub fn export(Args { perfetto, files, window, workers }: Args) -> i32 {
         process: None,
         hostfile: None,
         quiet: true,
+        compact_lines: false,
         perfetto: Some(perfetto),
     };
     analyze_files(files, &common)

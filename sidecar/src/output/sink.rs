@@ -14,6 +14,8 @@ pub struct Sink {
     pub perfetto: Option<SharedPerfetto>,
     /// `--http`: the dashboard's and `/metrics`' feed (never blocks).
     pub http: Option<super::http::Feed>,
+    /// The terminal lines in their compact form (`--compact-lines`).
+    pub compact_lines: bool,
 }
 
 /// A writer whose errors name its output ("out.jsonl: No space left on

@@ -124,6 +124,8 @@ struct Shared {
     perfetto: Option<SharedPerfetto>,
     /// `--http`'s feed.
     feed: Option<crate::output::http::Feed>,
+    /// The terminal lines' form (`--compact-lines`).
+    compact_lines: bool,
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
     /// Bytes of the files read so far, of `total_bytes` (the progress bar).
@@ -138,6 +140,7 @@ impl Shared {
     fn new(settings: Settings, inputs: Inputs, mut sink: Sink, prints_reports: bool) -> Shared {
         let perfetto = sink.perfetto.take();
         let feed = sink.http.take();
+        let compact_lines = sink.compact_lines;
         let total_bytes: u64 = match &inputs {
             Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
             _ => 0,
@@ -148,6 +151,7 @@ impl Shared {
             sink: Arc::new(Mutex::new(sink)),
             perfetto,
             feed,
+            compact_lines,
             stats: Arc::new(Mutex::new(RunStats::default())),
             outputs: Arc::new(Outputs::default()),
             read_bytes: Arc::new(AtomicU64::new(0)),

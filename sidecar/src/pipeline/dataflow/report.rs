@@ -38,6 +38,7 @@ pub(super) struct Reporter {
     stop: Option<Arc<AtomicBool>>,
     perfetto: Option<SharedPerfetto>,
     feed: Option<Feed>,
+    compact_lines: bool,
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
 }
@@ -52,6 +53,7 @@ impl Reporter {
             },
             perfetto: shared.perfetto.clone(),
             feed: shared.feed.clone(),
+            compact_lines: shared.compact_lines,
             stats: shared.stats.clone(),
             outputs: shared.outputs.clone(),
         }
@@ -90,7 +92,7 @@ impl Reporter {
         if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
             o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
         }
-        let line = report.line();
+        let line = if self.compact_lines { report.line() } else { report.readable_line() };
         ReportLine { time, host, json: json.to_string(), line, lanes, complete: report.complete }
     }
 
