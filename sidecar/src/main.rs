@@ -60,8 +60,9 @@ enum Cmd {
     Export(export::Args),
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).
-    ///
-    /// Example: sidecar dump trace.rlog | less
+    // (The example after the options: a long description would put every
+    // option's help on a line of its own.)
+    #[command(after_help = "Example: sidecar dump trace.rlog | less")]
     Dump(dump::Args),
 }
 
