@@ -20,6 +20,20 @@ use crate::output::watch::{Cost, Summary, NS_PER_ELIDED, NS_PER_RECORD};
 pub const BROWSER_QUEUE: usize = 64;
 /// Browsers' event streams at most (each has a thread).
 pub const MAX_BROWSERS: usize = 16;
+/// The windows' details kept for `/perfetto` hold at most this many bytes
+/// (about: their activities, messages and critical path pieces), whatever
+/// `keep_windows` says: memory stays bounded by the windows in flight plus
+/// this.
+pub const DETAIL_BYTES: usize = 64 << 20;
+
+/// About how many bytes a window's detail holds.
+fn detail_bytes(d: &WindowDetail) -> usize {
+    use crate::analysis::analyze::{Activity, CriticalPiece, Message};
+    d.activities.len() * std::mem::size_of::<Activity>()
+        + d.messages.len() * std::mem::size_of::<Message>()
+        + d.critical.len() * std::mem::size_of::<CriticalPiece>()
+        + 1024 * d.streams.len()
+}
 
 /// A kept window: its `--json` object and the event the page gets.
 pub struct Kept {
@@ -32,6 +46,8 @@ pub struct Kept {
 pub struct Inner {
     pub windows: VecDeque<Kept>,
     pub details: VecDeque<Arc<WindowDetail>>,
+    /// Their bytes, about ([`detail_bytes`]).
+    detail_bytes: usize,
     /// The `--summary-json` object so far (`exit_status` null while the
     /// run goes on), or the closing one.
     pub summary: Value,
@@ -59,6 +75,7 @@ impl Hub {
         let inner = Inner {
             windows: VecDeque::new(),
             details: VecDeque::new(),
+            detail_bytes: 0,
             summary: Value::Null,
             closed: false,
             metrics: Metrics::new(),
@@ -98,9 +115,14 @@ impl Hub {
             Update::Window(w) => self.window(*w),
             Update::Detail(d) => {
                 let mut inner = self.inner.lock().unwrap();
+                inner.detail_bytes += detail_bytes(&d);
                 inner.details.push_back(d);
-                while inner.details.len() > self.opts.keep_windows {
-                    inner.details.pop_front();
+                while inner.details.len() > self.opts.keep_windows
+                    || (inner.detail_bytes > DETAIL_BYTES && inner.details.len() > 1)
+                {
+                    // (Freed here, on the hub's thread.)
+                    let old = inner.details.pop_front().expect("not empty");
+                    inner.detail_bytes -= detail_bytes(&old);
                 }
             }
             Update::Summary(s) => {
@@ -240,6 +262,23 @@ mod tests {
         assert!(h.subscribe().is_none(), "one browser too many");
         drop(streams);
         assert!(h.subscribe().is_some(), "browsers gone free their places");
+    }
+
+    #[test]
+    fn the_details_kept_for_perfetto_stay_under_their_byte_bound() {
+        use crate::analysis::analyze::{Activity, ActivityKind};
+        let h = hub(60);
+        let a = Activity { stream: 0, start: 0, end: 1, what: ActivityKind::WaitingForInput };
+        // Each detail a third of the bound: at most three are kept.
+        let n = DETAIL_BYTES / std::mem::size_of::<Activity>() / 3;
+        for window in 0..10 {
+            let d = WindowDetail { window, activities: vec![a; n], ..Default::default() };
+            h.apply(Update::Detail(Arc::new(d)));
+        }
+        let inner = h.inner.lock().unwrap();
+        let kept: Vec<u64> = inner.details.iter().map(|d| d.window).collect();
+        assert_eq!(kept, vec![7, 8, 9]);
+        assert!(inner.detail_bytes <= DETAIL_BYTES);
     }
 
     #[test]
