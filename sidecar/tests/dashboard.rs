@@ -309,7 +309,7 @@ impl Browser {
         let child = Command::new(exe)
             .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
             .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
-            .args(["--window-size=1400,1100", "--remote-debugging-port=0", "about:blank"])
+            .args(["--window-size=1400,1250", "--remote-debugging-port=0", "about:blank"])
             .arg(format!("--user-data-dir={}", profile.display()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
