@@ -234,7 +234,10 @@ impl Streams {
             }
         }
         let mut taken = q.readers.lock().unwrap();
-        self.shared.stats.lock().unwrap().connections += taken.len() as u64;
+        if !taken.is_empty() {
+            // (Only then: the run's figures are locked while lines print.)
+            self.shared.stats.lock().unwrap().connections += taken.len() as u64;
+        }
         self.readers.append(&mut taken);
         stopping
     }
