@@ -293,6 +293,9 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     }
     if let Some(feed) = &ended.feed {
         feed.summary(serde_json::to_string(&summary).unwrap_or_default());
+        // A moment for the browsers watching to get it before the server
+        // ends with the process.
+        std::thread::sleep(Duration::from_millis(300));
     }
     if let Some(p) = &args.summary_json {
         let j = serde_json::to_string(&summary).unwrap_or_default();
