@@ -24,11 +24,13 @@ struct Cli {
 enum Cmd {
     /// Listen for probe connections and analyze them live.
     ///
-    /// Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl
+    /// Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl --http 9090
     ///
     /// Then start the program with its probe sink set to that socket
-    /// (PROBE_SINK=unix:/tmp/sidecar.sock, for a program that reads it).
-    /// Ctrl-C analyzes what has arrived, prints the last windows and exits.
+    /// (PROBE_SINK=unix:/tmp/sidecar.sock, for a program that reads it),
+    /// and open http://127.0.0.1:9090/ for the live dashboard (Prometheus
+    /// scrapes /metrics). Ctrl-C analyzes what has arrived, prints the last
+    /// windows and exits.
     Run(run::Args),
     /// Forward the probe streams of this host to a sidecar on another host,
     /// with clock exchanges so that its times can be converted.
@@ -46,7 +48,11 @@ enum Cmd {
     /// print a closing summary with what tracing cost, and exit with the
     /// command's status.
     ///
-    /// Example: sidecar watch -- target/release/skew -w 2
+    /// Example: sidecar watch --window 250ms -- target/release/skew -w 2
+    ///
+    /// With the live dashboard on http://127.0.0.1:9090/ while it runs:
+    ///
+    /// sidecar watch --http 127.0.0.1:9090 -- target/release/skew -w 2 --epochs 100
     Watch(watch::Args),
     /// Convert recorded probe files into a Perfetto trace.
     ///
@@ -54,6 +60,9 @@ enum Cmd {
     Export(export::Args),
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).
+    // (The example after the options: a long description would put every
+    // option's help on a line of its own.)
+    #[command(after_help = "Example: sidecar dump trace.rlog | less")]
     Dump(dump::Args),
     /// Predict how much faster recorded runs would have been with some
     /// operators faster (the trace replayed with a virtual speedup).

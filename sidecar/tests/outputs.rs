@@ -189,7 +189,8 @@ fn help_texts() {
     let help = String::from_utf8_lossy(&out.stdout);
     // The example is a line of its own, not run into the next sentence.
     assert!(
-        help.lines().any(|l| l.trim() == "Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl"),
+        help.lines()
+            .any(|l| l.trim() == "Example: sidecar run --listen unix:/tmp/sidecar.sock --json out.jsonl --http 9090"),
         "{help}"
     );
     assert!(!help.contains("out.jsonl then"), "{help}");

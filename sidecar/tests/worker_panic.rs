@@ -56,7 +56,7 @@ fn panicking_worker_ends_the_run(analysis_thread: bool) {
         analysis_thread,
     };
     // Reports are printed by worker 0: it panics, worker 1 must not wait.
-    let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None };
+    let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None, ..Default::default() };
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(dataflow::run(settings, Inputs::Files(vec![file]), sink).map(|st| st.windows));

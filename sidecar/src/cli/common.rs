@@ -40,6 +40,11 @@ pub struct Common {
     /// Do not print the per-window summary lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print the per-window lines in the compact form of earlier versions
+    /// (`[3409  47296] ok  streams 2 events 524 cp 250.0ms (op 99% ...`),
+    /// for scripts that parse them.
+    #[arg(long)]
+    pub compact_lines: bool,
     /// Also write a Perfetto trace (protobuf) to FILE: one track per
     /// worker, operators, waits, messages as flows, the critical path.
     #[arg(long, value_name = "FILE")]
@@ -63,6 +68,7 @@ impl Common {
             process: None,
             hostfile: None,
             quiet: true,
+            compact_lines: false,
             perfetto: None,
             what_if: what_if.into(),
         }
@@ -152,7 +158,7 @@ pub fn outputs(c: &Common) -> Result<Sink, String> {
             .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         perfetto = Some(Arc::new(Mutex::new(e)));
     }
-    Ok(Sink { json, terminal, perfetto })
+    Ok(Sink { json, terminal, perfetto, http: None, compact_lines: c.compact_lines })
 }
 
 /// Runs the dataflow on `inputs` into the outputs the flags name: the exit
@@ -172,15 +178,20 @@ pub fn run_dataflow(settings: Settings, inputs: Inputs, common: &Common) -> (i32
 /// [`run_dataflow`] with its outputs already set up.
 pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, sink: Sink) -> (i32, Option<RunStats>) {
     let t0 = std::time::Instant::now();
+    let live = matches!(inputs, Inputs::Live { .. });
     match dataflow::run(settings, inputs, sink) {
         Ok(st) => {
             let secs = t0.elapsed().as_secs_f64();
+            // Live, records come at the program's pace (and `watch` may
+            // spend most of its time building it): no rate.
+            let read = if live {
+                format!("analyzed {} records ({}) live over {secs:.2} s", st.records, human_bytes(st.bytes))
+            } else {
+                let rate = st.records as f64 / secs.max(1e-9) / 1e6;
+                format!("{} records, {} in {secs:.2} s ({rate:.2} M records/s)", st.records, human_bytes(st.bytes))
+            };
             sidecar::say!(
-                "sidecar: {} records, {} MB in {:.2} s ({:.2} M records/s); {} windows ({} incomplete); {} errors{}",
-                st.records,
-                st.bytes >> 20,
-                secs,
-                st.records as f64 / secs / 1e6,
+                "sidecar: {read}; {} windows ({} incomplete); {} errors{}",
                 st.windows,
                 st.incomplete,
                 st.errors.len(),
@@ -195,6 +206,22 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
             sidecar::say!("sidecar: {e}");
             (2, None)
         }
+    }
+}
+
+/// `812 B`, `19.2 KB`, `2.3 MB`, `1.2 GB` (powers of 1024).
+fn human_bytes(b: u64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", units[u])
     }
 }
 

@@ -10,6 +10,7 @@ pub mod analyze;
 pub mod common;
 pub mod dump;
 pub mod export;
+pub mod http;
 pub mod relay;
 pub mod run;
 pub mod watch;

@@ -10,7 +10,7 @@ use sidecar::io::os_clock::{monotonic_ns, realtime_ns};
 use sidecar::io::{spawn_listener, Listen};
 use sidecar::pipeline::dataflow::Inputs;
 
-use super::common::{live_settings, parse_duration, run_dataflow, stop_on_ctrl_c, Common};
+use super::common::{live_settings, outputs, parse_duration, run_dataflow_into, stop_on_ctrl_c, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,6 +34,8 @@ pub struct Args {
     host_id: Option<u64>,
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    http: super::http::Http,
 }
 
 /// `udp:` → 127.0.0.1:7071, `udp:PORT` → 127.0.0.1:PORT, `udp:ADDR:PORT`.
@@ -50,7 +52,19 @@ fn parse_clock_listen(s: &str) -> Result<String, String> {
 
 /// Analyzes live until Ctrl-C (then what has arrived): the exit status as
 /// `analyze`'s; 2 (at once) if it cannot listen or answer clock exchanges.
-pub fn run(Args { listen, grace, clock_listen, host_id, common }: Args) -> i32 {
+pub fn run(Args { listen, grace, clock_listen, host_id, common, http }: Args) -> i32 {
+    // (--http: the outputs are set up here, with the server's feed.)
+    let mut sink = match outputs(&common) {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: {e}");
+            return 2;
+        }
+    };
+    sink.http = match http.start(&[], common.window) {
+        Ok(feed) => feed,
+        Err(code) => return code,
+    };
     let stop = stop_on_ctrl_c("sidecar", Some("\nsidecar: stopping: analyzing what has arrived"));
     let queues = sidecar::io::queues(common.workers.max(1));
     let (sync, responder) = match &clock_listen {
@@ -66,7 +80,7 @@ pub fn run(Args { listen, grace, clock_listen, host_id, common }: Args) -> i32 {
             }
         };
     let settings = live_settings(&common, sync.clone());
-    let code = run_dataflow(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
+    let code = run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common, sink).0;
     stop.store(true, Ordering::SeqCst);
     let _ = listener.join();
     if let Some(r) = responder {

@@ -38,6 +38,8 @@ pub struct Args {
     summary_json: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    http: super::http::Http,
     /// The command to run (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -75,6 +77,8 @@ struct Ended {
     stats: Option<RunStats>,
     /// The `probe:` lines on its standard error, added up.
     probe_line: Option<ProbeLine>,
+    /// `--http`: where the closing summary goes too.
+    feed: Option<sidecar::output::http::Feed>,
 }
 
 /// Runs the command traced and analyzes it live to the end: the outputs,
@@ -84,10 +88,12 @@ struct Ended {
 fn run_traced(args: &Args) -> Result<Ended, i32> {
     // The outputs first: one that cannot be created is a setup error, found
     // before the command runs (it would otherwise run untraced).
-    let outputs = outputs(&args.common).map_err(|e| {
+    let mut outputs = outputs(&args.common).map_err(|e| {
         sidecar::say!("sidecar: {e}");
         2
     })?;
+    outputs.http = args.http.start(&args.command, args.common.window)?;
+    let feed = outputs.http.clone();
     let dir = PrivateDir::create()?;
     let sock = dir.path.join("probe.sock");
     let queues = sidecar::io::queues(args.common.workers.max(1));
@@ -112,7 +118,7 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     drop(dir);
     let exit = exit_status(status);
     let probe_line = probe_line.lock().unwrap().clone();
-    Ok(Ended { exit, wall, analysis, stats, probe_line })
+    Ok(Ended { exit, wall, analysis, stats, probe_line, feed })
 }
 
 /// A fresh directory only this user can enter, for the command's socket;
@@ -284,6 +290,12 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     }
     if st.totals.streams.is_empty() {
         sidecar::say!("sidecar: no probe connected (does the program read PROBE_SINK?)");
+    }
+    if let Some(feed) = &ended.feed {
+        feed.summary(serde_json::to_string(&summary).unwrap_or_default());
+        // A moment for the browsers watching to get it before the server
+        // ends with the process.
+        std::thread::sleep(Duration::from_millis(300));
     }
     if let Some(p) = &args.summary_json {
         let j = serde_json::to_string(&summary).unwrap_or_default();

@@ -4,13 +4,18 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-/// Where reports go: JSON lines, terminal lines, a Perfetto trace.
+/// Where reports go: JSON lines, terminal lines, a Perfetto trace, the
+/// HTTP server's feed.
 #[derive(Default)]
 pub struct Sink {
     pub json: Option<Box<dyn Write + Send>>,
     pub terminal: Option<Box<dyn Write + Send>>,
     /// Timeline export; windows are written by their owners as analyzed.
     pub perfetto: Option<SharedPerfetto>,
+    /// `--http`: the dashboard's and `/metrics`' feed (never blocks).
+    pub http: Option<super::http::Feed>,
+    /// The terminal lines in their compact form (`--compact-lines`).
+    pub compact_lines: bool,
 }
 
 /// A writer whose errors name its output ("out.jsonl: No space left on

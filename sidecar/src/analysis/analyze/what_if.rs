@@ -55,7 +55,13 @@ pub(super) fn rank_what_ifs(
         })
         .collect();
     if asked.is_none() {
-        out.sort_by(|a, b| b.saved_ns.cmp(&a.saved_ns).then(a.speedup.cmp(&b.speedup)));
+        // (Of equal savings, the one worker's first: it says more.)
+        out.sort_by(|a, b| {
+            b.saved_ns
+                .cmp(&a.saved_ns)
+                .then(b.worker.is_some().cmp(&a.worker.is_some()))
+                .then(a.speedup.cmp(&b.speedup))
+        });
     }
     out
 }

@@ -233,7 +233,12 @@ impl Streams {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        self.readers.append(&mut q.readers.lock().unwrap());
+        let mut taken = q.readers.lock().unwrap();
+        if !taken.is_empty() {
+            // (Only then: the run's figures are locked while lines print.)
+            self.shared.stats.lock().unwrap().connections += taken.len() as u64;
+        }
+        self.readers.append(&mut taken);
         stopping
     }
 

@@ -85,6 +85,8 @@ pub struct RunStats {
     /// The reader of an output closed it (`--json - | head`): the run
     /// stopped there, quietly (not an error).
     pub output_closed: bool,
+    /// Live: probe connections the analysis workers took.
+    pub connections: u64,
 }
 
 /// Runs the analysis to its end (files) or until `stop` (live). A panic in a
@@ -124,6 +126,10 @@ struct Shared {
     /// apart, written by each window's owner.
     sink: Arc<Mutex<Sink>>,
     perfetto: Option<SharedPerfetto>,
+    /// `--http`'s feed.
+    feed: Option<crate::output::http::Feed>,
+    /// The terminal lines' form (`--compact-lines`).
+    compact_lines: bool,
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
     /// Bytes of the files read so far, of `total_bytes` (the progress bar).
@@ -137,6 +143,8 @@ struct Shared {
 impl Shared {
     fn new(settings: Settings, inputs: Inputs, mut sink: Sink, prints_reports: bool) -> Shared {
         let perfetto = sink.perfetto.take();
+        let feed = sink.http.take();
+        let compact_lines = sink.compact_lines;
         let total_bytes: u64 = match &inputs {
             Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
             _ => 0,
@@ -146,6 +154,8 @@ impl Shared {
             inputs: Arc::new(inputs),
             sink: Arc::new(Mutex::new(sink)),
             perfetto,
+            feed,
+            compact_lines,
             stats: Arc::new(Mutex::new(RunStats::default())),
             outputs: Arc::new(Outputs::default()),
             read_bytes: Arc::new(AtomicU64::new(0)),

@@ -14,6 +14,7 @@ use timely::progress::frontier::MutableAntichain;
 
 use super::report::ReportLine;
 use super::{RunStats, Shared};
+use crate::output::http::{Feed, WindowUpdate};
 use crate::output::sink::{SharedPerfetto, Sink};
 
 /// The first failed write to an output (JSON lines, the terminal lines when
@@ -64,6 +65,7 @@ where
         stats: shared.stats.clone(),
         outputs: shared.outputs.clone(),
         perfetto_on: shared.perfetto.is_some(),
+        feed: shared.feed.clone(),
     };
     reports.sink(pact, "Print", move |(input, frontier)| {
         input.for_each(|_cap, data| {
@@ -83,6 +85,7 @@ struct Printer {
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
     perfetto_on: bool,
+    feed: Option<Feed>,
 }
 
 impl Printer {
@@ -108,6 +111,15 @@ impl Printer {
             if write_lines(sink, &self.outputs, &report, terminal_only) {
                 st.windows += 1;
                 st.incomplete += (!report.complete) as u64;
+                if let Some(feed) = &self.feed {
+                    feed.window(WindowUpdate {
+                        json: report.json,
+                        lanes: report.lanes,
+                        totals: st.totals.clone(),
+                        errors: st.errors.len() as u64,
+                        connections: st.connections,
+                    });
+                }
             }
         }
         flush(sink, &self.outputs, terminal_only);

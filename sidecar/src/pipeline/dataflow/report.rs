@@ -12,6 +12,7 @@ use super::{Inputs, RunStats, Shared};
 use crate::analysis::model::Ns;
 use crate::analysis::report::WindowReport;
 use crate::io::now_unix_ns;
+use crate::output::http::Feed;
 use crate::output::sink::SharedPerfetto;
 use crate::pipeline::analyst::Done;
 
@@ -25,6 +26,8 @@ pub(super) struct ReportLine {
     pub(super) json: String,
     /// The terminal line.
     pub(super) line: String,
+    /// `--http`: the window's lanes for the dashboard (JSON).
+    pub(super) lanes: Option<String>,
     pub(super) complete: bool,
 }
 
@@ -34,6 +37,8 @@ pub(super) struct Reporter {
     /// Live input's stop flag (`None`: files).
     stop: Option<Arc<AtomicBool>>,
     perfetto: Option<SharedPerfetto>,
+    feed: Option<Feed>,
+    compact_lines: bool,
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
 }
@@ -47,14 +52,17 @@ impl Reporter {
                 _ => None,
             },
             perfetto: shared.perfetto.clone(),
+            feed: shared.feed.clone(),
+            compact_lines: shared.compact_lines,
             stats: shared.stats.clone(),
             outputs: shared.outputs.clone(),
         }
     }
 
-    /// Whether windows need their detail (for the Perfetto trace).
+    /// Whether windows need their detail (for the Perfetto trace, or the
+    /// dashboard's lanes and Perfetto download).
     pub(super) fn wants_detail(&self) -> bool {
-        self.perfetto.is_some()
+        self.perfetto.is_some() || self.feed.is_some()
     }
 
     /// A window analyzed: its Perfetto part written, its report added to
@@ -68,15 +76,24 @@ impl Reporter {
                 }
             }
         }
-        drop(detail);
+        // The dashboard's lanes travel with the line; the detail itself
+        // goes to the feed (for its Perfetto download).
+        let lanes = match (&self.feed, detail) {
+            (Some(feed), Some(detail)) => {
+                let lanes = crate::output::http::lanes::lanes(&detail).to_string();
+                feed.detail(detail);
+                Some(lanes)
+            }
+            _ => None,
+        };
         self.stats.lock().unwrap().totals.add(&report);
         let delay_ms = self.emitted_after_end_ms(&report);
         let mut json = serde_json::to_value(&report).unwrap_or_default();
         if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
             o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
         }
-        let line = report.line();
-        ReportLine { time, host, json: json.to_string(), line, complete: report.complete }
+        let line = if self.compact_lines { report.line() } else { report.readable_line() };
+        ReportLine { time, host, json: json.to_string(), line, lanes, complete: report.complete }
     }
 
     /// Live: how late the window's line is. A window cut short (Ctrl-C) is

@@ -1,0 +1,272 @@
+//! `GET /metrics`: the run in Prometheus terms, with the Prometheus
+//! project's client library (`prometheus-client`, OpenMetrics text).
+//!
+//! Names and units follow the Prometheus conventions (base units, seconds;
+//! counters end in `_total`, which the library adds):
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `sidecar_critical_path_seconds_total` | counter | `worker`, `operator` |
+//! | `sidecar_critical_path_length_seconds_total` | counter | |
+//! | `sidecar_wait_seconds_total` | counter | `worker`, `waited_on`, `kind` |
+//! | `sidecar_windows_total` | counter | `completeness` (`complete`, `incomplete`) |
+//! | `sidecar_records_total` | counter | `stream` (`host/process/worker`) |
+//! | `sidecar_lost_records_total` | counter | `stream` |
+//! | `sidecar_analysis_latency_seconds` | histogram | |
+//! | `sidecar_connections_total` | counter | |
+//! | `sidecar_decode_errors_total` | counter | |
+//! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
+//!
+//! Label cardinality is bounded: per window, only its top
+//! [`TOP_OPERATORS`] critical-path operators keep their names, the rest of
+//! its path is booked as `operator="other"`; and over the whole run at most
+//! [`MAX_SERIES`] (worker, operator) pairs, waits triples and streams get a
+//! series of their own, later ones going to `other` too.
+
+use std::collections::HashSet;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use serde_json::Value;
+
+/// Operators of a window that keep their name (the rest: `other`).
+pub const TOP_OPERATORS: usize = 5;
+/// Series per labelled family, at most (the rest: `other`).
+pub const MAX_SERIES: usize = 64;
+
+type Labels = Vec<(&'static str, String)>;
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+
+/// The run's metrics, updated from each window's `--json` object.
+pub struct Metrics {
+    registry: Registry,
+    critical_path: Family<Labels, FloatCounter>,
+    critical_path_length: FloatCounter,
+    waits: Family<Labels, FloatCounter>,
+    windows: Family<Labels, Counter>,
+    records: Family<Labels, Counter>,
+    lost: Family<Labels, Counter>,
+    latency: Histogram,
+    connections: Counter,
+    errors: Counter,
+    dropped: Family<Labels, Counter>,
+    /// Label sets given a series so far, per family.
+    admitted: [HashSet<Labels>; 3],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("sidecar"),
+            critical_path: Family::default(),
+            critical_path_length: FloatCounter::default(),
+            waits: Family::default(),
+            windows: Family::default(),
+            records: Family::default(),
+            lost: Family::default(),
+            // 1 ms to ~65 s.
+            latency: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            connections: Counter::default(),
+            errors: Counter::default(),
+            dropped: Family::default(),
+            admitted: Default::default(),
+        };
+        let r = &mut m.registry;
+        let s = Unit::Seconds;
+        r.register_with_unit(
+            "critical_path",
+            "Critical path time by worker and operator",
+            s.clone(),
+            m.critical_path.clone(),
+        );
+        r.register_with_unit(
+            "critical_path_length",
+            "Critical path length summed over windows",
+            s.clone(),
+            m.critical_path_length.clone(),
+        );
+        r.register_with_unit(
+            "wait",
+            "Waiting time by worker, the worker waited on (none: not visible) and the kind of message that ended it",
+            s.clone(),
+            m.waits.clone(),
+        );
+        r.register("windows", "Windows analyzed, by completeness", m.windows.clone());
+        r.register("records", "Probe records in analyzed windows, by stream", m.records.clone());
+        r.register("lost_records", "Records the probe lost, by stream", m.lost.clone());
+        r.register_with_unit("analysis_latency", "From a window's end to its report (live runs)", s, m.latency.clone());
+        r.register("connections", "Probe connections accepted", m.connections.clone());
+        r.register("decode_errors", "Streams that failed to decode", m.errors.clone());
+        r.register("dropped_updates", "Dashboard updates dropped: the hub or a browser was behind", m.dropped.clone());
+        m
+    }
+
+    /// The OpenMetrics text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = encode(&mut s, &self.registry);
+        s
+    }
+
+    /// `labels` if its family (0: operators, 1: waits, 2: streams) has
+    /// room or already has it; else the same with `other` in `field`.
+    fn admit(&mut self, family: usize, mut labels: Labels, field: usize) -> Labels {
+        let set = &mut self.admitted[family];
+        if set.contains(&labels) || set.len() < MAX_SERIES {
+            set.insert(labels.clone());
+            return labels;
+        }
+        labels[field].1 = "other".into();
+        labels
+    }
+
+    /// Adds a window (its `--json` object) and the stream's lost records
+    /// from its lanes (`lost`: (stream label, records lost)).
+    pub fn window(&mut self, w: &Value, lost: &[(String, u64)]) {
+        let complete = w["complete"].as_bool().unwrap_or(false);
+        let c = if complete { "complete" } else { "incomplete" };
+        self.windows.get_or_create(&vec![("completeness", c.to_string())]).inc();
+        self.critical_path(&w["critical_path"]);
+        self.waits(w);
+        for s in w["streams"].as_array().into_iter().flatten() {
+            let stream = stream_label(&s["host"], &s["process"], &s["worker"]);
+            let labels = self.admit(2, vec![("stream", stream)], 0);
+            self.records.get_or_create(&labels).inc_by(s["records"].as_u64().unwrap_or(0));
+        }
+        for (stream, n) in lost {
+            let labels = self.admit(2, vec![("stream", stream.clone())], 0);
+            self.lost.get_or_create(&labels).inc_by(*n);
+        }
+        if let Some(ms) = w["emitted_after_end_ms"].as_f64() {
+            self.latency.observe(ms.max(0.0) / 1e3);
+        }
+    }
+
+    fn critical_path(&mut self, cp: &Value) {
+        let length = cp["length_ns"].as_u64().unwrap_or(0);
+        self.critical_path_length.inc_by(length as f64 / 1e9);
+        let mut named = 0u64;
+        let mut other: std::collections::BTreeMap<String, u64> = Default::default();
+        for (i, o) in cp["top_operators"].as_array().into_iter().flatten().enumerate() {
+            let ns = o["ns"].as_u64().unwrap_or(0);
+            let worker = o["worker"].as_u64().unwrap_or(0).to_string();
+            named += ns;
+            if i >= TOP_OPERATORS {
+                *other.entry(worker).or_default() += ns;
+                continue;
+            }
+            let name = o["name"].as_str().unwrap_or("?").to_string();
+            let labels = self.admit(0, vec![("worker", worker), ("operator", name)], 1);
+            self.critical_path.get_or_create(&labels).inc_by(ns as f64 / 1e9);
+        }
+        // The rest of the path (operators past the top, waits for input,
+        // messages, unknown): `other`, on no worker in particular.
+        *other.entry("all".into()).or_default() += length.saturating_sub(named);
+        for (worker, ns) in other {
+            if ns > 0 {
+                let labels = vec![("worker", worker), ("operator", "other".to_string())];
+                self.critical_path.get_or_create(&labels).inc_by(ns as f64 / 1e9);
+            }
+        }
+    }
+
+    fn waits(&mut self, w: &Value) {
+        for ww in w["waiting"].as_array().into_iter().flatten() {
+            let worker = ww["worker"].as_u64().unwrap_or(0).to_string();
+            for on in ww["on"].as_array().into_iter().flatten() {
+                let waited_on = on["worker"].as_u64().map_or("none".to_string(), |x| x.to_string());
+                let kind = on["kind"].as_str().unwrap_or("unknown").to_string();
+                let labels = vec![("worker", worker.clone()), ("waited_on", waited_on), ("kind", kind)];
+                let labels = self.admit(1, labels, 1);
+                self.waits.get_or_create(&labels).inc_by(on["ns"].as_u64().unwrap_or(0) as f64 / 1e9);
+            }
+        }
+    }
+
+    /// The run's figures: connections accepted and decode errors so far,
+    /// and updates dropped so far (by the hub's feed, by browsers).
+    pub fn run_figures(&mut self, connections: u64, errors: u64, dropped_hub: u64, dropped_browser: u64) {
+        raise(&self.connections, connections);
+        raise(&self.errors, errors);
+        raise(&self.dropped.get_or_create(&vec![("consumer", "hub".into())]), dropped_hub);
+        raise(&self.dropped.get_or_create(&vec![("consumer", "browser".into())]), dropped_browser);
+    }
+}
+
+/// Brings a counter up to `total` (the figure is a running total kept
+/// elsewhere).
+fn raise(c: &Counter, total: u64) {
+    let now = c.get();
+    if total > now {
+        c.inc_by(total - now);
+    }
+}
+
+/// `host/process/worker`, the host as its last four hex digits (as the
+/// terminal lines show it).
+pub fn stream_label(host: &Value, process: &Value, worker: &Value) -> String {
+    let h = host.as_str().unwrap_or("?");
+    format!("{}/{}/{}", &h[h.len().saturating_sub(4)..], process.as_u64().unwrap_or(0), worker.as_u64().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(ops: &[(u32, &str, u64)], length: u64) -> Value {
+        let top: Vec<Value> = ops
+            .iter()
+            .map(|(w, n, ns)| serde_json::json!({"worker": w, "operator": 1, "name": n, "ns": ns, "share": 0.0}))
+            .collect();
+        serde_json::json!({
+            "complete": true,
+            "critical_path": {"length_ns": length, "top_operators": top},
+            "waiting": [{"worker": 1, "on": [{"worker": 0, "channel": 3, "kind": "data", "ns": 2_000_000_000u64, "count": 1}]}],
+            "streams": [{"host": "00000000deadbeef", "process": 7, "worker": 1, "records": 42}],
+            "emitted_after_end_ms": 12.5,
+        })
+    }
+
+    #[test]
+    fn a_window_becomes_counters_in_seconds_with_the_rest_of_the_path_as_other() {
+        let mut m = Metrics::new();
+        m.window(&window(&[(0, "Consume", 3_000_000_000)], 4_000_000_000), &[("beef/7/1".into(), 5)]);
+        let t = m.text();
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"0\",operator=\"Consume\"} 3.0"), "{t}");
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"all\",operator=\"other\"} 1.0"), "{t}");
+        assert!(t.contains("sidecar_wait_seconds_total{worker=\"1\",waited_on=\"0\",kind=\"data\"} 2.0"), "{t}");
+        assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
+        assert!(t.contains("sidecar_lost_records_total{stream=\"beef/7/1\"} 5"), "{t}");
+        assert!(t.contains("sidecar_windows_total{completeness=\"complete\"} 1"), "{t}");
+        assert!(t.contains("sidecar_analysis_latency_seconds_count 1"), "{t}");
+    }
+
+    #[test]
+    fn operators_past_the_top_and_past_the_series_cap_are_booked_as_other() {
+        let mut m = Metrics::new();
+        // Seven operators in one window: the last two go to other.
+        let ops: Vec<(u32, String, u64)> = (0..7).map(|i| (0, format!("op{i}"), 1_000_000_000)).collect();
+        let ops: Vec<(u32, &str, u64)> = ops.iter().map(|(w, n, ns)| (*w, n.as_str(), *ns)).collect();
+        m.window(&window(&ops, 7_000_000_000), &[]);
+        let t = m.text();
+        assert!(t.contains("operator=\"op4\""), "{t}");
+        assert!(!t.contains("operator=\"op5\""), "{t}");
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"0\",operator=\"other\"} 2.0"), "{t}");
+        // Many windows with new names: at most MAX_SERIES named series.
+        for i in 0..200 {
+            let name = format!("fresh{i}");
+            m.window(&window(&[(1, name.as_str(), 1_000_000_000)], 1_000_000_000), &[]);
+        }
+        let named = m.text().lines().filter(|l| l.starts_with("sidecar_critical_path_seconds_total{")).count();
+        assert!(named <= MAX_SERIES + 3, "{named} series");
+    }
+}

@@ -1,0 +1,145 @@
+//! The HTTP server (tiny_http): a few threads answering requests from the
+//! hub's state, and a thread per browser event stream.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tiny_http::{Header, Method, Request, Response};
+
+use super::hub::State;
+use crate::output::export::PerfettoExport;
+
+/// The page, embedded: it needs no network.
+const DASHBOARD: &str = include_str!("dashboard.html");
+/// Threads answering requests (event streams get threads of their own).
+const THREADS: usize = 3;
+/// How often an idle event stream sends a comment (a browser gone is seen
+/// at the next write).
+const KEEPALIVE: Duration = Duration::from_secs(5);
+
+pub struct Server {
+    http: Arc<tiny_http::Server>,
+    state: State,
+}
+
+impl Server {
+    pub fn bind(addr: &str, state: State) -> std::io::Result<Server> {
+        let http = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
+        Ok(Server { http: Arc::new(http), state })
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.http.server_addr().to_ip().expect("a TCP listener")
+    }
+
+    /// The server's threads; they run until the process ends.
+    pub fn spawn(self) {
+        for i in 0..THREADS {
+            let (http, state) = (self.http.clone(), self.state.clone());
+            std::thread::Builder::new()
+                .name(format!("sidecar-http-{i}"))
+                .spawn(move || {
+                    while let Ok(rq) = http.recv() {
+                        answer(rq, &state);
+                    }
+                })
+                .expect("spawning an HTTP thread");
+        }
+    }
+}
+
+fn header(k: &str, v: &str) -> Header {
+    Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("a valid header")
+}
+
+fn text(body: impl Into<String>, content_type: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    Response::from_string(body.into()).with_header(header("Content-Type", content_type))
+}
+
+/// Answers one request (a failed answer is the browser's problem).
+fn answer(rq: Request, state: &State) {
+    if *rq.method() != Method::Get && *rq.method() != Method::Head {
+        let _ = rq.respond(text("GET only\n", "text/plain").with_status_code(405));
+        return;
+    }
+    let url = rq.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let r = match path {
+        "/" | "/index.html" => text(DASHBOARD, "text/html; charset=utf-8"),
+        "/events" => return events(rq, state),
+        "/metrics" => {
+            let body = state.inner.lock().unwrap().metrics.text();
+            text(body, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+        }
+        "/api/windows" => text(windows(state, query), "application/json"),
+        "/api/summary" => text(state.inner.lock().unwrap().summary.to_string(), "application/json"),
+        "/perfetto" => perfetto(state),
+        _ => text("not found\n", "text/plain").with_status_code(404),
+    };
+    let _ = rq.respond(r);
+}
+
+/// `GET /api/windows?since=N`: a JSON array of the kept windows' `--json`
+/// objects whose window number is N or later (all kept ones without N).
+fn windows(state: &State, query: &str) -> String {
+    let since: u64 =
+        query.split('&').filter_map(|kv| kv.strip_prefix("since=")).find_map(|v| v.parse().ok()).unwrap_or(0);
+    let inner = state.inner.lock().unwrap();
+    let objs: Vec<&str> = inner.windows.iter().filter(|k| k.window >= since).map(|k| &*k.json).collect();
+    format!("[{}]", objs.join(","))
+}
+
+/// `GET /perfetto`: the kept windows' details as one Perfetto trace,
+/// encoded outside the hub's lock.
+fn perfetto(state: &State) -> Response<std::io::Cursor<Vec<u8>>> {
+    let mut details: Vec<_> = state.inner.lock().unwrap().details.iter().cloned().collect();
+    details.sort_by_key(|d| (d.host, d.window));
+    let mut export = PerfettoExport::new(Vec::new());
+    for d in &details {
+        if export.window(d).is_err() {
+            break;
+        }
+    }
+    let bytes = export.finish().unwrap_or_default();
+    let name = format!("attachment; filename=\"sidecar-last-{}-windows.perfetto-trace\"", details.len());
+    Response::from_data(bytes)
+        .with_header(header("Content-Type", "application/octet-stream"))
+        .with_header(header("Content-Disposition", &name))
+}
+
+/// `GET /events`: Server-Sent Events, on a thread of its own: the kept
+/// windows, then each new one as it comes. Its queue is bounded (the hub
+/// drops and counts what a slow browser does not take).
+fn events(rq: Request, state: &State) {
+    let Some((backlog, rx)) = state.subscribe() else {
+        let _ = rq.respond(text("too many event streams\n", "text/plain").with_status_code(503));
+        return;
+    };
+    let _ = std::thread::Builder::new().name("sidecar-http-events".into()).spawn(move || {
+        let mut w = rq.into_writer();
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+                    Connection: close\r\n\r\n";
+        if w.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for e in backlog {
+            if w.write_all(e.as_bytes()).is_err() {
+                return;
+            }
+        }
+        loop {
+            if w.flush().is_err() {
+                return;
+            }
+            let e: Arc<str> = match rx.recv_timeout(KEEPALIVE) {
+                Ok(e) => e,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Arc::from(": keepalive\n\n"),
+                Err(_) => return,
+            };
+            if w.write_all(e.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+}

@@ -1,0 +1,474 @@
+//! `--http` end to end on the `skew` workload (issue 33): the dashboard as
+//! a real browser renders it (Debian's chromium, headless, driven over the
+//! DevTools protocol), and `/metrics` read by a parser of the Prometheus
+//! text format written here, against the JSON reports of the same run.
+//!
+//! The browser test needs chromium (`apt-get install -y chromium`; `.ci/run`
+//! installs it): without it, it says so loudly and passes. It saves the
+//! screenshot the browser took to `target/dashboard.png`, and to
+//! `docs/dashboard.png` with `SIDECAR_SCREENSHOT=docs`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
+
+/// target/<profile>, from this test's executable (target/<profile>/deps/x).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The `skew` example binary, built once (same profile and target dir).
+fn skew() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = profile_dir();
+    BUILT.get_or_init(|| {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
+    });
+    dir.join("skew")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sidecar-dashboard-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// `sidecar watch --http 127.0.0.1:0` on skew (2 workers, 250 ms windows),
+/// its JSON lines into `json`: the process and the address it printed.
+fn watch_skew(epochs: u32, json: &Path) -> (Child, String) {
+    let _ = std::fs::remove_file(json);
+    let mut child = Command::new(BIN)
+        .args(["watch", "--window", "250ms", "-q", "--http", "127.0.0.1:0", "--http-windows", "1000"])
+        .args(["--json", json.to_str().unwrap(), "--"])
+        .arg(skew())
+        .args(["-w", "2", "--epochs", &epochs.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut addr = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("sidecar: dashboard on http://") {
+            addr = Some(rest.split('/').next().unwrap().to_string());
+            break;
+        }
+    }
+    // The rest of its standard error (skew's lines) is drained, not kept.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr.expect("sidecar watch printed the dashboard's address"))
+}
+
+/// A GET over a fresh connection: (status, content type, body).
+fn get(addr: &str, path: &str) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    // (To the end of the body: its Content-Length, or the connection's
+    // end; chromium's DevTools server keeps the connection open.)
+    let (mut raw, mut buf) = (Vec::new(), [0u8; 65536]);
+    let mut want: Option<usize> = None;
+    loop {
+        if let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+            let len = head.lines().find_map(|l| l.strip_prefix("content-length:")?.trim().parse::<usize>().ok());
+            want = len.map(|n| split + 4 + n);
+        }
+        if want.is_some_and(|w| raw.len() >= w) {
+            break;
+        }
+        match s.read(&mut buf).unwrap() {
+            0 => break,
+            n => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let ctype = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-type:").map(|v| v.trim().to_string()))
+        .unwrap_or_default();
+    (status, ctype, raw[split + 4..].to_vec())
+}
+
+fn get_text(addr: &str, path: &str) -> String {
+    let (status, _, body) = get(addr, path);
+    assert_eq!(status, 200, "GET {path}");
+    String::from_utf8(body).unwrap()
+}
+
+// ---------------------------------------------------------------------------
+// The Prometheus text format, parsed here (not with the library that wrote it).
+
+/// A sample: metric name, labels, value.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses exposition text: `# ...` lines skipped, each other line
+/// `name{label="value",...} number` (escapes `\\`, `\"`, `\n` in values).
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let name_end = line.find(['{', ' ']).expect("a sample line");
+        let name = line[..name_end].to_string();
+        let (labels, rest) = match line[name_end..].strip_prefix('{') {
+            Some(r) => parse_labels(r),
+            None => (BTreeMap::new(), line[name_end..].to_string()),
+        };
+        let value = match rest.split_whitespace().next().expect("a value") {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("a number: {line}")),
+        };
+        out.push(Sample { name, labels, value });
+    }
+    out
+}
+
+/// `a="x",b="y"} rest` → the labels and the rest.
+fn parse_labels(s: &str) -> (BTreeMap<String, String>, String) {
+    let c: Vec<char> = s.chars().collect();
+    let (mut i, mut labels) = (0, BTreeMap::new());
+    loop {
+        while c[i] == ',' || c[i] == ' ' {
+            i += 1;
+        }
+        if c[i] == '}' {
+            break;
+        }
+        let k0 = i;
+        while c[i] != '=' {
+            i += 1;
+        }
+        let key: String = c[k0..i].iter().collect();
+        assert_eq!(c[i + 1], '"', "a quoted label value");
+        i += 2;
+        let mut value = String::new();
+        while c[i] != '"' {
+            if c[i] == '\\' {
+                i += 1;
+                value.push(if c[i] == 'n' { '\n' } else { c[i] });
+            } else {
+                value.push(c[i]);
+            }
+            i += 1;
+        }
+        i += 1;
+        labels.insert(key, value);
+    }
+    (labels, c[i + 1..].iter().collect())
+}
+
+fn sum(samples: &[Sample], name: &str, filter: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name && filter.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        .map(|s| s.value)
+        .sum()
+}
+
+#[test]
+fn the_exposition_parser_reads_labels_escapes_and_infinities() {
+    let s = parse_exposition(
+        "# HELP x y\nx_total{a=\"1\",b=\"q\\\"uo\\\\te\"} 2.5\nh_bucket{le=\"+Inf\"} 3\nplain 7\n# EOF\n",
+    );
+    assert_eq!(s.len(), 3);
+    assert_eq!(s[0].labels["b"], "q\"uo\\te");
+    assert_eq!(s[0].value, 2.5);
+    assert_eq!(s[1].labels["le"], "+Inf");
+    assert_eq!(s[2], Sample { name: "plain".into(), labels: BTreeMap::new(), value: 7.0 });
+}
+
+/// `/metrics` and `/api/windows` read while nothing changed in between
+/// (the windows counter is the same before and after): the samples and
+/// the windows.
+fn consistent_scrape(addr: &str) -> (Vec<Sample>, Vec<Value>) {
+    for _ in 0..50 {
+        let before = parse_exposition(&get_text(addr, "/metrics"));
+        let windows: Vec<Value> = serde_json::from_str(&get_text(addr, "/api/windows?since=0")).unwrap();
+        let after = parse_exposition(&get_text(addr, "/metrics"));
+        let n = |s: &[Sample]| sum(s, "sidecar_windows_total", &[]);
+        if n(&before) == n(&after) && n(&before) == windows.len() as f64 && windows.len() >= 3 {
+            return (after, windows);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no quiet moment to scrape /metrics and /api/windows together");
+}
+
+#[test]
+fn metrics_agree_with_the_json_reports_of_the_same_run() {
+    let json = tmp("metrics.jsonl");
+    let (mut child, addr) = watch_skew(60, &json);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (samples, windows) = consistent_scrape(&addr);
+    let (_, ctype, _) = get(&addr, "/metrics");
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    // /api/windows gives the --json objects themselves: the file's first lines.
+    let file: Vec<String> = std::fs::read_to_string(&json).unwrap().lines().map(String::from).collect();
+    assert!(file.len() >= windows.len());
+    for (w, line) in windows.iter().zip(&file) {
+        assert_eq!(w, &serde_json::from_str::<Value>(line).unwrap());
+    }
+    let summary: Value = serde_json::from_str(&get_text(&addr, "/api/summary")).unwrap();
+    assert_eq!(summary["exit_status"], Value::Null, "the run is still going");
+    assert!(summary["cost"]["records"].as_u64().unwrap() > 0, "{summary}");
+    // The Perfetto download: a trace Perfetto's own bindings decode.
+    let (status, _, trace) = get(&addr, "/perfetto");
+    assert_eq!(status, 200);
+    {
+        use protobuf::Message as _;
+        let t = perfetto_protos::trace::Trace::parse_from_bytes(&trace).expect("a Perfetto trace");
+        assert!(t.packet.len() > 10, "{} packets", t.packet.len());
+        assert!(trace.windows(7).any(|w| w == b"Consume"), "the operators are named");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    check_figures(&samples, &windows);
+}
+
+/// The metrics' figures, recomputed from the windows' JSON.
+fn check_figures(samples: &[Sample], windows: &[Value]) {
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{what}: {a} vs {b}");
+    let complete = windows.iter().filter(|w| w["complete"] == json!(true)).count() as f64;
+    close(sum(samples, "sidecar_windows_total", &[("completeness", "complete")]), complete, "complete windows");
+    let records: u64 =
+        windows.iter().flat_map(|w| w["streams"].as_array().unwrap()).map(|s| s["records"].as_u64().unwrap()).sum();
+    close(sum(samples, "sidecar_records_total", &[]), records as f64, "records");
+    let cp: u64 = windows.iter().map(|w| w["critical_path"]["length_ns"].as_u64().unwrap()).sum();
+    close(sum(samples, "sidecar_critical_path_length_seconds_total", &[]), cp as f64 / 1e9, "critical path");
+    // Every second of the path is booked once, named or as `other`.
+    close(sum(samples, "sidecar_critical_path_seconds_total", &[]), cp as f64 / 1e9, "critical path by operator");
+    let consume: u64 = windows
+        .iter()
+        .flat_map(|w| w["critical_path"]["top_operators"].as_array().unwrap().iter().take(5))
+        .filter(|o| o["worker"] == json!(0) && o["name"] == json!("Consume"))
+        .map(|o| o["ns"].as_u64().unwrap())
+        .sum();
+    let consume_s = sum(samples, "sidecar_critical_path_seconds_total", &[("worker", "0"), ("operator", "Consume")]);
+    close(consume_s, consume as f64 / 1e9, "w0 Consume");
+    assert!(consume_s > 0.5 * cp as f64 / 1e9, "w0 Consume is most of the path: {consume_s}");
+    let waits_on_0: u64 = windows
+        .iter()
+        .flat_map(|w| w["waiting"].as_array().unwrap())
+        .filter(|ww| ww["worker"] == json!(1))
+        .flat_map(|ww| ww["on"].as_array().unwrap())
+        .filter(|on| on["worker"] == json!(0))
+        .map(|on| on["ns"].as_u64().unwrap())
+        .sum();
+    let waits_s = sum(samples, "sidecar_wait_seconds_total", &[("worker", "1"), ("waited_on", "0")]);
+    close(waits_s, waits_on_0 as f64 / 1e9, "w1 waiting on w0");
+    assert!(waits_s > 0.0);
+    let latencies = windows.iter().filter(|w| w["emitted_after_end_ms"].is_number()).count();
+    close(sum(samples, "sidecar_analysis_latency_seconds_count", &[]), latencies as f64, "latency observations");
+    close(sum(samples, "sidecar_connections_total", &[]), 1.0, "connections");
+    close(sum(samples, "sidecar_decode_errors_total", &[]), 0.0, "decode errors");
+}
+
+// ---------------------------------------------------------------------------
+// The browser.
+
+fn chromium() -> Option<PathBuf> {
+    let candidates = [std::env::var("CHROMIUM").unwrap_or_default(), "/usr/bin/chromium".into()];
+    candidates.into_iter().filter(|c| !c.is_empty()).map(PathBuf::from).find(|p| p.exists())
+}
+
+/// A headless chromium with its DevTools endpoint on a free port; killed
+/// when dropped.
+struct Browser {
+    child: Child,
+    profile: PathBuf,
+    port: u16,
+}
+
+impl Browser {
+    fn start(exe: &Path) -> Browser {
+        let profile = tmp(&format!("chromium-profile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&profile);
+        std::fs::create_dir_all(&profile).unwrap();
+        let child = Command::new(exe)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
+            .args(["--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            .args(["--window-size=1400,1250", "--remote-debugging-port=0", "about:blank"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromium");
+        let port_file = profile.join("DevToolsActivePort");
+        let t0 = Instant::now();
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|s| s.lines().next()?.parse().ok()) {
+                break p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "chromium wrote no DevToolsActivePort");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Browser { child, profile, port }
+    }
+
+    /// The DevTools WebSocket of its page.
+    fn page(&self) -> Cdp {
+        let addr = format!("127.0.0.1:{}", self.port);
+        let list: Value = serde_json::from_slice(&get(&addr, "/json/list").2).unwrap();
+        let url = list.as_array().unwrap().iter().find(|t| t["type"] == json!("page")).expect("a page target")
+            ["webSocketDebuggerUrl"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (ws, _) = tungstenite::connect(url.as_str()).expect("the DevTools WebSocket");
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        }
+        Cdp { ws, next: 0, events: Vec::new() }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// A DevTools protocol session: commands by id, events kept.
+struct Cdp {
+    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    next: u64,
+    events: Vec<Value>,
+}
+
+impl Cdp {
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let msg = json!({"id": id, "method": method, "params": params}).to_string();
+        self.ws.send(tungstenite::Message::text(msg)).unwrap();
+        loop {
+            let m = self.ws.read().expect("a DevTools message");
+            let Ok(text) = m.to_text() else { continue };
+            let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+            if v["id"] == json!(id) {
+                assert!(v["error"].is_null(), "{method}: {v}");
+                return v["result"].clone();
+            }
+            if v["method"].is_string() {
+                self.events.push(v);
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expr: &str) -> Value {
+        let r = self.call("Runtime.evaluate", json!({"expression": expr, "returnByValue": true}));
+        r["result"]["value"].clone()
+    }
+
+    /// Errors the page reported: uncaught exceptions, console.error, and
+    /// the browser's log entries at level error.
+    fn errors(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| {
+                let p = &e["params"];
+                match e["method"].as_str().unwrap_or("") {
+                    "Runtime.exceptionThrown" => true,
+                    "Runtime.consoleAPICalled" => p["type"] == json!("error"),
+                    "Log.entryAdded" => p["entry"]["level"] == json!("error"),
+                    _ => false,
+                }
+            })
+            .map(|e| e.to_string())
+            .collect()
+    }
+}
+
+/// What the test reads of the rendered page.
+const PROBE_DOM: &str = r##"JSON.stringify({
+  top: document.getElementById("top-operator").textContent,
+  waitCols: [...document.querySelectorAll("#waits th.col")].map(e => e.textContent),
+  waitRows: [...document.querySelectorAll("#waits th.row")].map(e => e.textContent),
+  waitTitles: [...document.querySelectorAll("#waits td.cell")].map(e => e.title).filter(t => t),
+  bars: document.querySelectorAll("#timeline .win-bar").length,
+  consumeSegments: document.querySelectorAll('#timeline rect.segment[data-label="w0 Consume"]').length,
+  lanes: document.querySelectorAll("#lanes rect.critical").length,
+  cost: document.getElementById("cost").textContent,
+  errors: document.getElementById("js-errors").textContent,
+})"##;
+
+#[test]
+fn the_dashboard_renders_skew_in_a_real_browser() {
+    let Some(exe) = chromium() else {
+        eprintln!("\n\n*** SKIPPED: no chromium (apt-get install -y chromium, or set CHROMIUM=path): the dashboard was NOT tested in a browser ***\n");
+        return;
+    };
+    let json = tmp("browser.jsonl");
+    let (mut child, addr) = watch_skew(120, &json);
+    let browser = Browser::start(&exe);
+    let mut page = browser.page();
+    for domain in ["Runtime.enable", "Log.enable", "Page.enable"] {
+        page.call(domain, json!({}));
+    }
+    page.call("Page.navigate", json!({"url": format!("http://{addr}/")}));
+    let t0 = Instant::now();
+    let dom = loop {
+        let dom: Value = page.eval(PROBE_DOM).as_str().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+        // (For the docs' screenshot, a fuller timeline.)
+        let bars = if std::env::var("SIDECAR_SCREENSHOT").as_deref() == Ok("docs") { 24 } else { 4 };
+        if dom["bars"].as_u64().unwrap_or(0) >= bars && !dom["waitCols"].as_array().is_none_or(|a| a.is_empty()) {
+            break dom;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the page never showed the windows: {dom}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let shot = page.call("Page.captureScreenshot", json!({"format": "png"}));
+    save_screenshot(shot["data"].as_str().unwrap());
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(running, "the page was read while the run was going");
+    assert!(dom["top"].as_str().unwrap().starts_with("w0 Consume"), "top operator: {dom}");
+    assert!(dom["waitCols"].as_array().unwrap().contains(&json!("w0")), "waits matrix: {dom}");
+    assert!(dom["waitRows"].as_array().unwrap().contains(&json!("w1")), "waits matrix: {dom}");
+    let titles = dom["waitTitles"].to_string();
+    assert!(titles.contains("channel") && titles.contains("message"), "channel and kind on hover: {titles}");
+    assert!(dom["bars"].as_u64().unwrap() >= 2, "{dom}");
+    assert!(dom["consumeSegments"].as_u64().unwrap() >= 2, "{dom}");
+    assert!(dom["lanes"].as_u64().unwrap() >= 1, "the selected window's critical path: {dom}");
+    assert!(dom["cost"].as_str().unwrap().contains("bytes/record"), "{dom}");
+    assert_eq!(dom["errors"], json!(""), "errors caught by the page");
+    assert_eq!(page.errors(), Vec::<String>::new(), "errors on the console");
+}
+
+/// The browser's screenshot, to target/ (and docs/ on request).
+fn save_screenshot(b64: &str) {
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(profile_dir().parent().unwrap().join("dashboard.png"), &png).unwrap();
+    if std::env::var("SIDECAR_SCREENSHOT").as_deref() == Ok("docs") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+        std::fs::write(docs, &png).unwrap();
+    }
+}
