@@ -8,7 +8,7 @@
 //! - `listener`: where probes connect ([`Listen`], [`Listener`]).
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
-//!   `queues`.
+//!   `queues`, within the `limits` ([`Limits`]).
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
 //! - [`os_clock`]: CLOCK_MONOTONIC, CLOCK_REALTIME, the wall clock.
 //!
@@ -16,6 +16,7 @@
 //! types); never the pipeline, the outputs or the command line.
 
 mod connections;
+mod limits;
 mod listener;
 pub mod os_clock;
 mod pipe;
@@ -25,6 +26,7 @@ pub mod relay;
 mod unpack;
 
 pub use connections::spawn_listener;
+pub use limits::{ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};

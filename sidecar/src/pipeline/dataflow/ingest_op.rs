@@ -27,7 +27,7 @@ use timely::scheduling::Activator;
 
 use super::{Inputs, RunStats, Shared};
 use crate::analysis::model::{Fragment, Ns};
-use crate::io::{now_unix_ns, Polled, Reader, Share};
+use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
 
 /// A fragment on its way to its window's owner: the host whose timeline
 /// the window is on, and the window's timely time (the fragment travels at
@@ -125,6 +125,7 @@ pub(super) fn ingest<'s>(
                 last_bar: Instant::now(),
                 late: 0,
                 first_late: String::new(),
+                error_lines: RateLimited::new("errors"),
             },
         };
         move |output: &mut Output<'_>| ingest.activate(output)
@@ -154,7 +155,7 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
             Err(e) => {
                 let msg = format!("{name}: cannot open: {e}");
                 crate::say!("sidecar: error: {msg}");
-                shared.stats.lock().unwrap().errors.push(msg);
+                shared.stats.lock().unwrap().error(msg);
             }
         }
     }
@@ -185,6 +186,9 @@ struct Streams {
     /// Fragments that came after their window was analyzed, and the first.
     late: u64,
     first_late: String,
+    /// The input errors said (a faulty client may open connection after
+    /// connection).
+    error_lines: RateLimited,
 }
 
 impl Ingest {
@@ -208,6 +212,7 @@ impl Ingest {
         }
         s.collect_fragments();
         s.send(output, cap, &hosts);
+        s.retire_done_readers();
         s.draw_progress_bar();
         if s.readers.iter().all(|r| r.done) && (!s.shared.live() || stopping) {
             s.finish();
@@ -355,8 +360,8 @@ impl Streams {
             }
             r.take_fragments(&mut self.fragments);
             for e in r.ingest.errors.drain(..) {
-                crate::say!("sidecar: error: {e}");
-                self.shared.stats.lock().unwrap().errors.push(e);
+                self.error_lines.say(|| format!("sidecar: error: {e}"));
+                self.shared.stats.lock().unwrap().error(e);
             }
         }
     }
@@ -384,6 +389,18 @@ impl Streams {
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
             session.give(TimedFragment { host, time: t, fragment: f });
+        }
+    }
+
+    /// Drops the readers that are done, their fragments, end markers and
+    /// errors taken: what they read is counted, and nothing else of them is
+    /// kept (a live sidecar serves connection after connection; their
+    /// buffers go back to the allocator for the next ones).
+    fn retire_done_readers(&mut self) {
+        if self.readers.iter().any(|r| r.done) {
+            let mut st = self.shared.stats.lock().unwrap();
+            count_read(&mut st, self.readers.iter().filter(|r| r.done));
+            self.readers.retain(|r| !r.done);
         }
     }
 
@@ -424,7 +441,7 @@ impl Streams {
                 self.late, self.first_late
             );
             crate::say!("sidecar: error: {e}");
-            st.errors.push(e);
+            st.error(e);
         }
         self.clear_progress_bar();
     }
@@ -489,7 +506,7 @@ impl Streams {
 }
 
 /// Adds the records and bytes the readers read to the run's figures.
-fn count_read(st: &mut RunStats, readers: &[Reader]) {
+fn count_read<'a>(st: &mut RunStats, readers: impl IntoIterator<Item = &'a Reader>) {
     for r in readers {
         st.records += r.ingest.records;
         st.bytes += r.ingest.bytes;
