@@ -114,6 +114,7 @@ pub fn spawn_listener(
         grace,
         limits,
         refusals: RateLimited::new("connections refused"),
+        silent: RateLimited::new("connections closed without a Hello"),
         paused: RateLimited::new("connections paused at --max-buffered"),
     };
     Ok(std::thread::spawn(move || {
@@ -149,9 +150,10 @@ struct IoThread {
     width: Ns,
     grace: Ns,
     limits: Limits,
-    /// Lines about connections refused, and paused (buffer full). (Those
-    /// closed without a Hello are said by their readers' workers.)
+    /// Lines about connections refused, closed without a Hello, and
+    /// paused (buffer full).
     refusals: RateLimited,
+    silent: RateLimited,
     paused: RateLimited,
 }
 
@@ -266,16 +268,19 @@ impl IoThread {
         self.conns.retain(|c| c.open);
     }
 
-    /// Closes the connections that sent no Hello within `--hello-timeout`
-    /// (their readers get the error, and their workers are woken for it).
+    /// Closes the connections that sent no Hello within `--hello-timeout`:
+    /// said here (at a bounded rate) and counted; their readers see their
+    /// end (their workers are woken for it).
     fn close_silent(&mut self, woken: &mut [bool]) {
         let timeout = self.limits.hello_timeout;
         for c in self.conns.iter_mut().filter(|c| c.open && c.missed_hello(timeout)) {
-            let why = format!("no Hello frame within {} s (--hello-timeout): connection closed", timeout.as_secs_f64());
-            c.pipe.close(Some(std::io::Error::new(ErrorKind::TimedOut, why)));
+            c.pipe.close(None);
             c.open = false;
             woken[c.worker] = true;
             ConnCounts::add(&self.queues.counts.no_hello);
+            let (name, secs) = (&c.name, timeout.as_secs_f64());
+            self.silent
+                .say(|| format!("sidecar: error: {name} closed: no Hello frame within {secs} s (--hello-timeout)"));
         }
         self.conns.retain(|c| c.open);
     }

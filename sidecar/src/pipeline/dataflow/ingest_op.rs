@@ -208,7 +208,7 @@ impl Ingest {
         let any_data = s.read(stopping, throttled);
         let hosts = s.hosts_seen();
         if let Inputs::Live { grace, .. } = *s.shared.inputs {
-            s.close_due_windows(&hosts, grace, cap);
+            s.close_due_windows(&hosts, grace, cap, !throttled);
         }
         s.collect_fragments();
         s.send(output, cap, &hosts);
@@ -309,14 +309,18 @@ impl Streams {
     }
 
     /// Live deadline: streams silent since before now − grace close their
-    /// windows up to then (their gap is "open"). With no stream here, the
-    /// windows follow the wall clock of the hosts seen (in their timely
-    /// time), a little more than the grace behind so that a stream
-    /// connecting now is not late.
-    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>) {
+    /// windows up to then (their gap is "open"), if they were `read` in
+    /// this activation: a stream not read while the analysis is behind may
+    /// have its data waiting in its connection's buffer, and forcing it
+    /// would make that data late (the soak test saw it: idle connections
+    /// holding the windows back 2 s made the source 16 windows ahead at
+    /// 100 ms windows). With no stream here, the windows follow the wall
+    /// clock of the hosts seen (in their timely time), a little more than
+    /// the grace behind so that a stream connecting now is not late.
+    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>, read: bool) {
         let width = self.shared.settings.width;
         let now = now_unix_ns();
-        for (h, c) in &hosts.0 {
+        for (h, c) in hosts.0.iter().filter(|_| read) {
             let t = now - c.realtime_offset - grace as i128;
             if t > 0 && c.realtime_offset != 0 {
                 for r in self.readers.iter_mut() {
