@@ -6,7 +6,8 @@
 SCENARIO: idle (6 rounds of 200 connections opened and closed without a
 byte), wordcount (30 short `wordcount -w 2 --epochs 2` runs over TCP),
 random (200 connections of 64 KB of random bytes), held (500 connections
-held open at once, then closed). Each scenario starts a fresh
+held open at once, then closed), limit (1100 connections held open at
+once: past --max-connections, if the sidecar has it). Each scenario starts a fresh
 `SIDECAR run --listen tcp:0 -q` and prints its RSS (VmRSS, MB) at each
 step; default: all four.
 """
@@ -92,10 +93,10 @@ def random_bytes(sidecar, _wc):
     print("random:", *stop(p))
 
 
-def held(sidecar, _wc):
+def held(sidecar, _wc, n=500, name="held"):
     p, addr = start(sidecar)
-    print(f"held: start {rss_mb(p.pid):.1f} MB")
-    conns = [connect(addr) for _ in range(500)]
+    print(f"{name}: start {rss_mb(p.pid):.1f} MB")
+    conns = [connect(addr) for _ in range(n)]
     time.sleep(2)
     # A connection the sidecar closed reads as ended (b"" or a reset).
     open_ = 0
@@ -107,15 +108,19 @@ def held(sidecar, _wc):
             open_ += 1
         except OSError:
             pass
-    print(f"held: 500 connections held open, {open_} still open: {rss_mb(p.pid):.1f} MB")
+    print(f"{name}: {n} connections held open, {open_} still open: {rss_mb(p.pid):.1f} MB")
     for c in conns:
         c.close()
     time.sleep(2.5)
-    print(f"held: after closing them: {rss_mb(p.pid):.1f} MB")
-    print("held:", *stop(p))
+    print(f"{name}: after closing them: {rss_mb(p.pid):.1f} MB")
+    print(f"{name}:", *stop(p))
 
 
-SCENARIOS = {"idle": idle, "wordcount": wordcount, "random": random_bytes, "held": held}
+def limit(sidecar, wc):
+    held(sidecar, wc, 1100, "limit")
+
+
+SCENARIOS = {"idle": idle, "wordcount": wordcount, "random": random_bytes, "held": held, "limit": limit}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:

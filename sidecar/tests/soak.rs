@@ -18,7 +18,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Record, StreamId, PROCESS_WIDE};
@@ -46,32 +46,36 @@ struct Sidecar {
     child: Child,
     addr: String,
     json: PathBuf,
+    /// Its standard error.
+    log: PathBuf,
 }
 
 impl Sidecar {
     fn start(name: &str, extra: &[&str]) -> Sidecar {
-        let json = tmp(&format!("{name}.jsonl"));
+        let (json, log) = (tmp(&format!("{name}.jsonl")), tmp(&format!("{name}.stderr")));
         let _ = std::fs::remove_file(&json);
-        // (A grace of 2 s: a long-run frame the loaded machine sends late
-        // must not find its window closed, in either sidecar.)
-        let mut child = Command::new(BIN)
+        // (Standard error into a file: a pipe read only at the end would
+        // fill up with the noise's error lines and block the sidecar. A
+        // grace of 2 s: a long-run frame the loaded machine sends late must
+        // not find its window closed, in either sidecar.)
+        let child = Command::new(BIN)
             .args(["run", "--listen", "tcp:0", "--window", "100ms", "--grace", "2s", "-q"])
             .args(["--json", json.to_str().unwrap()])
             .args(extra)
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let mut line = Vec::new();
-        let mut b = [0u8; 1];
-        while stderr.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
-            line.push(b[0]);
-        }
-        let line = String::from_utf8(line).unwrap();
-        let addr = line.rsplit("tcp:").next().unwrap().trim().to_string();
-        assert!(addr.starts_with("127.0.0.1:"), "{line}");
-        child.stderr = Some(stderr);
-        Sidecar { child, addr, json }
+        let t0 = Instant::now();
+        let addr = loop {
+            let err = std::fs::read_to_string(&log).unwrap();
+            if let Some(line) = err.lines().find(|l| l.contains("listening on tcp:")) {
+                break line.rsplit("tcp:").next().unwrap().trim().to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "the sidecar did not say where it listens: {err}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+        Sidecar { child, addr, json, log }
     }
 
     fn rss_mb(&self) -> f64 {
@@ -79,12 +83,12 @@ impl Sidecar {
     }
 
     /// Ctrl-C, then its standard error (the closing line) and reports.
-    fn stop(self) -> (String, Vec<Value>) {
+    fn stop(mut self) -> (String, Vec<Value>) {
         // SAFETY: kill(2) on our own child's pid, which has not been waited
         // for (so it is not reused).
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let out = self.child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        self.child.wait().unwrap();
+        let err = std::fs::read_to_string(&self.log).unwrap();
         let reps = std::fs::read_to_string(&self.json)
             .unwrap_or_default()
             .lines()

@@ -460,12 +460,13 @@ pub struct EndedProcess {
 type EndedStream = (u64, u32, Vec<SeqMark>);
 
 /// Windows (of timely time) after which a process none of whose fragments
-/// came, and whose ended streams' marks are all too old, is forgotten
-/// (`EndedStreams::prune`). As many as a silent stream is spelled out
-/// window by window before the rest of its silence is skipped (see
-/// `Windower`): a process with a stream still open is seen at least that
-/// often unless that stream is silent for longer.
-pub const ENDED_PROCESS_AGE: u64 = 10_000;
+/// came is forgotten (`EndedStreams::prune`). A process with a stream still
+/// open is seen in every window (a silent stream's windows are spelled out,
+/// empty, up to 10,000 of them, see `Windower`), so only a process that is
+/// gone (or whose open streams have been silent that long) goes; the marks
+/// of its ended streams are older than `MARK_AGE` windows by then, of use
+/// to no window.
+pub const ENDED_PROCESS_AGE: u64 = 100;
 
 impl EndedStreams {
     pub fn note(&mut self, s: Sid, absent_from: u64, marks: Vec<SeqMark>) {
@@ -484,12 +485,10 @@ impl EndedStreams {
     }
 
     /// Forgets the processes not seen for [`ENDED_PROCESS_AGE`] windows
-    /// before timely time `now` whose marks are all dropped: a sidecar that
-    /// saw thousands of short jobs keeps nothing of them.
+    /// before timely time `now`: a sidecar that saw thousands of short jobs
+    /// keeps nothing of them.
     pub fn prune(&mut self, now: u64) {
-        self.0.retain(|_, p| {
-            p.seen.saturating_add(ENDED_PROCESS_AGE) >= now || p.streams.iter().any(|(.., m)| !m.is_empty())
-        });
+        self.0.retain(|_, p| p.seen.saturating_add(ENDED_PROCESS_AGE) >= now);
     }
 
     /// Processes with ended streams known.
@@ -572,28 +571,28 @@ mod tests {
         assert_eq!(frags.len(), 2, "no marks: no marker");
     }
 
-    /// A process whose streams all ended and whose marks are dropped is
-    /// forgotten once nothing of it came for `ENDED_PROCESS_AGE` windows;
-    /// one still sending fragments, or with marks to hand out, is kept.
+    /// A process whose streams all ended is forgotten once nothing of it
+    /// came for `ENDED_PROCESS_AGE` windows; one still sending fragments is
+    /// kept.
     #[test]
     fn ended_processes_are_forgotten_once_gone_for_long() {
+        assert!(ENDED_PROCESS_AGE > MARK_AGE, "marks are of no use by then");
         let sid = |host, process, worker| Sid { host, process, worker };
         let mark = SeqMark { half: Half::Send, channel: 5, other: 1, seq: 4, at: 250 };
         let mut e = EndedStreams::default();
-        e.note(sid(1, 10, 0), 3, vec![]);
+        e.note(sid(1, 10, 0), 3, vec![mark]);
         e.seen(sid(1, 10, 0), 3);
         e.note(sid(1, 11, 0), 3, vec![]);
         e.seen(sid(1, 11, 1), 3);
-        e.note(sid(1, 12, 0), 3, vec![mark]);
-        e.seen(sid(1, 12, 0), 3);
         // Process 11 has a stream still open: its fragments keep coming.
-        e.seen(sid(1, 11, 1), 9_000);
+        e.seen(sid(1, 11, 1), 90);
+        e.seen(sid(1, 12, 0), 90); // (no stream of it ended: nothing kept)
         e.prune(3 + ENDED_PROCESS_AGE);
-        assert_eq!(e.processes(), 3, "not yet");
+        assert_eq!(e.processes(), 2, "not yet");
         e.prune(4 + ENDED_PROCESS_AGE);
-        assert_eq!(e.0.keys().map(|k| k.1).collect::<Vec<_>>(), vec![11, 12], "process 10 forgotten");
-        e.prune(9_001 + ENDED_PROCESS_AGE);
-        assert_eq!(e.0.keys().map(|k| k.1).collect::<Vec<_>>(), vec![12], "marks left: kept");
+        assert_eq!(e.0.keys().map(|k| k.1).collect::<Vec<_>>(), vec![11], "process 10 forgotten");
+        e.prune(91 + ENDED_PROCESS_AGE);
+        assert_eq!(e.processes(), 0);
     }
 
     #[test]

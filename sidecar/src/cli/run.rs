@@ -91,6 +91,7 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common }: Args) 
         Some(addr) => clock_reference(addr, host_id),
     };
     let io = (listen.clone(), (common.window, grace), limits.limits());
+    say_open_files_limit(io.2.max_connections);
     let listener = match spawn_listener(io.0, io.1, io.2, queues.clone(), stop.clone(), sync.clone()) {
         Ok(l) => l,
         Err(e) => {
@@ -106,6 +107,18 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common }: Args) 
         say_clock_sync(r, &sync);
     }
     code
+}
+
+/// Raises the open files limit to hold `--max-connections`; says so if it
+/// cannot (connections past the limit then wait in the listen queue).
+fn say_open_files_limit(max_connections: usize) {
+    match sidecar::io::raise_open_files_limit(max_connections) {
+        Ok(n) if n < max_connections as u64 + 16 => sidecar::say!(
+            "sidecar: warning: {n} open files at most (ulimit -n): fewer than --max-connections {max_connections}"
+        ),
+        Ok(_) => {}
+        Err(e) => sidecar::say!("sidecar: warning: cannot read or raise the open files limit: {e}"),
+    }
 }
 
 /// Makes this host the clock reference: a responder answering relays'

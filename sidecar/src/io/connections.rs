@@ -18,6 +18,9 @@ use crate::analysis::model::Ns;
 /// slice, so that a thousand connections hold little.
 const LIVE_READ_SLICE: usize = 64 << 10;
 
+/// How long accepting pauses after it failed.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 /// Bytes a connection's pipe holds before its analysis worker is woken for
 /// them in mid-window. Within the grace after a window's end (on this
 /// host's CLOCK_MONOTONIC, the timeline windows are cut on) every read
@@ -116,6 +119,7 @@ pub fn spawn_listener(
         refusals: RateLimited::new("connections refused"),
         silent: RateLimited::new("connections closed without a Hello"),
         paused: RateLimited::new("connections paused at --max-buffered"),
+        accept_paused_until: None,
     };
     Ok(std::thread::spawn(move || {
         loop {
@@ -155,6 +159,8 @@ struct IoThread {
     refusals: RateLimited,
     silent: RateLimited,
     paused: RateLimited,
+    /// Accepting failed (out of file descriptors): not again before then.
+    accept_paused_until: Option<Instant>,
 }
 
 impl IoThread {
@@ -163,7 +169,9 @@ impl IoThread {
     fn wait_for_news(&mut self, stopping: bool) {
         use std::os::fd::AsRawFd;
         self.fds.clear();
-        self.fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        let accepting = self.accept_paused_until.is_none_or(|t| Instant::now() >= t);
+        let events = if accepting { libc::POLLIN } else { 0 };
+        self.fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events, revents: 0 });
         for c in &self.conns {
             // A full pipe is not read: the probe's socket fills up, and
             // the probe counts what it cannot send.
@@ -187,7 +195,7 @@ impl IoThread {
     fn accept_pending(&mut self, woken: &mut [bool]) -> usize {
         let workers = self.queues.workers.len();
         let mut accepted = 0;
-        while let Some((sock, name)) = self.listener.accept() {
+        while let Some((sock, name)) = self.next_pending() {
             ConnCounts::add(&self.queues.counts.accepted);
             accepted += 1;
             if self.conns.len() >= self.limits.max_connections {
@@ -219,6 +227,27 @@ impl IoThread {
             woken[w] = true;
         }
         accepted
+    }
+
+    /// The next pending connection. An error other than none pending
+    /// (EMFILE: out of file descriptors) is said at a bounded rate and
+    /// pauses accepting for a moment: the listener stays readable, and
+    /// poll(2) would otherwise wake at once, again and again.
+    fn next_pending(&mut self) -> Option<(Socket, String)> {
+        if self.accept_paused_until.is_some_and(|t| Instant::now() < t) {
+            return None;
+        }
+        match self.listener.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                let open = self.conns.len();
+                self.refusals.say(|| {
+                    format!("sidecar: error: cannot accept a connection ({open} open): {e}; raise the open files limit (ulimit -n) or lower --max-connections")
+                });
+                None
+            }
+        }
     }
 
     /// Closes a connection past `--max-connections` (dropping the socket
@@ -299,5 +328,78 @@ impl IoThread {
         for q in &self.queues.workers {
             q.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    fn conn(sock: UnixStream, accepted_at: Instant) -> Conn {
+        sock.set_nonblocking(true).unwrap();
+        Conn {
+            sock: Socket::U(sock),
+            pipe: Pipe::default(),
+            worker: 0,
+            open: true,
+            announced: false,
+            name: "test connection".into(),
+            accepted_at,
+            hello_seen: Arc::new(AtomicBool::new(false)),
+            full: false,
+        }
+    }
+
+    /// A connection that sends more than `--max-buffered` gets that much
+    /// read into its pipe, the rest left in its socket, and more read once
+    /// the pipe is drained.
+    #[test]
+    fn a_connection_buffers_up_to_its_limit() {
+        let (mut probe, ours) = UnixStream::pair().unwrap();
+        let mut c = conn(ours, Instant::now());
+        probe.set_nonblocking(true).unwrap();
+        let sent = probe.write(&[7u8; 100_000]).unwrap();
+        assert!(sent > 20_000, "the socket took {sent} bytes");
+        let mut buf = vec![0u8; 1 << 20];
+        assert!(c.read_available(&mut buf, 10_000));
+        assert_eq!(c.pipe.buffered(), 10_000);
+        assert!(!c.read_available(&mut buf, 10_000), "nothing more at the limit");
+        let mut out = vec![0u8; 4_000];
+        assert_eq!(c.pipe.read(&mut out).unwrap(), 4_000);
+        assert!(c.read_available(&mut buf, 10_000));
+        assert_eq!(c.pipe.buffered(), 10_000);
+        assert!(c.open);
+    }
+
+    /// The Hello deadline: a connection is late once the timeout has passed
+    /// without a Hello and what it sent has been read; a Hello, or bytes
+    /// still waiting for its worker, spare it.
+    #[test]
+    fn a_connection_without_a_hello_is_late_once_its_bytes_are_read() {
+        let timeout = Duration::from_millis(50);
+        let (_probe, ours) = UnixStream::pair().unwrap();
+        let old = Instant::now() - Duration::from_secs(1);
+        let c = conn(ours, old);
+        assert!(c.missed_hello(timeout));
+        assert!(!c.missed_hello(Duration::from_secs(5)), "not yet");
+        c.pipe.push(b"half a frame");
+        assert!(!c.missed_hello(timeout), "its bytes are not read yet");
+        let (_probe2, ours2) = UnixStream::pair().unwrap();
+        let greeted = conn(ours2, old);
+        greeted.hello_seen.store(true, Ordering::Relaxed);
+        assert!(!greeted.missed_hello(timeout));
+    }
+
+    /// The I/O thread lets go of a connection once its reader is dropped.
+    #[test]
+    fn a_pipe_knows_when_its_reader_is_gone() {
+        let (_probe, ours) = UnixStream::pair().unwrap();
+        let c = conn(ours, Instant::now());
+        let reader = Reader::new("r".into(), Box::new(c.pipe.clone()), 1_000_000, None);
+        assert!(!c.pipe.reader_gone());
+        drop(reader);
+        assert!(c.pipe.reader_gone());
     }
 }

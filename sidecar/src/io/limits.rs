@@ -27,6 +27,34 @@ impl Default for Limits {
     }
 }
 
+/// File descriptors the process needs besides its connections' (outputs,
+/// timely's, the listener, standard streams).
+const OTHER_FDS: u64 = 64;
+
+/// Raises this process's soft limit of open files (often 1024) towards
+/// its hard limit, to hold `max_connections` connections; the limit it
+/// has then. A limit still too low is the caller's to say: past it,
+/// connections wait in the listener's queue (see `IoThread::next_pending`).
+pub fn raise_open_files_limit(max_connections: usize) -> std::io::Result<u64> {
+    let want = (max_connections as u64).saturating_add(OTHER_FDS);
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit struct, which `lim` is.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if lim.rlim_cur >= want as libc::rlim_t {
+        return Ok(lim.rlim_cur as u64);
+    }
+    let raised = libc::rlimit { rlim_cur: (want as libc::rlim_t).min(lim.rlim_max), rlim_max: lim.rlim_max };
+    // SAFETY: setrlimit reads one valid rlimit struct; a soft limit up to
+    // the hard one needs no privilege, and only this process's later
+    // open(2)/accept(2) calls see it.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(raised.rlim_cur as u64)
+}
+
 /// What the I/O thread did with connections, for the closing line. (Atomics:
 /// the I/O thread counts, the closing line reads.)
 #[derive(Debug, Default)]
@@ -150,6 +178,12 @@ mod tests {
             String::new()
         });
         assert_eq!((said, r.held()), (11, 0));
+    }
+
+    #[test]
+    fn the_open_files_limit_is_raised_to_hold_the_connections() {
+        let have = raise_open_files_limit(100).unwrap();
+        assert!(have >= 100 + OTHER_FDS, "{have}");
     }
 
     #[test]

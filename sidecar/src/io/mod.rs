@@ -26,7 +26,7 @@ pub mod relay;
 mod unpack;
 
 pub use connections::spawn_listener;
-pub use limits::{ConnCounts, Limits, RateLimited};
+pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
