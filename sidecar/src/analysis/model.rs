@@ -451,15 +451,16 @@ pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), EndedProcess>);
 #[derive(Default, Debug)]
 pub struct EndedProcess {
     streams: Vec<EndedStream>,
-    /// The latest timely time a fragment of the process came at.
-    seen: u64,
+    /// The timeline (host) its windows are on, and the latest of them a
+    /// fragment of it came for.
+    seen: (u64, u64),
 }
 
 /// (The first window it is absent from, its worker index, its last
 /// sequence numbers.)
 type EndedStream = (u64, u32, Vec<SeqMark>);
 
-/// Windows (of timely time) after which a process none of whose fragments
+/// Windows (of its timeline) after which a process none of whose fragments
 /// came is forgotten (`EndedStreams::prune`). A process with a stream still
 /// open is seen in every window (a silent stream's windows are spelled out,
 /// empty, up to 10,000 of them, see `Windower`), so only a process that is
@@ -477,18 +478,21 @@ impl EndedStreams {
         }
     }
 
-    /// A fragment of `s`'s process came at timely time `time`.
-    pub fn seen(&mut self, s: Sid, time: u64) {
+    /// A fragment of `s`'s process came for `window` of `timeline` (the
+    /// host whose windows its process's are on: its own, or the clock
+    /// reference's).
+    pub fn seen(&mut self, s: Sid, timeline: u64, window: u64) {
         if let Some(p) = self.0.get_mut(&(s.host, s.process)) {
-            p.seen = p.seen.max(time);
+            p.seen = if p.seen.0 == timeline { (timeline, p.seen.1.max(window)) } else { (timeline, window) };
         }
     }
 
-    /// Forgets the processes not seen for [`ENDED_PROCESS_AGE`] windows
-    /// before timely time `now`: a sidecar that saw thousands of short jobs
-    /// keeps nothing of them.
-    pub fn prune(&mut self, now: u64) {
-        self.0.retain(|_, p| p.seen.saturating_add(ENDED_PROCESS_AGE) >= now);
+    /// Forgets the processes of `timeline` not seen for
+    /// [`ENDED_PROCESS_AGE`] of its windows before `window`: a sidecar that
+    /// saw thousands of short jobs keeps nothing of them. (Per timeline:
+    /// hosts' window indices are not comparable.)
+    pub fn prune(&mut self, timeline: u64, window: u64) {
+        self.0.retain(|_, p| p.seen.0 != timeline || p.seen.1.saturating_add(ENDED_PROCESS_AGE) >= window);
     }
 
     /// Processes with ended streams known.
@@ -581,17 +585,22 @@ mod tests {
         let mark = SeqMark { half: Half::Send, channel: 5, other: 1, seq: 4, at: 250 };
         let mut e = EndedStreams::default();
         e.note(sid(1, 10, 0), 3, vec![mark]);
-        e.seen(sid(1, 10, 0), 3);
+        e.seen(sid(1, 10, 0), 1, 3);
         e.note(sid(1, 11, 0), 3, vec![]);
-        e.seen(sid(1, 11, 1), 3);
+        e.seen(sid(1, 11, 1), 1, 3);
         // Process 11 has a stream still open: its fragments keep coming.
-        e.seen(sid(1, 11, 1), 90);
-        e.seen(sid(1, 12, 0), 90); // (no stream of it ended: nothing kept)
-        e.prune(3 + ENDED_PROCESS_AGE);
-        assert_eq!(e.processes(), 2, "not yet");
-        e.prune(4 + ENDED_PROCESS_AGE);
-        assert_eq!(e.0.keys().map(|k| k.1).collect::<Vec<_>>(), vec![11], "process 10 forgotten");
-        e.prune(91 + ENDED_PROCESS_AGE);
+        e.seen(sid(1, 11, 1), 1, 90);
+        e.seen(sid(1, 12, 0), 1, 90); // (no stream of it ended: nothing kept)
+                                      // Host 2's windows are numbered on its own clock.
+        e.note(sid(2, 10, 0), 7, vec![]);
+        e.seen(sid(2, 10, 0), 2, 7);
+        e.prune(1, 3 + ENDED_PROCESS_AGE);
+        assert_eq!(e.processes(), 3, "not yet");
+        e.prune(1, 4 + ENDED_PROCESS_AGE);
+        assert_eq!(e.0.keys().copied().collect::<Vec<_>>(), vec![(1, 11), (2, 10)], "process 10 of host 1 forgotten");
+        e.prune(1, 91 + ENDED_PROCESS_AGE);
+        assert_eq!(e.0.keys().copied().collect::<Vec<_>>(), vec![(2, 10)], "host 1's windows do not age host 2's");
+        e.prune(2, 8 + ENDED_PROCESS_AGE);
         assert_eq!(e.processes(), 0);
     }
 

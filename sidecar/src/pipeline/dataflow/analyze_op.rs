@@ -71,17 +71,12 @@ where
     })
 }
 
-/// Windows (timely time) between two prunings of the ended streams.
-const PRUNE_EVERY: u64 = 64;
-
 /// One worker's windows, from their first fragment to their report.
 struct WindowOwner {
     /// (timely time, host) → the fragments of that window so far.
     stash: BTreeMap<(u64, u64), Vec<Fragment>>,
     /// Streams that ended, for the windows after their end.
     ended: EndedStreams,
-    /// The timely time from which `ended` is pruned next.
-    next_prune: u64,
     /// A capability for each window (by timely time) gathered or in
     /// analysis: its report goes out at it.
     caps: BTreeMap<u64, Capability<u64>>,
@@ -97,7 +92,6 @@ impl WindowOwner {
         WindowOwner {
             stash: BTreeMap::new(),
             ended: EndedStreams::default(),
-            next_prune: 0,
             caps: BTreeMap::new(),
             analyst,
             reporter: Reporter::new(shared),
@@ -112,13 +106,14 @@ impl WindowOwner {
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
         for TimedFragment { host, time, fragment: f } in batch.drain(..) {
             if let Some(sid) = f.stream {
-                self.ended.seen(sid, time);
+                if f.marker {
+                    self.ended.note(sid, f.window, f.seq_before);
+                    self.ended.seen(sid, host, f.window);
+                    continue;
+                }
+                self.ended.seen(sid, host, f.window);
             }
             if f.marker {
-                if let Some(sid) = f.stream {
-                    self.ended.note(sid, f.window, f.seq_before);
-                    self.ended.seen(sid, time);
-                }
                 continue;
             }
             if let Entry::Vacant(e) = self.caps.entry(time) {
@@ -138,12 +133,6 @@ impl WindowOwner {
         // windows in flight, quadratic when a stream's fragments span very
         // many.)
         let ready: Vec<(u64, u64)> = self.stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
-        // (What is known of processes long gone goes, now and then: see
-        // `EndedStreams::prune`.)
-        if let Some(&(time, _)) = ready.last().filter(|(t, _)| *t >= self.next_prune) {
-            self.ended.prune(time);
-            self.next_prune = time + PRUNE_EVERY;
-        }
         // Windows the analysis thread finished since the last activation
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
@@ -158,6 +147,9 @@ impl WindowOwner {
                 continue;
             }
             let window = frags[0].window;
+            // (What is known of processes long gone goes: see
+            // `EndedStreams::prune`.)
+            self.ended.prune(key.1, window);
             self.ended.apply(window, self.width, &mut frags);
             let job = Job { key, window, frags, detail: self.reporter.wants_detail() };
             match self.analyst.as_mut() {
