@@ -13,7 +13,8 @@
 //! `#[ignore]`d in `cargo test` (it takes a minute); `.ci/run` runs it:
 //! `cargo test --release -p sidecar --test soak -- --ignored --nocapture`.
 //! `SOAK_SECS=900` makes it the long soak of the note (RSS every
-//! 10 s on standard error).
+//! 10 s on standard error); `SOAK_NOISY_PREFIX` runs the noisy sidecar
+//! under a tool.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -58,7 +59,14 @@ impl Sidecar {
         // fill up with the noise's error lines and block the sidecar. A
         // grace of 2 s: a long-run frame the loaded machine sends late must
         // not find its window closed, in either sidecar.)
-        let child = Command::new(BIN)
+        // SOAK_NOISY_PREFIX: a command the noisy sidecar runs under (e.g.
+        // `valgrind --tool=massif --massif-out-file=F`, to see what its heap
+        // holds over time; valgrind runs it in its own process).
+        let prefix = std::env::var("SOAK_NOISY_PREFIX").ok().filter(|_| name == "noisy").unwrap_or_default();
+        let mut words: Vec<&str> = prefix.split_whitespace().collect();
+        words.push(BIN);
+        let child = Command::new(words[0])
+            .args(&words[1..])
             .args(["run", "--listen", "tcp:0", "--window", "100ms", "--grace", "2s", "-q"])
             .args(["--json", json.to_str().unwrap()])
             .args(extra)
