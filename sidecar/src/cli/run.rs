@@ -99,10 +99,13 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common }: Args) 
             std::process::exit(2);
         }
     };
+    // (Every 10 s: see `heap::trim`.)
+    let trimmer = sidecar::heap::Trimmer::every(std::time::Duration::from_secs(10));
     let settings = live_settings(&common, sync.clone());
     let code = run_dataflow(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common).0;
     stop.store(true, Ordering::SeqCst);
     let _ = listener.join();
+    drop(trimmer);
     if let Some(r) = responder {
         say_clock_sync(r, &sync);
     }
