@@ -426,6 +426,8 @@ fn a_sidecar_soaked_in_connections_keeps_its_memory_and_its_long_run() {
     check_long_run(&quiet_reps, &noisy_reps, windows);
     assert!(rss_end <= rss_first + RSS_MARGIN_MB, "RSS grew from {rss_first:.1} MB after round 1 to {rss_end:.1} MB");
     check_limits(&noisy_err, &noise);
+    // (Kept when a check fails, to look at; the long soak's is ~80 MB.)
+    let _ = std::fs::remove_dir_all(tmp("x").parent().unwrap());
 }
 
 /// The long run's windows: all analyzed and complete, and the same with the
