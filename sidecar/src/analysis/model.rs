@@ -442,23 +442,62 @@ pub fn give_reads(v: Vec<Ns>) {
     give_to(&READ_POOL, v)
 }
 
-/// Ended streams as window owners track them: (host, process) → (the first
-/// window each ended stream is absent from, its worker index, the last
-/// sequence numbers of its message groups).
+/// Ended streams as window owners track them: (host, process) → the
+/// process's ended streams, and when a fragment of it last came.
 #[derive(Default, Debug)]
-pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), Vec<EndedStream>>);
+pub struct EndedStreams(std::collections::BTreeMap<(u64, u32), EndedProcess>);
+
+/// The ended streams of one process, as a window owner knows them.
+#[derive(Default, Debug)]
+pub struct EndedProcess {
+    streams: Vec<EndedStream>,
+    /// The timeline (host) its windows are on, and the latest of them a
+    /// fragment of it came for.
+    seen: (u64, u64),
+}
 
 /// (The first window it is absent from, its worker index, its last
 /// sequence numbers.)
 type EndedStream = (u64, u32, Vec<SeqMark>);
 
+/// Windows (of its timeline) after which a process none of whose fragments
+/// came is forgotten (`EndedStreams::prune`). A process with a stream still
+/// open is seen in every window (a silent stream's windows are spelled out,
+/// empty, up to 10,000 of them, see `Windower`), so only a process that is
+/// gone (or whose open streams have been silent that long) goes; the marks
+/// of its ended streams are older than `MARK_AGE` windows by then, of use
+/// to no window.
+pub const ENDED_PROCESS_AGE: u64 = 100;
+
 impl EndedStreams {
     pub fn note(&mut self, s: Sid, absent_from: u64, marks: Vec<SeqMark>) {
-        let v = self.0.entry((s.host, s.process)).or_default();
+        let v = &mut self.0.entry((s.host, s.process)).or_default().streams;
         // (One marker per route: a stream may be noted more than once.)
         if !v.iter().any(|&(a, w, _)| (a, w) == (absent_from, s.worker)) {
             v.push((absent_from, s.worker, marks));
         }
+    }
+
+    /// A fragment of `s`'s process came for `window` of `timeline` (the
+    /// host whose windows its process's are on: its own, or the clock
+    /// reference's).
+    pub fn seen(&mut self, s: Sid, timeline: u64, window: u64) {
+        if let Some(p) = self.0.get_mut(&(s.host, s.process)) {
+            p.seen = if p.seen.0 == timeline { (timeline, p.seen.1.max(window)) } else { (timeline, window) };
+        }
+    }
+
+    /// Forgets the processes of `timeline` not seen for
+    /// [`ENDED_PROCESS_AGE`] of its windows before `window`: a sidecar that
+    /// saw thousands of short jobs keeps nothing of them. (Per timeline:
+    /// hosts' window indices are not comparable.)
+    pub fn prune(&mut self, timeline: u64, window: u64) {
+        self.0.retain(|_, p| p.seen.0 != timeline || p.seen.1.saturating_add(ENDED_PROCESS_AGE) >= window);
+    }
+
+    /// Processes with ended streams known.
+    pub fn processes(&self) -> usize {
+        self.0.len()
     }
 
     /// Sets `peers_ended` on the window's fragments (sorted, each worker
@@ -474,7 +513,7 @@ impl EndedStreams {
         hosts.dedup();
         for f in frags.iter_mut() {
             if let Some(s) = f.stream {
-                if let Some(v) = self.0.get(&(s.host, s.process)) {
+                if let Some(v) = self.0.get(&(s.host, s.process)).map(|p| &p.streams) {
                     f.peers_ended.extend(v.iter().filter(|&&(a, ..)| a <= window).map(|&(_, w, _)| w));
                     f.peers_ended.sort_unstable();
                     f.peers_ended.dedup();
@@ -482,11 +521,11 @@ impl EndedStreams {
             }
         }
         let horizon = mark_horizon(window, width);
-        for (&(host, process), v) in self.0.iter_mut() {
+        for (&(host, process), p) in self.0.iter_mut() {
             if hosts.binary_search(&host).is_err() {
                 continue;
             }
-            for (a, worker, marks) in v.iter_mut().filter(|(a, ..)| *a <= window) {
+            for (a, worker, marks) in p.streams.iter_mut().filter(|(a, ..)| *a <= window) {
                 marks.retain(|m| m.at >= horizon);
                 if marks.is_empty() {
                     *marks = Vec::new();
@@ -536,6 +575,35 @@ mod tests {
         assert_eq!(frags.len(), 2, "no marks: no marker");
     }
 
+    /// A process whose streams all ended is forgotten once nothing of it
+    /// came for `ENDED_PROCESS_AGE` windows; one still sending fragments is
+    /// kept.
+    #[test]
+    fn ended_processes_are_forgotten_once_gone_for_long() {
+        assert!(ENDED_PROCESS_AGE > MARK_AGE, "marks are of no use by then");
+        let sid = |host, process, worker| Sid { host, process, worker };
+        let mark = SeqMark { half: Half::Send, channel: 5, other: 1, seq: 4, at: 250 };
+        let mut e = EndedStreams::default();
+        e.note(sid(1, 10, 0), 3, vec![mark]);
+        e.seen(sid(1, 10, 0), 1, 3);
+        e.note(sid(1, 11, 0), 3, vec![]);
+        e.seen(sid(1, 11, 1), 1, 3);
+        // Process 11 has a stream still open: its fragments keep coming.
+        e.seen(sid(1, 11, 1), 1, 90);
+        e.seen(sid(1, 12, 0), 1, 90); // (no stream of it ended: nothing kept)
+                                      // Host 2's windows are numbered on its own clock.
+        e.note(sid(2, 10, 0), 7, vec![]);
+        e.seen(sid(2, 10, 0), 2, 7);
+        e.prune(1, 3 + ENDED_PROCESS_AGE);
+        assert_eq!(e.processes(), 3, "not yet");
+        e.prune(1, 4 + ENDED_PROCESS_AGE);
+        assert_eq!(e.0.keys().copied().collect::<Vec<_>>(), vec![(1, 11), (2, 10)], "process 10 of host 1 forgotten");
+        e.prune(1, 91 + ENDED_PROCESS_AGE);
+        assert_eq!(e.0.keys().copied().collect::<Vec<_>>(), vec![(2, 10)], "host 1's windows do not age host 2's");
+        e.prune(2, 8 + ENDED_PROCESS_AGE);
+        assert_eq!(e.processes(), 0);
+    }
+
     #[test]
     fn an_ended_stream_brings_its_recent_marks_to_windows_of_its_host() {
         let sid = |host, worker| Sid { host, process: 7, worker };
@@ -556,7 +624,7 @@ mod tests {
         assert_eq!(markers(&mut e, 42, 1), vec![(3, vec![mark(9, 290)])], "window 26 starts at 260");
         assert_eq!(markers(&mut e, 45, 1), vec![(3, vec![mark(9, 290)])]);
         assert_eq!(markers(&mut e, 46, 1), vec![], "all older than MARK_AGE windows");
-        assert!(e.0.values().flatten().all(|(.., m)| m.capacity() == 0), "and dropped");
+        assert!(e.0.values().flat_map(|p| &p.streams).all(|(.., m)| m.capacity() == 0), "and dropped");
     }
 
     #[test]

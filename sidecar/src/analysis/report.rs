@@ -392,7 +392,9 @@ pub struct RunTotals {
     /// Windows where a trace property check failed.
     pub property_violations: u64,
     pub instrumentation: Instrumentation,
-    /// Worker streams seen: (host, process, worker).
+    /// Worker streams seen: (host, process, worker), the first
+    /// [`RunTotals::STREAMS_KEPT`] of them (a live sidecar serving job after
+    /// job for months must not keep one per job).
     pub streams: std::collections::BTreeSet<(String, u32, u32)>,
     /// Traced worker time: the sum over windows and streams of the time
     /// each stream covered, ns.
@@ -412,6 +414,8 @@ pub struct RunTotals {
 }
 
 impl RunTotals {
+    pub const STREAMS_KEPT: usize = 4096;
+
     pub fn add(&mut self, r: &WindowReport) {
         self.windows += 1;
         self.incomplete += (!r.complete) as u64;
@@ -420,7 +424,9 @@ impl RunTotals {
             !(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64;
         self.instrumentation.add(&r.instrumentation);
         for s in &r.streams {
-            self.streams.insert((s.host.clone(), s.process, s.worker));
+            if self.streams.len() < Self::STREAMS_KEPT {
+                self.streams.insert((s.host.clone(), s.process, s.worker));
+            }
             self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
         }
         self.critical_path_ns += r.critical_path.length_ns;
@@ -505,5 +511,24 @@ mod tests {
         assert_eq!(human_ns(2_500_000), "2.5 ms");
         assert_eq!(human_ns(249_000_000), "249 ms");
         assert_eq!(human_ns(12_300_000_000), "12.3 s");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's totals keep the streams they name up to a bound, and go on
+    /// summing the time of every stream past it.
+    #[test]
+    fn run_totals_keep_a_bounded_set_of_streams() {
+        let mut t = RunTotals::default();
+        let jobs = RunTotals::STREAMS_KEPT as u32 + 500;
+        for pid in 0..jobs {
+            let s = StreamInfo { host: "h".into(), process: pid, covered_ns: [0, 10], ..Default::default() };
+            t.add(&WindowReport { streams: vec![s], ..Default::default() });
+        }
+        assert_eq!(t.streams.len(), RunTotals::STREAMS_KEPT);
+        assert_eq!((t.windows, t.worker_ns), (jobs as u64, 10 * jobs as u64));
     }
 }

@@ -101,6 +101,26 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     Ok(ns)
 }
 
+/// A size in bytes: 64MB, 512KB, 1GB, 4096 (binary units: 1KB = 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: u64 = num.parse().map_err(|_| format!("'{s}': expected a size, e.g. 64MB or 512KB"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("'{unit}': unknown unit (use B, KB, MB, GB)")),
+    };
+    match v.checked_mul(1 << shift) {
+        Some(0) => Err("the size must be positive".into()),
+        Some(n) => Ok(n),
+        None => Err(format!("'{s}': too large")),
+    }
+}
+
 /// The arguments timely's own parser takes: workers, and the cluster.
 pub fn timely_args(c: &Common) -> Vec<String> {
     let mut a = vec!["-w".to_string(), c.workers.max(1).to_string()];
@@ -178,29 +198,34 @@ pub fn run_dataflow(settings: Settings, inputs: Inputs, common: &Common) -> (i32
 /// [`run_dataflow`] with its outputs already set up.
 pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, sink: Sink) -> (i32, Option<RunStats>) {
     let t0 = std::time::Instant::now();
-    let live = matches!(inputs, Inputs::Live { .. });
+    // (Live: what the connection limits did goes in the closing line.)
+    let live = match &inputs {
+        Inputs::Live { queues, .. } => Some(queues.clone()),
+        Inputs::Files(_) => None,
+    };
     match dataflow::run(settings, inputs, sink) {
         Ok(st) => {
             let secs = t0.elapsed().as_secs_f64();
             // Live, records come at the program's pace (and `watch` may
             // spend most of its time building it): no rate.
-            let read = if live {
+            let read = if live.is_some() {
                 format!("analyzed {} records ({}) live over {secs:.2} s", st.records, human_bytes(st.bytes))
             } else {
                 let rate = st.records as f64 / secs.max(1e-9) / 1e6;
                 format!("{} records, {} in {secs:.2} s ({rate:.2} M records/s)", st.records, human_bytes(st.bytes))
             };
             sidecar::say!(
-                "sidecar: {read}; {} windows ({} incomplete); {} errors{}",
+                "sidecar: {read}; {} windows ({} incomplete); {} errors{}{}",
                 st.windows,
                 st.incomplete,
-                st.errors.len(),
+                st.error_count,
+                live.map_or(String::new(), |q| format!("; {}", q.counts.summary())),
                 if st.output_closed { "; stopped there: the output was closed" } else { "" }
             );
             if let Some(p) = &common.perfetto {
                 sidecar::say!("sidecar: Perfetto trace written to {} (open it in ui.perfetto.dev)", p.display());
             }
-            (if st.errors.is_empty() { 0 } else { 1 }, Some(st))
+            (if st.error_count == 0 { 0 } else { 1 }, Some(st))
         }
         Err(e) => {
             sidecar::say!("sidecar: {e}");
@@ -242,4 +267,20 @@ pub fn stop_on_ctrl_c(who: &str, first: Option<&'static str>) -> Arc<AtomicBool>
         sidecar::say!("{who}: cannot install the Ctrl-C handler: {e}");
     }
     stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_bytes("64MB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("512kb"), Ok(512 << 10));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("0MB").is_err());
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("99999999999GB").is_err());
+    }
 }

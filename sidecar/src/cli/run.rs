@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use clocksync::protocol::ResponderHandle;
 use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::io::os_clock::{monotonic_ns, realtime_ns};
-use sidecar::io::{spawn_listener, Listen};
+use sidecar::io::{spawn_listener, Limits, Listen};
 use sidecar::pipeline::dataflow::Inputs;
 
-use super::common::{live_settings, outputs, parse_duration, run_dataflow_into, stop_on_ctrl_c, Common};
+use super::common::{live_settings, outputs, parse_bytes, parse_duration, run_dataflow_into, stop_on_ctrl_c, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,9 +33,42 @@ pub struct Args {
     #[arg(long, value_parser = ringlog::parse_host_id)]
     host_id: Option<u64>,
     #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
     common: Common,
     #[command(flatten)]
     http: super::http::Http,
+}
+
+/// What the sidecar holds for its connections, at most (see the README's
+/// robustness section). Each refusal is an error line (at most 10 per 10 s
+/// per kind, the rest counted) and a count in the closing line.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Connections open at once; one more is closed as soon as it is
+    /// accepted.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// A connection that has sent no Hello frame (what a probe sends first)
+    /// by then is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    hello_timeout: u64,
+    /// Bytes read off one connection and not yet analyzed, at most: past
+    /// it the connection is not read until its analysis takes some (the
+    /// probe's socket fills; the probe counts what it cannot send). 64MB,
+    /// 512KB, 1GB ...
+    #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
+    max_buffered: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections as usize,
+            hello_timeout: std::time::Duration::from_nanos(self.hello_timeout),
+            max_buffered: self.max_buffered as usize,
+        }
+    }
 }
 
 /// `udp:` → 127.0.0.1:7071, `udp:PORT` → 127.0.0.1:PORT, `udp:ADDR:PORT`.
@@ -52,7 +85,7 @@ fn parse_clock_listen(s: &str) -> Result<String, String> {
 
 /// Analyzes live until Ctrl-C (then what has arrived): the exit status as
 /// `analyze`'s; 2 (at once) if it cannot listen or answer clock exchanges.
-pub fn run(Args { listen, grace, clock_listen, host_id, common, http }: Args) -> i32 {
+pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: Args) -> i32 {
     // (--http: the outputs are set up here, with the server's feed.)
     let mut sink = match outputs(&common) {
         Ok(s) => s,
@@ -71,22 +104,38 @@ pub fn run(Args { listen, grace, clock_listen, host_id, common, http }: Args) ->
         None => (SharedSync::default(), None),
         Some(addr) => clock_reference(addr, host_id),
     };
-    let listener =
-        match spawn_listener(listen.clone(), (common.window, grace), queues.clone(), stop.clone(), sync.clone()) {
-            Ok(l) => l,
-            Err(e) => {
-                sidecar::say!("sidecar: cannot listen on {listen}: {e}");
-                std::process::exit(2);
-            }
-        };
+    let io = (listen.clone(), (common.window, grace), limits.limits());
+    say_open_files_limit(io.2.max_connections);
+    let listener = match spawn_listener(io.0, io.1, io.2, queues.clone(), stop.clone(), sync.clone()) {
+        Ok(l) => l,
+        Err(e) => {
+            sidecar::say!("sidecar: cannot listen on {listen}: {e}");
+            std::process::exit(2);
+        }
+    };
+    // (Every 10 s: see `heap::trim`.)
+    let trimmer = sidecar::heap::Trimmer::every(std::time::Duration::from_secs(10));
     let settings = live_settings(&common, sync.clone());
     let code = run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common, sink).0;
     stop.store(true, Ordering::SeqCst);
     let _ = listener.join();
+    drop(trimmer);
     if let Some(r) = responder {
         say_clock_sync(r, &sync);
     }
     code
+}
+
+/// Raises the open files limit to hold `--max-connections`; says so if it
+/// cannot (connections past the limit then wait in the listen queue).
+fn say_open_files_limit(max_connections: usize) {
+    match sidecar::io::raise_open_files_limit(max_connections) {
+        Ok(n) if n < max_connections as u64 + 16 => sidecar::say!(
+            "sidecar: warning: {n} open files at most (ulimit -n): fewer than --max-connections {max_connections}"
+        ),
+        Ok(_) => {}
+        Err(e) => sidecar::say!("sidecar: warning: cannot read or raise the open files limit: {e}"),
+    }
 }
 
 /// Makes this host the clock reference: a responder answering relays'

@@ -157,7 +157,9 @@ impl Listening {
     fn start(sock: &Path, common: &Common, grace: u64, queues: Queues) -> Result<Listening, i32> {
         let stop = Arc::new(AtomicBool::new(false));
         let listen = Listen::Unix(sock.to_path_buf());
-        match spawn_listener(listen, (common.window, grace), queues, stop.clone(), Default::default()) {
+        // (Default limits: the socket is the command's own.)
+        let limits = sidecar::io::Limits::default();
+        match spawn_listener(listen, (common.window, grace), limits, queues, stop.clone(), Default::default()) {
             Ok(thread) => Ok(Listening { thread, stop }),
             Err(e) => {
                 sidecar::say!("sidecar: cannot listen on {}: {e}", sock.display());

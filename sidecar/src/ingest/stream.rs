@@ -360,6 +360,8 @@ pub struct Ingest {
     pub records: u64,
     pub bytes: u64,
     failed: bool,
+    /// A Hello frame was read (the byte stream is a probe's).
+    greeted: bool,
     /// Streams that ended, with the first window they are absent from and
     /// their last sequence numbers; the caller hands these to every window
     /// owner.
@@ -380,6 +382,7 @@ impl Ingest {
             records: 0,
             bytes: 0,
             failed: false,
+            greeted: false,
             ended: Vec::new(),
             sync: Default::default(),
         }
@@ -586,6 +589,7 @@ impl Ingest {
             return;
         }
         self.bytes += bytes;
+        self.greeted |= matches!(body, Body::Hello(_));
         let sid = Sid::from(h.stream);
         if let Body::ClockSync(cs) = &body {
             // A relay's frames, with a process id of their own (FORMAT.md).
@@ -838,6 +842,12 @@ impl Ingest {
         h.sort_unstable();
         h.dedup();
         h
+    }
+
+    /// Whether a Hello frame has been read: what a probe sends first on
+    /// every connection (a relay forwards it).
+    pub fn greeted(&self) -> bool {
+        self.greeted
     }
 
     pub fn all_done(&self) -> bool {

@@ -5,12 +5,21 @@
 use std::io::{ErrorKind, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::limits::{ConnCounts, Limits, RateLimited};
 use super::os_clock::{monotonic_ns, now_unix_ns};
-use super::pipe::{Pipe, PIPE_MAX};
+use super::pipe::Pipe;
 use super::{Listen, Listener, Queues, Reader, Socket};
 use crate::analysis::model::Ns;
+
+/// Bytes a live connection's reader takes per read, at most: about a probe
+/// frame (its frame buffer grows to hold a larger one), not a file's 1 MB
+/// slice, so that a thousand connections hold little.
+const LIVE_READ_SLICE: usize = 64 << 10;
+
+/// How long accepting pauses after it failed.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Bytes a connection's pipe holds before its analysis worker is woken for
 /// them in mid-window. Within the grace after a window's end (on this
@@ -31,15 +40,27 @@ struct Conn {
     /// Its worker was woken for its first bytes (the Hello: the worker
     /// learns the host, and with it its window deadlines).
     announced: bool,
+    /// For messages: "tcp connection #3 from 127.0.0.1:40000".
+    name: String,
+    accepted_at: Instant,
+    /// Set by its reader once a Hello frame was read.
+    hello_seen: Arc<AtomicBool>,
+    /// Its pipe is at `--max-buffered` (counted once per time it gets there).
+    full: bool,
 }
 
 impl Conn {
-    /// Reads what the socket has (up to a bound per pass) into the pipe.
-    fn read_available(&mut self, buf: &mut [u8]) -> bool {
+    /// Reads what the socket has (up to a bound per pass, and up to `max`
+    /// bytes in the pipe) into the pipe.
+    fn read_available(&mut self, buf: &mut [u8], max: usize) -> bool {
         let mut any = false;
         let mut budget: usize = 8 << 20;
         while budget > 0 {
-            match self.sock.read(buf) {
+            let room = max.saturating_sub(self.pipe.buffered()).min(buf.len());
+            if room == 0 {
+                break;
+            }
+            match self.sock.read(&mut buf[..room]) {
                 Ok(0) => {
                     self.pipe.close(None);
                     self.open = false;
@@ -61,6 +82,13 @@ impl Conn {
         }
         any
     }
+
+    /// Whether it has had `timeout` to send a Hello, has not, and nothing it
+    /// sent waits to be read (a worker behind with its reading does not
+    /// make a probe late).
+    fn missed_hello(&self, timeout: Duration) -> bool {
+        !self.hello_seen.load(Ordering::Relaxed) && self.accepted_at.elapsed() >= timeout && self.pipe.buffered() == 0
+    }
 }
 
 /// Accepts connections until `stop` and reads them: each connection becomes
@@ -72,13 +100,27 @@ impl Conn {
 pub fn spawn_listener(
     listen: Listen,
     (width, grace): (Ns, Ns),
+    limits: Limits,
     queues: Queues,
     stop: Arc<AtomicBool>,
     sync: crate::ingest::sync::SharedSync,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let listener = Listener::bind(&listen, "sidecar")?;
-    let mut io =
-        IoThread { listener, conns: Vec::new(), buf: vec![0u8; 1 << 20], fds: Vec::new(), queues, sync, width, grace };
+    let mut io = IoThread {
+        listener,
+        conns: Vec::new(),
+        buf: vec![0u8; 1 << 20],
+        fds: Vec::new(),
+        queues,
+        sync,
+        width,
+        grace,
+        limits,
+        refusals: RateLimited::new("connections refused"),
+        silent: RateLimited::new("connections closed without a Hello"),
+        paused: RateLimited::new("connections paused at --max-buffered"),
+        accept_paused_until: None,
+    };
     Ok(std::thread::spawn(move || {
         loop {
             let stopping = stop.load(Ordering::Relaxed);
@@ -86,6 +128,7 @@ pub fn spawn_listener(
             let mut woken = vec![false; io.queues.workers.len()];
             let accepted = io.accept_pending(&mut woken);
             io.read_ready(stopping, &mut woken);
+            io.close_silent(&mut woken);
             io.wake(&woken);
             if stopping && accepted == 0 {
                 break;
@@ -110,6 +153,14 @@ struct IoThread {
     sync: crate::ingest::sync::SharedSync,
     width: Ns,
     grace: Ns,
+    limits: Limits,
+    /// Lines about connections refused, closed without a Hello, and
+    /// paused (buffer full).
+    refusals: RateLimited,
+    silent: RateLimited,
+    paused: RateLimited,
+    /// Accepting failed (out of file descriptors): not again before then.
+    accept_paused_until: Option<Instant>,
 }
 
 impl IoThread {
@@ -118,11 +169,13 @@ impl IoThread {
     fn wait_for_news(&mut self, stopping: bool) {
         use std::os::fd::AsRawFd;
         self.fds.clear();
-        self.fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        let accepting = self.accept_paused_until.is_none_or(|t| Instant::now() >= t);
+        let events = if accepting { libc::POLLIN } else { 0 };
+        self.fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events, revents: 0 });
         for c in &self.conns {
             // A full pipe is not read: the probe's socket fills up, and
             // the probe counts what it cannot send.
-            let events = if c.pipe.buffered() < PIPE_MAX { libc::POLLIN } else { 0 };
+            let events = if c.pipe.buffered() < self.limits.max_buffered { libc::POLLIN } else { 0 };
             self.fds.push(libc::pollfd { fd: c.sock.as_raw_fd(), events, revents: 0 });
         }
         // The timeout only bounds how late a stop is seen.
@@ -136,37 +189,89 @@ impl IoThread {
     }
 
     /// Connections: everything pending, each a Reader on its worker's
-    /// queue, its first bytes read; their workers marked in `woken`.
-    /// Returns how many were accepted.
+    /// queue, its first bytes read; their workers marked in `woken`. Past
+    /// `--max-connections` open, a connection is closed at once. Returns
+    /// how many were accepted.
     fn accept_pending(&mut self, woken: &mut [bool]) -> usize {
         let workers = self.queues.workers.len();
         let mut accepted = 0;
-        while let Some((sock, name)) = self.listener.accept() {
+        while let Some((sock, name)) = self.next_pending() {
+            ConnCounts::add(&self.queues.counts.accepted);
+            accepted += 1;
+            if self.conns.len() >= self.limits.max_connections {
+                self.refuse(sock, &name);
+                continue;
+            }
             let _ = sock.set_nonblocking(true);
             let w = (self.listener.accepted() - 1) as usize % workers;
-            let pipe = Pipe::default();
-            let mut reader = Reader::new(name, Box::new(pipe.clone()), self.width, None).with_sync(self.sync.clone());
+            let (pipe, hello_seen) = (Pipe::default(), Arc::new(AtomicBool::new(false)));
+            let mut reader = Reader::new(name.clone(), Box::new(pipe.clone()), self.width, None)
+                .with_sync(self.sync.clone())
+                .reading_pipe(pipe.clone(), LIVE_READ_SLICE)
+                .on_hello(hello_seen.clone());
             reader.joined_unix_ns = Some(now_unix_ns());
             self.queues.workers[w].readers.lock().unwrap().push(reader);
-            let mut c = Conn { sock, pipe, worker: w, open: true, announced: false };
-            c.announced = c.read_available(&mut self.buf);
+            let mut c = Conn {
+                sock,
+                pipe,
+                worker: w,
+                open: true,
+                announced: false,
+                name,
+                accepted_at: Instant::now(),
+                hello_seen,
+                full: false,
+            };
+            c.announced = c.read_available(&mut self.buf, self.limits.max_buffered);
             self.conns.push(c);
             woken[w] = true;
-            accepted += 1;
         }
         accepted
     }
 
+    /// The next pending connection. An error other than none pending
+    /// (EMFILE: out of file descriptors) is said at a bounded rate and
+    /// pauses accepting for a moment: the listener stays readable, and
+    /// poll(2) would otherwise wake at once, again and again.
+    fn next_pending(&mut self) -> Option<(Socket, String)> {
+        if self.accept_paused_until.is_some_and(|t| Instant::now() < t) {
+            return None;
+        }
+        match self.listener.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                let open = self.conns.len();
+                self.refusals.say(|| {
+                    format!("sidecar: error: cannot accept a connection ({open} open): {e}; raise the open files limit (ulimit -n) or lower --max-connections")
+                });
+                None
+            }
+        }
+    }
+
+    /// Closes a connection past `--max-connections` (dropping the socket
+    /// closes it): counted, and said at a bounded rate.
+    fn refuse(&mut self, sock: Socket, name: &str) {
+        drop(sock);
+        ConnCounts::add(&self.queues.counts.refused);
+        let max = self.limits.max_connections;
+        self.refusals
+            .say(|| format!("sidecar: error: {name} refused: {max} connections open already (--max-connections)"));
+    }
+
     /// Data: every socket poll found readable (or, when `stopping`, every
     /// socket: one last pass); the workers it is news for marked in
-    /// `woken`. Closed connections are dropped.
+    /// `woken`. Closed connections, and those whose reader is done (a
+    /// decode error ended it), are dropped.
     fn read_ready(&mut self, stopping: bool, woken: &mut [bool]) {
         // (Windows are cut on the hosts' CLOCK_MONOTONIC, this host's for
         // its own probes and for relayed hosts synced to it.)
         let closing = monotonic_ns() % self.width.max(1) <= self.grace;
+        let max = self.limits.max_buffered;
         for (i, c) in self.conns.iter_mut().enumerate() {
             let ready = self.fds.get(i + 1).is_some_and(|f| f.revents != 0);
-            if (ready || stopping) && c.open && c.read_available(&mut self.buf) {
+            if (ready || stopping) && c.open && c.read_available(&mut self.buf, max) {
                 // (A closed connection's end is news: its windows may
                 // close now.)
                 if !c.announced || !c.open || stopping || closing || c.pipe.buffered() >= WAKE_BYTES {
@@ -174,6 +279,37 @@ impl IoThread {
                     c.announced = true;
                 }
             }
+            let full = c.pipe.buffered() >= max;
+            if full && !c.full {
+                ConnCounts::add(&self.queues.counts.buffer_full);
+                let name = &c.name;
+                self.paused.say(|| {
+                    format!("sidecar: {name}: {max} bytes buffered (--max-buffered): not read until its analysis takes some")
+                });
+                // (Its worker must take them.)
+                woken[c.worker] = true;
+            }
+            c.full = full;
+            if c.pipe.reader_gone() {
+                c.open = false;
+            }
+        }
+        self.conns.retain(|c| c.open);
+    }
+
+    /// Closes the connections that sent no Hello within `--hello-timeout`:
+    /// said here (at a bounded rate) and counted; their readers see their
+    /// end (their workers are woken for it).
+    fn close_silent(&mut self, woken: &mut [bool]) {
+        let timeout = self.limits.hello_timeout;
+        for c in self.conns.iter_mut().filter(|c| c.open && c.missed_hello(timeout)) {
+            c.pipe.close(None);
+            c.open = false;
+            woken[c.worker] = true;
+            ConnCounts::add(&self.queues.counts.no_hello);
+            let (name, secs) = (&c.name, timeout.as_secs_f64());
+            self.silent
+                .say(|| format!("sidecar: error: {name} closed: no Hello frame within {secs} s (--hello-timeout)"));
         }
         self.conns.retain(|c| c.open);
     }
@@ -192,5 +328,78 @@ impl IoThread {
         for q in &self.queues.workers {
             q.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    fn conn(sock: UnixStream, accepted_at: Instant) -> Conn {
+        sock.set_nonblocking(true).unwrap();
+        Conn {
+            sock: Socket::U(sock),
+            pipe: Pipe::default(),
+            worker: 0,
+            open: true,
+            announced: false,
+            name: "test connection".into(),
+            accepted_at,
+            hello_seen: Arc::new(AtomicBool::new(false)),
+            full: false,
+        }
+    }
+
+    /// A connection that sends more than `--max-buffered` gets that much
+    /// read into its pipe, the rest left in its socket, and more read once
+    /// the pipe is drained.
+    #[test]
+    fn a_connection_buffers_up_to_its_limit() {
+        let (mut probe, ours) = UnixStream::pair().unwrap();
+        let mut c = conn(ours, Instant::now());
+        probe.set_nonblocking(true).unwrap();
+        let sent = probe.write(&[7u8; 100_000]).unwrap();
+        assert!(sent > 20_000, "the socket took {sent} bytes");
+        let mut buf = vec![0u8; 1 << 20];
+        assert!(c.read_available(&mut buf, 10_000));
+        assert_eq!(c.pipe.buffered(), 10_000);
+        assert!(!c.read_available(&mut buf, 10_000), "nothing more at the limit");
+        let mut out = vec![0u8; 4_000];
+        assert_eq!(c.pipe.read(&mut out).unwrap(), 4_000);
+        assert!(c.read_available(&mut buf, 10_000));
+        assert_eq!(c.pipe.buffered(), 10_000);
+        assert!(c.open);
+    }
+
+    /// The Hello deadline: a connection is late once the timeout has passed
+    /// without a Hello and what it sent has been read; a Hello, or bytes
+    /// still waiting for its worker, spare it.
+    #[test]
+    fn a_connection_without_a_hello_is_late_once_its_bytes_are_read() {
+        let timeout = Duration::from_millis(50);
+        let (_probe, ours) = UnixStream::pair().unwrap();
+        let old = Instant::now() - Duration::from_secs(1);
+        let c = conn(ours, old);
+        assert!(c.missed_hello(timeout));
+        assert!(!c.missed_hello(Duration::from_secs(5)), "not yet");
+        c.pipe.push(b"half a frame");
+        assert!(!c.missed_hello(timeout), "its bytes are not read yet");
+        let (_probe2, ours2) = UnixStream::pair().unwrap();
+        let greeted = conn(ours2, old);
+        greeted.hello_seen.store(true, Ordering::Relaxed);
+        assert!(!greeted.missed_hello(timeout));
+    }
+
+    /// The I/O thread lets go of a connection once its reader is dropped.
+    #[test]
+    fn a_pipe_knows_when_its_reader_is_gone() {
+        let (_probe, ours) = UnixStream::pair().unwrap();
+        let c = conn(ours, Instant::now());
+        let reader = Reader::new("r".into(), Box::new(c.pipe.clone()), 1_000_000, None);
+        assert!(!c.pipe.reader_gone());
+        drop(reader);
+        assert!(c.pipe.reader_gone());
     }
 }

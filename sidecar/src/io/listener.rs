@@ -159,18 +159,27 @@ impl Listener {
         Ok(Listener { inner, path, accepted: 0 })
     }
 
-    /// A pending connection, if any, with a name for messages.
-    pub fn accept(&mut self) -> Option<(Socket, String)> {
+    /// A pending connection, if any, with a name for messages; an error
+    /// other than none pending (out of file descriptors, say).
+    pub fn accept(&mut self) -> std::io::Result<Option<(Socket, String)>> {
         let n = self.accepted;
         let got = match &self.inner {
-            ListenerKind::U(l) => l.accept().ok().map(|(s, _)| (Socket::U(s), format!("unix connection #{n}"))),
-            ListenerKind::T(l) => l.accept().ok().map(|(s, a)| {
+            ListenerKind::U(l) => l.accept().map(|(s, _)| (Socket::U(s), format!("unix connection #{n}"))),
+            ListenerKind::T(l) => l.accept().map(|(s, a)| {
                 let _ = s.set_nodelay(true);
                 (Socket::T(s), format!("tcp connection #{n} from {a}"))
             }),
         };
-        self.accepted += got.is_some() as u64;
-        got
+        match got {
+            Ok(c) => {
+                self.accepted += 1;
+                Ok(Some(c))
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(None),
+            // (A connection reset before it was accepted: the next one.)
+            Err(e) if e.kind() == ErrorKind::ConnectionAborted => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Connections accepted so far.

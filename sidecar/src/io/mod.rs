@@ -8,7 +8,7 @@
 //! - `listener`: where probes connect ([`Listen`], [`Listener`]).
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
-//!   `queues`.
+//!   `queues`, within the `limits` ([`Limits`]).
 //! - `exchanges`: the clock exchanges of recorded files, read first
 //!   ([`clock_sync_frames`]) for the offline clock conversion.
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
@@ -19,6 +19,7 @@
 
 mod connections;
 mod exchanges;
+mod limits;
 mod listener;
 pub mod os_clock;
 mod pipe;
@@ -29,6 +30,7 @@ mod unpack;
 
 pub use connections::spawn_listener;
 pub use exchanges::{clock_sync_frames, clock_sync_frames_in};
+pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};

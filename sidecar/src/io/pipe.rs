@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 /// worker. Reading sockets on their own thread keeps the analysis asleep
 /// until there is something to analyze (no polling: an idle sidecar costs
 /// nothing), and drains the probe's socket promptly even while the analysis
-/// is busy, up to `PIPE_MAX` bytes.
+/// is busy, up to `--max-buffered` bytes ([`super::Limits`]).
 #[derive(Default)]
 struct PipeState {
     data: Vec<u8>,
@@ -18,7 +18,10 @@ struct PipeState {
     closed: Option<Option<std::io::Error>>,
 }
 
-pub(super) const PIPE_MAX: usize = 64 << 20;
+/// A pipe emptied while holding more room than this gives it back: a
+/// burst must not pin its high-water mark for the rest of a long
+/// connection.
+const KEEP_ROOM: usize = 1 << 20;
 
 #[derive(Clone, Default)]
 pub(super) struct Pipe(Arc<Mutex<PipeState>>);
@@ -46,6 +49,12 @@ impl Pipe {
     pub(super) fn close(&self, error: Option<std::io::Error>) {
         self.0.lock().unwrap().closed = Some(error);
     }
+
+    /// Whether the other end (the connection's [`Reader`](super::Reader))
+    /// has been dropped: it is done, nothing will read the pipe again.
+    pub(super) fn reader_gone(&self) -> bool {
+        Arc::strong_count(&self.0) == 1
+    }
 }
 
 impl Read for Pipe {
@@ -66,6 +75,7 @@ impl Read for Pipe {
         s.start += n;
         if s.start == s.data.len() {
             s.data.clear();
+            s.data.shrink_to(KEEP_ROOM);
             s.start = 0;
         }
         Ok(n)

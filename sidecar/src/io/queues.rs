@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use super::Reader;
+use super::{ConnCounts, Reader};
 
 /// What the I/O thread hands one analysis worker: the connections accepted
 /// for it, and how to wake it when one of them has data.
@@ -28,12 +28,14 @@ impl WorkerQueue {
     }
 }
 
-/// Live input: one queue per analysis worker, and whether the I/O thread
-/// has finished (after a stop it makes one last pass over the sockets).
+/// Live input: one queue per analysis worker, whether the I/O thread
+/// has finished (after a stop it makes one last pass over the sockets), and
+/// what it did with the connections.
 #[derive(Default)]
 pub struct Live {
     pub workers: Vec<WorkerQueue>,
     pub io_done: AtomicBool,
+    pub counts: ConnCounts,
 }
 
 pub type Queues = Arc<Live>;
@@ -42,5 +44,6 @@ pub fn queues(workers: usize) -> Queues {
     Arc::new(Live {
         workers: (0..workers.max(1)).map(|_| WorkerQueue::default()).collect(),
         io_done: AtomicBool::new(false),
+        counts: ConnCounts::default(),
     })
 }

@@ -4,11 +4,12 @@
 //! ([`Unpacker`]).
 
 use std::io::{ErrorKind, Read};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringlog::FrameBuffer;
 
+use super::pipe::Pipe;
 use super::unpack::{Unpacked, Unpacker};
 use crate::analysis::model::{Fragment, Ns};
 use crate::ingest::stream::Ingest;
@@ -39,12 +40,23 @@ impl Share {
     }
 }
 
+/// Bytes a read takes at most, by default: files read in slices of 1 MB.
+const READ_SLICE: usize = 1 << 20;
+
 /// One byte stream being read.
 pub struct Reader {
     pub ingest: Ingest,
     inner: Box<dyn Read + Send>,
     frames: FrameBuffer,
+    /// What a shared file's reads land in before their frames are picked
+    /// (empty otherwise: unshared streams read straight into `frames`).
     chunk: Vec<u8>,
+    /// Bytes a read takes at most ([`Reader::reading_pipe`]).
+    slice: usize,
+    /// A live connection's pipe (also `inner`): reads take what it holds.
+    pipe: Option<Pipe>,
+    /// Set once a Hello frame has been read ([`Reader::on_hello`]).
+    hello_seen: Option<Arc<AtomicBool>>,
     pub done: bool,
     /// Bytes read so far (shared progress counter).
     progress: Option<Arc<AtomicU64>>,
@@ -73,7 +85,10 @@ impl Reader {
             ingest: Ingest::new(name, width),
             inner,
             frames: FrameBuffer::new(),
-            chunk: vec![0; 1 << 20],
+            chunk: Vec::new(),
+            slice: READ_SLICE,
+            pipe: None,
+            hello_seen: None,
             done: false,
             progress,
             share: None,
@@ -110,7 +125,25 @@ impl Reader {
     pub fn shared(mut self, share: Share) -> Reader {
         if share.peers > 1 {
             self.share = Some(share);
+            self.chunk = vec![0; self.slice];
         }
+        self
+    }
+
+    /// Notes that `inner` is a live connection's `pipe`: each read takes
+    /// what it holds, at most `slice` bytes. The frame buffer then holds
+    /// about one frame, and an idle connection nothing, not a file's 1 MB
+    /// slice each, however many connections are open.
+    pub(super) fn reading_pipe(mut self, pipe: Pipe, slice: usize) -> Reader {
+        self.pipe = Some(pipe);
+        self.slice = slice.max(1);
+        self
+    }
+
+    /// Sets `flag` once a Hello frame has been read (the I/O thread closes
+    /// a connection that sends none in time).
+    pub fn on_hello(mut self, flag: Arc<AtomicBool>) -> Reader {
+        self.hello_seen = Some(flag);
         self
     }
 
@@ -192,7 +225,11 @@ impl Reader {
             // (Unshared streams read straight into the frame buffer.)
             let got = match self.share {
                 Some(_) => self.inner.read(&mut self.chunk),
-                None => self.frames.read_from(&mut self.inner, self.chunk.len()),
+                None => {
+                    // (At least a byte: a read into no room would say the end.)
+                    let max = self.pipe.as_ref().map_or(self.slice, |p| p.buffered().clamp(1, self.slice));
+                    self.frames.read_from(&mut self.inner, max)
+                }
             };
             let n = match got {
                 Ok(n) => n,
@@ -231,6 +268,9 @@ impl Reader {
             }
         }
         self.ingest.finish_batch(before);
+        if let Some(flag) = self.hello_seen.as_ref().filter(|_| self.ingest.greeted()) {
+            flag.store(true, Ordering::Relaxed);
+        }
         result
     }
 

@@ -373,7 +373,13 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
     }
     loop {
         let stopping = stop.load(Ordering::Relaxed);
-        match l.accept() {
+        // (Accepting failed, out of file descriptors say: a pause, not a
+        // spin on a listener that stays readable.)
+        let next = l.accept().unwrap_or_else(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            None
+        });
+        match next {
             Some((sock, name)) => {
                 let _ = sock.set_nonblocking(false);
                 let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));

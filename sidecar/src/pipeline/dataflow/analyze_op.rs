@@ -107,10 +107,15 @@ impl WindowOwner {
     /// stashed with its window, which gets a capability at its timely time.
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
         for TimedFragment { host, time, fragment: f } in batch.drain(..) {
-            if f.marker {
-                if let Some(sid) = f.stream {
+            if let Some(sid) = f.stream {
+                if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);
+                    self.ended.seen(sid, host, f.window);
+                    continue;
                 }
+                self.ended.seen(sid, host, f.window);
+            }
+            if f.marker {
                 continue;
             }
             if let Entry::Vacant(e) = self.caps.entry(time) {
@@ -144,6 +149,9 @@ impl WindowOwner {
                 continue;
             }
             let window = frags[0].window;
+            // (What is known of processes long gone goes: see
+            // `EndedStreams::prune`.)
+            self.ended.prune(key.1, window);
             self.ended.apply(window, self.width, &mut frags);
             let job = Job { key, window, frags, detail: self.reporter.wants_detail(), what_if: self.what_if.clone() };
             match self.analyst.as_mut() {

@@ -27,7 +27,7 @@ use timely::scheduling::Activator;
 
 use super::{Inputs, RunStats, Shared};
 use crate::analysis::model::{Fragment, Ns};
-use crate::io::{now_unix_ns, Polled, Reader, Share};
+use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
 
 /// A fragment on its way to its window's owner: the host whose timeline
 /// the window is on, and the window's timely time (the fragment travels at
@@ -125,6 +125,7 @@ pub(super) fn ingest<'s>(
                 last_bar: Instant::now(),
                 late: 0,
                 first_late: String::new(),
+                error_lines: RateLimited::new("errors"),
             },
         };
         move |output: &mut Output<'_>| ingest.activate(output)
@@ -154,7 +155,7 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
             Err(e) => {
                 let msg = format!("{name}: cannot open: {e}");
                 crate::say!("sidecar: error: {msg}");
-                shared.stats.lock().unwrap().errors.push(msg);
+                shared.stats.lock().unwrap().error(msg);
             }
         }
     }
@@ -185,6 +186,9 @@ struct Streams {
     /// Fragments that came after their window was analyzed, and the first.
     late: u64,
     first_late: String,
+    /// The input errors said (a faulty client may open connection after
+    /// connection).
+    error_lines: RateLimited,
 }
 
 impl Ingest {
@@ -204,10 +208,11 @@ impl Ingest {
         let any_data = s.read(stopping, throttled);
         let hosts = s.hosts_seen();
         if let Inputs::Live { grace, .. } = *s.shared.inputs {
-            s.close_due_windows(&hosts, grace, cap);
+            s.close_due_windows(&hosts, grace, cap, !throttled);
         }
         s.collect_fragments();
         s.send(output, cap, &hosts);
+        s.retire_done_readers();
         s.draw_progress_bar();
         if s.readers.iter().all(|r| r.done) && (!s.shared.live() || stopping) {
             s.finish();
@@ -309,14 +314,18 @@ impl Streams {
     }
 
     /// Live deadline: streams silent since before now − grace close their
-    /// windows up to then (their gap is "open"). With no stream here, the
-    /// windows follow the wall clock of the hosts seen (in their timely
-    /// time), a little more than the grace behind so that a stream
-    /// connecting now is not late.
-    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>) {
+    /// windows up to then (their gap is "open"), if they were `read` in
+    /// this activation: a stream not read while the analysis is behind may
+    /// have its data waiting in its connection's buffer, and forcing it
+    /// would make that data late (the soak test saw it: idle connections
+    /// holding the windows back 2 s made the source 16 windows ahead at
+    /// 100 ms windows). With no stream here, the windows follow the wall
+    /// clock of the hosts seen (in their timely time), a little more than
+    /// the grace behind so that a stream connecting now is not late.
+    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>, read: bool) {
         let width = self.shared.settings.width;
         let now = now_unix_ns();
-        for (h, c) in &hosts.0 {
+        for (h, c) in hosts.0.iter().filter(|_| read) {
             let t = now - c.realtime_offset - grace as i128;
             if t > 0 && c.realtime_offset != 0 {
                 for r in self.readers.iter_mut() {
@@ -360,8 +369,8 @@ impl Streams {
             }
             r.take_fragments(&mut self.fragments);
             for e in r.ingest.errors.drain(..) {
-                crate::say!("sidecar: error: {e}");
-                self.shared.stats.lock().unwrap().errors.push(e);
+                self.error_lines.say(|| format!("sidecar: error: {e}"));
+                self.shared.stats.lock().unwrap().error(e);
             }
         }
     }
@@ -389,6 +398,18 @@ impl Streams {
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
             session.give(TimedFragment { host, time: t, fragment: f });
+        }
+    }
+
+    /// Drops the readers that are done, their fragments, end markers and
+    /// errors taken: what they read is counted, and nothing else of them is
+    /// kept (a live sidecar serves connection after connection; their
+    /// buffers go back to the allocator for the next ones).
+    fn retire_done_readers(&mut self) {
+        if self.readers.iter().any(|r| r.done) {
+            let mut st = self.shared.stats.lock().unwrap();
+            count_read(&mut st, self.readers.iter().filter(|r| r.done));
+            self.readers.retain(|r| !r.done);
         }
     }
 
@@ -429,7 +450,7 @@ impl Streams {
                 self.late, self.first_late
             );
             crate::say!("sidecar: error: {e}");
-            st.errors.push(e);
+            st.error(e);
         }
         self.clear_progress_bar();
     }
@@ -494,7 +515,7 @@ impl Streams {
 }
 
 /// Adds the records and bytes the readers read to the run's figures.
-fn count_read(st: &mut RunStats, readers: &[Reader]) {
+fn count_read<'a>(st: &mut RunStats, readers: impl IntoIterator<Item = &'a Reader>) {
     for r in readers {
         st.records += r.ingest.records;
         st.bytes += r.ingest.bytes;

@@ -79,7 +79,11 @@ pub struct RunStats {
     pub bytes: u64,
     pub windows: u64,
     pub incomplete: u64,
+    /// The run's errors, the first [`RunStats::KEPT_ERRORS`] of them
+    /// (`error_count` counts them all: a sidecar up for months must not
+    /// keep a line per faulty connection).
     pub errors: Vec<String>,
+    pub error_count: u64,
     /// Sums over the windows analyzed (for a closing summary).
     pub totals: crate::analysis::report::RunTotals,
     /// The reader of an output closed it (`--json - | head`): the run
@@ -87,6 +91,18 @@ pub struct RunStats {
     pub output_closed: bool,
     /// Live: probe connections the analysis workers took.
     pub connections: u64,
+}
+
+impl RunStats {
+    pub const KEPT_ERRORS: usize = 1000;
+
+    /// Counts an error, and keeps it if it is among the first.
+    pub fn error(&mut self, e: String) {
+        self.error_count += 1;
+        if self.errors.len() < Self::KEPT_ERRORS {
+            self.errors.push(e);
+        }
+    }
 }
 
 /// Runs the analysis to its end (files) or until `stop` (live). A panic in a
