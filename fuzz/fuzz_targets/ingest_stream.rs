@@ -115,10 +115,10 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
             f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
         }
         let rep = match &mut trace {
-            None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None),
+            None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None, None),
             Some(t) => {
                 let mut d = sidecar::analysis::analyze::WindowDetail::default();
-                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d));
+                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d), None);
                 t.window(&d).expect("writing into memory");
                 rep
             }

@@ -301,10 +301,13 @@ impl<'g> Replay<'g> {
             EKind::Wait if g.term[v] != NONE => {
                 // The message keeps its transit (send to the wait's end).
                 let src = g.comms[g.term[v] as usize].src as usize;
-                times[v - 1].max(times[src] + (g.t[v] - g.t[src]))
+                // (A send after the wait's end is clock trouble: no transit.)
+                times[v - 1].max(times[src] + g.t[v].saturating_sub(g.t[src]))
             }
             // A gap too short to be input: the engine's own scheduling.
-            EKind::WaitingForInput if g.t[v] - g.t[v - 1] < INPUT_MIN => times[v - 1] + (g.t[v] - g.t[v - 1]),
+            EKind::WaitingForInput if g.t[v].saturating_sub(g.t[v - 1]) < INPUT_MIN => {
+                times[v - 1] + g.t[v].saturating_sub(g.t[v - 1])
+            }
             // Waiting for input, or a wait nothing here ended: the outside
             // world keeps its time.
             EKind::Wait | EKind::WaitingForInput => times[v - 1].max(g.t[v]),
