@@ -512,11 +512,6 @@ mod tests {
         assert_eq!(human_ns(249_000_000), "249 ms");
         assert_eq!(human_ns(12_300_000_000), "12.3 s");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     /// A run's totals keep the streams they name up to a bound, and go on
     /// summing the time of every stream past it.
