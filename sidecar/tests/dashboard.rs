@@ -414,6 +414,7 @@ const PROBE_DOM: &str = r##"JSON.stringify({
   consumeSegments: document.querySelectorAll('#timeline rect.segment[data-label="w0 Consume"]').length,
   lanes: document.querySelectorAll("#lanes rect.critical").length,
   cost: document.getElementById("cost").textContent,
+  whatif: document.getElementById("whatif").textContent,
   errors: document.getElementById("js-errors").textContent,
 })"##;
 
@@ -457,6 +458,9 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     assert!(dom["consumeSegments"].as_u64().unwrap() >= 2, "{dom}");
     assert!(dom["lanes"].as_u64().unwrap() >= 1, "the selected window's critical path: {dom}");
     assert!(dom["cost"].as_str().unwrap().contains("bytes/record"), "{dom}");
+    // The what-if ranking of the selected window (issue 32): w0's Consume.
+    let whatif = dom["whatif"].as_str().unwrap();
+    assert!(whatif.contains("Consume 2× faster") && whatif.contains("taking no time"), "what-if: {dom}");
     assert_eq!(dom["errors"], json!(""), "errors caught by the page");
     assert_eq!(page.errors(), Vec::<String>::new(), "errors on the console");
 }

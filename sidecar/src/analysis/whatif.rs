@@ -451,6 +451,27 @@ mod tests {
         assert_eq!(r.run(&scales(2, &[(1, 2, 2.0)])).predicted_ns, 65);
     }
 
+    /// A wait that stops being one: w1 works (op 2) [0, 30), waits [30, 50)
+    /// for w0's message (sent at 50, the end of op 1 [0, 50)), then works
+    /// (op 3) [50, 80). w0 2× faster sends at 25, before w1 gets to its
+    /// wait: there is none, op 3 runs [30, 60).
+    #[test]
+    fn a_wait_that_stops_being_one() {
+        let mut b = GraphBuilder::new((0, 1000), 2);
+        b.segment(0, 0, 50, EKind::Op(1));
+        b.segment(1, 0, 30, EKind::Op(2));
+        b.segment(1, 30, 50, EKind::Wait);
+        b.segment(1, 50, 80, EKind::Op(3));
+        b.terminated_wait(1, 50, 0, 50, 1, MsgKind::Data);
+        let g = b.build();
+        let links = [Link { src: 0, sent: 50, dst: 1, read: 50 }];
+        let p = Replay::new(&g, &links).run(&scales(2, &[(0, 1, 2.0)]));
+        assert_eq!(p.predicted_ns, 60);
+        let (a, e) = g.chains[1];
+        let w1: Vec<Ns> = p.times[a as usize..e as usize].to_vec();
+        assert_eq!(w1, vec![0, 30, 30, 60], "the wait takes no time");
+    }
+
     /// A wait that stops being one, and a read that becomes one: w1 reads
     /// w0's message in the middle of its own work (op 2 [0, 100), read at
     /// 60; w0 sent it at 40 from op 1 [0, 50)). w1's op 2 4× faster: the

@@ -146,6 +146,7 @@ impl Hub {
         inner.metrics.window(&report, &lanes::lost(&lanes));
         let (fd, bd) = (self.feed_dropped.load(Ordering::Relaxed), self.browser_dropped.load(Ordering::Relaxed));
         inner.metrics.run_figures(w.connections, w.errors, fd, bd);
+        inner.metrics.refusals(w.refused);
         if !inner.closed {
             inner.summary = summary;
         }
@@ -154,6 +155,8 @@ impl Hub {
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "latency_ms": report["emitted_after_end_ms"],
             "connections": w.connections,
+            "connections_refused": w.refused[0],
+            "closed_without_hello": w.refused[1],
             "decode_errors": w.errors,
             "dropped_updates": fd,
             "dropped_browser_events": bd,
@@ -224,6 +227,7 @@ mod tests {
             totals: Default::default(),
             errors: 0,
             connections: 1,
+            refused: [0; 3],
         }))
     }
 

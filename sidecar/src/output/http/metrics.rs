@@ -16,6 +16,7 @@
 //! | `sidecar_connections_total` | counter | |
 //! | `sidecar_decode_errors_total` | counter | |
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
+//! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
 //!
 //! Label cardinality is bounded: per window, only its top
 //! [`TOP_OPERATORS`] critical-path operators keep their names, the rest of
@@ -53,6 +54,7 @@ pub struct Metrics {
     connections: Counter,
     errors: Counter,
     dropped: Family<Labels, Counter>,
+    refusals: Family<Labels, Counter>,
     /// Label sets given a series so far, per family.
     admitted: [HashSet<Labels>; 3],
 }
@@ -78,6 +80,7 @@ impl Metrics {
             connections: Counter::default(),
             errors: Counter::default(),
             dropped: Family::default(),
+            refusals: Family::default(),
             admitted: Default::default(),
         };
         let r = &mut m.registry;
@@ -107,6 +110,12 @@ impl Metrics {
         r.register("connections", "Probe connections accepted", m.connections.clone());
         r.register("decode_errors", "Streams that failed to decode", m.errors.clone());
         r.register("dropped_updates", "Dashboard updates dropped: the hub or a browser was behind", m.dropped.clone());
+        r.register(
+            "connection_refusals",
+            "Times a connection limit acted: refused over --max-connections, closed without a Hello by --hello-timeout, \
+             a buffer at --max-buffered",
+            m.refusals.clone(),
+        );
         m
     }
 
@@ -202,6 +211,15 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// The connection limits' counts so far (`WindowUpdate::refused`).
+    pub fn refusals(&mut self, [over, no_hello, full]: [u64; 3]) {
+        for (limit, n) in [("max_connections", over), ("hello_timeout", no_hello), ("max_buffered", full)] {
+            raise(&self.refusals.get_or_create(&vec![("limit", limit.into())]), n);
+        }
+    }
+}
+
 /// Brings a counter up to `total` (the figure is a running total kept
 /// elsewhere).
 fn raise(c: &Counter, total: u64) {
@@ -248,6 +266,20 @@ mod tests {
         assert!(t.contains("sidecar_lost_records_total{stream=\"beef/7/1\"} 5"), "{t}");
         assert!(t.contains("sidecar_windows_total{completeness=\"complete\"} 1"), "{t}");
         assert!(t.contains("sidecar_analysis_latency_seconds_count 1"), "{t}");
+    }
+
+    /// The connection limits' running totals become one counter per limit
+    /// (issue 34), raised to each new total, never lowered.
+    #[test]
+    fn connection_refusals_are_counted_by_limit() {
+        let mut m = Metrics::new();
+        m.refusals([3, 1, 0]);
+        m.refusals([52, 40, 2]);
+        m.refusals([50, 40, 2]);
+        let t = m.text();
+        assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_connections\"} 52"), "{t}");
+        assert!(t.contains("sidecar_connection_refusals_total{limit=\"hello_timeout\"} 40"), "{t}");
+        assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered\"} 2"), "{t}");
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct WindowUpdate {
     /// Decode errors so far, and probe connections accepted so far.
     pub errors: u64,
     pub connections: u64,
+    /// Live: connections refused by `--max-connections`, closed without a
+    /// Hello by `--hello-timeout`, and times a buffer reached
+    /// `--max-buffered`, so far.
+    pub refused: [u64; 3],
 }
 
 /// What the hub takes from the pipeline.

@@ -66,6 +66,10 @@ where
         outputs: shared.outputs.clone(),
         perfetto_on: shared.perfetto.is_some(),
         feed: shared.feed.clone(),
+        live: match &*shared.inputs {
+            super::Inputs::Live { queues, .. } => Some(queues.clone()),
+            super::Inputs::Files(_) => None,
+        },
     };
     reports.sink(pact, "Print", move |(input, frontier)| {
         input.for_each(|_cap, data| {
@@ -86,6 +90,8 @@ struct Printer {
     outputs: Arc<Outputs>,
     perfetto_on: bool,
     feed: Option<Feed>,
+    /// Live: the I/O thread's connection counts (refusals by the limits).
+    live: Option<crate::io::Queues>,
 }
 
 impl Printer {
@@ -118,6 +124,10 @@ impl Printer {
                         totals: st.totals.clone(),
                         errors: st.errors.len() as u64,
                         connections: st.connections,
+                        refused: self.live.as_ref().map_or([0; 3], |q| {
+                            let c = &q.counts;
+                            [&c.refused, &c.no_hello, &c.buffer_full].map(|a| a.load(Ordering::Relaxed))
+                        }),
                     });
                 }
             }
