@@ -370,7 +370,7 @@ fn long_run_windows(reps: &[Value]) -> Vec<Value> {
 
 /// The closing line's count for `what` ("refused over --max-connections").
 fn closing_count(err: &str, what: &str) -> u64 {
-    let line = err.lines().rev().find(|l| l.contains(" records, ")).unwrap_or_else(|| panic!("no closing line: {err}"));
+    let line = err.lines().rev().find(|l| l.contains(" windows (")).unwrap_or_else(|| panic!("no closing line: {err}"));
     let before = &line[..line.find(what).unwrap_or_else(|| panic!("'{what}' not in {line}"))];
     before.split_whitespace().last().and_then(|n| n.trim_start_matches('(').parse().ok()).unwrap()
 }
