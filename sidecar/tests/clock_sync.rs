@@ -149,6 +149,22 @@ fn recorded_files_are_converted_with_all_their_exchanges() {
     assert_eq!(w0["clock_uncertainty_ns"].as_u64(), r.clock_uncertainty_ns);
     assert_eq!(w0["messages"]["data_matched"], 1);
     assert_eq!(w0["causality_clamps"], 0);
+    // A pipe is read once, by the analysis (the exchanges' first pass
+    // skips what is not a regular file).
+    let mut child = Command::new(BIN)
+        .args(["analyze", "--window", "1ms", "-q", "--json", "-", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &a));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.contains("\"window\":0")), "host a's windows from a pipe: {text}");
 }
 
 /// Process ids are per host: the two hosts' processes are two processes of

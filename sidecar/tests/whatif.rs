@@ -83,12 +83,21 @@ fn sidecar_whatif_predicts_a_recorded_run() {
     // w0 and w1 2× faster: w1 sends at 395 < 505, op 2 unstalled: 705.
     assert_eq!((v["measured_ns"].as_u64(), v["predicted_ns"].as_u64()), (Some(1200), Some(705)), "{v}");
     assert_eq!(v["speedup"], "w0:A=2,w1:A=2");
+    // By id as by name (operator 1 is A); a later item overrides an
+    // earlier one: every worker's A 2×, but w1's, w2's and w3's as they
+    // were, is w0's alone (1200 → 988).
+    for spec in ["w0:1=2", "A=2,w1:A=1,w2:A=1,w3:A=1"] {
+        let out =
+            std::process::Command::new(BIN).args(["whatif", "--json", "--speedup", spec]).arg(&f).output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["predicted_ns"].as_u64(), Some(988), "{spec}: {v}");
+    }
     // The text form names the total; a bad spec is refused, naming it.
     let text = std::process::Command::new(BIN).args(["whatif", "--speedup", "A=2"]).arg(&f).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("what if A=2") && text.contains("total: measured 0.0 ms"), "{text}");
     let bad = std::process::Command::new(BIN).args(["whatif", "--speedup", "A=fast"]).arg(&f).output().unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a positive number"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a number of times faster"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -111,11 +111,9 @@ pub fn parse_spec(s: &str) -> Result<Vec<Speedup>, String> {
             item.rsplit_once('=').ok_or_else(|| format!("`{item}`: expected OPERATOR=FACTOR (e.g. Consume=2)"))?;
         let factor = match factor.trim() {
             "inf" | "infinity" => f64::INFINITY,
-            f => f
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .ok_or_else(|| format!("`{item}`: the factor `{f}` is not a positive number or `inf`"))?,
+            f => f.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 1.0).ok_or_else(|| {
+                format!("`{item}`: the factor `{f}` is not a number of times faster (1 or more) or `inf`")
+            })?,
         };
         let (worker, target) = match lhs.split_once(':') {
             Some((w, t)) if w.starts_with('w') => {
@@ -298,16 +296,15 @@ impl<'g> Replay<'g> {
             k @ (EKind::Op(_) | EKind::Span(_) | EKind::Unknown) => {
                 c.b + scaled(g.t[v].saturating_sub(c.a), scales.of(w, k))
             }
-            EKind::Wait if g.term[v] != NONE => {
+            // (A send after the wait's end is clock trouble: nothing here
+            // ended the wait, and the sender is not replayed yet: below.)
+            EKind::Wait if g.term[v] != NONE && g.t[g.comms[g.term[v] as usize].src as usize] <= g.t[v] => {
                 // The message keeps its transit (send to the wait's end).
                 let src = g.comms[g.term[v] as usize].src as usize;
-                // (A send after the wait's end is clock trouble: no transit.)
-                times[v - 1].max(times[src] + g.t[v].saturating_sub(g.t[src]))
+                times[v - 1].max(times[src].saturating_add(g.t[v] - g.t[src]))
             }
             // A gap too short to be input: the engine's own scheduling.
-            EKind::WaitingForInput if g.t[v].saturating_sub(g.t[v - 1]) < INPUT_MIN => {
-                times[v - 1] + g.t[v].saturating_sub(g.t[v - 1])
-            }
+            EKind::WaitingForInput if g.t[v] - g.t[v - 1] < INPUT_MIN => times[v - 1] + (g.t[v] - g.t[v - 1]),
             // Waiting for input, or a wait nothing here ended: the outside
             // world keeps its time.
             EKind::Wait | EKind::WaitingForInput => times[v - 1].max(g.t[v]),
@@ -387,7 +384,8 @@ mod tests {
         assert_eq!(s[2].text(), "3=1.5");
         for (bad, says) in [
             ("Consume", "expected OPERATOR=FACTOR"),
-            ("Map=0", "not a positive"),
+            ("Map=0", "1 or more"),
+            ("Map=0.5", "1 or more"),
             ("wx:Map=2", "not a worker"),
             ("", "empty"),
         ] {

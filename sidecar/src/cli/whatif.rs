@@ -99,12 +99,13 @@ fn predict(speedup: &[Speedup], json_lines: &str) -> Prediction {
         })
         .collect();
     windows.sort_by(|a, b| (a.window, &a.host).cmp(&(b.window, &b.host)));
-    let measured_ns = windows.iter().map(|w| w.measured_ns).sum::<u64>();
-    let predicted_ns = windows.iter().map(|w| w.predicted_ns).sum::<u64>();
+    // (Windows of several hosts are summed as if one after the other.)
+    let measured_ns = windows.iter().fold(0u64, |s, w| s.saturating_add(w.measured_ns));
+    let predicted_ns = windows.iter().fold(0u64, |s, w| s.saturating_add(w.predicted_ns));
     Prediction {
         speedup: speedup.iter().map(Speedup::text).collect::<Vec<_>>().join(","),
         saved_share: measured_ns.saturating_sub(predicted_ns) as f64 / measured_ns.max(1) as f64,
-        naive_saved_ns: windows.iter().map(|w| w.naive_saved_ns).sum(),
+        naive_saved_ns: windows.iter().fold(0u64, |s, w| s.saturating_add(w.naive_saved_ns)),
         windows,
         measured_ns,
         predicted_ns,

@@ -381,8 +381,13 @@ impl Registry {
             if m.violations != 0 || fed.is_empty() {
                 continue;
             }
-            if let Ok(off) = OfflineFreeZer::new(&fed) {
-                reg.hosts.insert(host, HostModel { offline: Some(Arc::new(off)), ..Default::default() });
+            // (As live: no converter without a positive lower frequency
+            // bound, which every conversion divides by.)
+            match OfflineFreeZer::new(&fed) {
+                Ok(off) if off.frequency_bounds().0.num != 0 => {
+                    reg.hosts.insert(host, HostModel { offline: Some(Arc::new(off)), ..Default::default() });
+                }
+                _ => {}
             }
         }
         reg
@@ -712,6 +717,17 @@ mod tests {
             );
             assert!(om * 2 <= lm, "seed {seed}: offline {om} ns vs live {lm} ns");
         }
+        // Exchanges that bound the frequency only from above: no offline
+        // model (it could convert nothing), as live.
+        let two = ClockSync {
+            reference_host: A,
+            exchanges: vec![
+                ClockExchange { t1: 100, t2: 150, t3: 150, t4: 200 },
+                ClockExchange { t1: 201, t2: 250, t3: 250, t4: 300 },
+            ],
+        };
+        let reg = Registry::offline([(B, &two)]);
+        assert!(reg.converter(B).is_none(), "{:?}", reg.converter(B));
         // A host whose clock jumped: no offline model, the live one instead.
         let mut rng = Rng::new(5);
         let mut l = link(&mut rng, 10 * SECOND / 1000, 50 * SECOND / 1000, 30);

@@ -16,10 +16,15 @@ use std::path::PathBuf;
 use ringlog::{Body, ClockSync, FrameKind, HEADER_LEN};
 
 /// Every ClockSync frame of `files`, with the host that wrote it, in the
-/// order the files (in the order given) hold them.
+/// order the files (in the order given) hold them. Only regular files are
+/// read: a pipe or a FIFO (`<(cat trace)`, `/dev/stdin`) can be read once,
+/// by the analysis, whose conversion is then the live one.
 pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
     let mut out = Vec::new();
     for path in files {
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         if let Ok(f) = File::open(path) {
             clock_sync_frames_in(BufReader::with_capacity(1 << 16, f), &mut out);
         }

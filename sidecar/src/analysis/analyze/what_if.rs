@@ -87,22 +87,33 @@ fn automatic(cp: &CpSummary) -> Vec<Vec<Speedup>> {
 
 /// What `spec` shrinks on each of the window's streams: the operators (and
 /// spans) so named, or with that id.
+/// A later item of the spec overrides an earlier one for what both name
+/// (`Consume=2,w0:Consume=4`: w0's 4×, the others' 2×).
 fn scales_of(spec: &[Speedup], g: &Graph, sids: &[Sid], names: &Names) -> Scales {
     let mut scales = Scales(vec![Vec::new(); sids.len()]);
+    let mut set = |j: usize, k: EKind, scale: f64| match scales.0[j].iter_mut().find(|(x, _)| *x == k) {
+        Some(e) => e.1 = scale,
+        None => scales.0[j].push((k, scale)),
+    };
     for s in spec {
         let scale = 1.0 / s.factor;
+        // (An id names an operator or span whether it has a name or not.)
+        let id: Option<u64> = s.target.parse().ok();
         for (j, sid) in sids.iter().enumerate() {
             if s.worker.is_some_and(|w| w != sid.worker) {
                 continue;
             }
             for (&op, &name) in &names.ops[j] {
-                if name == s.target || op.to_string() == s.target {
-                    scales.0[j].push((EKind::Op(op), scale));
+                if name == s.target {
+                    set(j, EKind::Op(op), scale);
                 }
             }
-            for (ix, &id) in g.spans.iter().enumerate() {
-                if names.spans[j].get(&id).is_some_and(|&n| n == s.target) {
-                    scales.0[j].push((EKind::Span(ix as u32), scale));
+            if let Some(op) = id.and_then(|id| u32::try_from(id).ok()) {
+                set(j, EKind::Op(op), scale);
+            }
+            for (ix, &span) in g.spans.iter().enumerate() {
+                if names.spans[j].get(&span).is_some_and(|&n| n == s.target) || Some(span) == id {
+                    set(j, EKind::Span(ix as u32), scale);
                 }
             }
         }
