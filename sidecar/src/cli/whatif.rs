@@ -17,9 +17,10 @@ use super::common::{run_dataflow_into, Common};
 #[derive(clap::Args)]
 pub struct Args {
     /// The speedup: OPERATOR=FACTOR (every worker's executions of the
-    /// operator named, or with that id, FACTOR times faster; `inf`: no
-    /// time at all), wN:OPERATOR=FACTOR (worker N's only); several,
-    /// separated by commas, at once.
+    /// operator (or span) named, or with that id, FACTOR times faster, 1 or
+    /// more; `inf`: no time at all), wN:OPERATOR=FACTOR (worker N's only);
+    /// several, separated by commas, at once (a later one overrides an
+    /// earlier one for what both name).
     #[arg(long, value_name = "SPEC", value_parser = parse_spec, required = true)]
     speedup: Vec<Vec<Speedup>>,
     /// Print one JSON object (per window and in total) instead of text.
