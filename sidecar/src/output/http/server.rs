@@ -77,7 +77,11 @@ fn answer(rq: Request, state: &State) {
         "/perfetto" => perfetto(state),
         _ => text("not found\n", "text/plain").with_status_code(404),
     };
-    let _ = rq.respond(r);
+    // Every body whole, with its Content-Length: tiny_http would send one
+    // past 32 KB chunked to an HTTP/1.1 client (the `/perfetto` and
+    // `/api/windows` bodies often are), which a download cannot size and a
+    // plain client (a scraper, the tests) reads as a corrupt body.
+    let _ = rq.respond(r.with_chunked_threshold(usize::MAX));
 }
 
 /// `GET /api/windows?since=N`: a JSON array of the kept windows' `--json`
