@@ -42,17 +42,22 @@ impl Default for SynthConfig {
     }
 }
 
-/// Tiny deterministic generator (xorshift).
-struct Rng(u64);
+/// Tiny deterministic generator (xorshift), for synthetic traces and the
+/// tests' noise.
+pub struct Rng(pub u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo).max(1)
+    }
+    /// `n` bytes of noise.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
     }
 }
 

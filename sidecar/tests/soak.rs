@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use ringlog::{ClockDomain, ClockSample, Encoder, EndStats, Event, Hello, Record, StreamId, PROCESS_WIDE};
 use serde_json::Value;
+// The noise's choices and its garbage bytes: the synthetic traces' generator.
+use sidecar::synth::Rng;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 /// The windows of both sidecars.
@@ -225,22 +227,6 @@ fn long_run(to: &[&str], secs: u64) -> u64 {
         s.write_all(&out).unwrap();
     }
     (steps * STEP_NS).div_ceil(WINDOW_NS)
-}
-
-/// A small deterministic generator (xorshift) for the noise's choices and
-/// its garbage bytes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// What the noise did, to check against the sidecar's closing line.

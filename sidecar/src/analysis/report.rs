@@ -70,9 +70,14 @@ pub struct WhatIf {
 impl WhatIf {
     /// In words: `w0 Consume 2× faster: window −48 %`.
     pub fn words(&self) -> String {
+        format!("{}: window −{:.0} %", self.what(), self.saved_share * 100.0)
+    }
+
+    /// The speedup in words: `w0 Consume 2× faster`.
+    pub fn what(&self) -> String {
         let who = self.worker.map(|w| format!("w{w} ")).unwrap_or_else(|| "all workers' ".into());
         let how = if self.factor == "inf" { "taking no time".to_string() } else { format!("{}× faster", self.factor) };
-        format!("{who}{} {how}: window −{:.0} %", self.operator, self.saved_share * 100.0)
+        format!("{who}{} {how}", self.operator)
     }
 }
 
