@@ -290,6 +290,12 @@ impl WindowReport {
         if !tops.is_empty() {
             s += &format!(": {}", tops.join(", "));
         }
+        // Messages on the path take time only between processes.
+        let transit = cp.by_kind.data_message + cp.by_kind.progress_message;
+        let tr = if cp.length_ns == 0 { 0.0 } else { transit as f64 / cp.length_ns as f64 };
+        if tr >= 0.05 {
+            s += &format!(" (transit between processes {:.0}%)", tr * 100.0);
+        }
         let wfi = if cp.length_ns == 0 { 0.0 } else { cp.by_kind.waiting_for_input as f64 / cp.length_ns as f64 };
         if wfi >= 0.1 {
             s += &format!(" (waiting for input {:.0}%)", wfi * 100.0);
@@ -406,6 +412,8 @@ pub struct RunTotals {
     pub worker_ns: Ns,
     /// Critical path length summed over windows, ns.
     pub critical_path_ns: Ns,
+    /// Of it, messages in transit between processes, ns.
+    pub transit_ns: Ns,
     /// Critical path time per (worker, operator name), ns.
     pub operators: std::collections::BTreeMap<(u32, String), Ns>,
     /// Waiting time per (worker, worker waited on; None: not visible), ns.
@@ -435,6 +443,8 @@ impl RunTotals {
             self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
         }
         self.critical_path_ns += r.critical_path.length_ns;
+        let k = &r.critical_path.by_kind;
+        self.transit_ns += k.data_message + k.progress_message;
         // Only the top operators travel in the report: the sums are of those.
         for o in &r.critical_path.top_operators {
             *self.operators.entry((o.worker, o.name.clone())).or_default() += o.ns;

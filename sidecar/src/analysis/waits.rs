@@ -30,23 +30,44 @@
 //! * A gap crossing the window's end is cut there (sager-notes §3.4): its type
 //!   comes from what ended it later (`GapEnd`, seen by the stream's builder).
 //!
-//! Arrival times: on one host, a message between workers is shared memory or
-//! loopback; without communication-thread events its transfer is not
-//! observed, so arrival = send time (local messages have zero duration,
-//! Sager §4.1.3, sager-notes §2.2 item 6).
+//! Arrival times. Within one process a message between workers is shared
+//! memory: arrival = send time (local messages have zero duration, Sager
+//! §4.1.3, sager-notes §2.2 item 6). Between processes (and hosts) it is
+//! not: the message is in flight from its send until its receiver could
+//! first read it, and a receiver polling meanwhile is waiting on it. Without
+//! communication-thread events that moment is not observed; it lies between
+//! the send and the read, and the receiver, polling, reads it as soon as it
+//! is there: the arrival is taken at the start of the receiver's busy
+//! stretch that holds the read (the end of the gap before it), never before
+//! the send nor after the read (`analyze::matching`). So the gap the read
+//! ends is a wait on that message, and the message's transit
+//! (`at − sent`) is on the critical path as a message edge. A message that
+//! crosses processes and is not read in the window has no known arrival:
+//! it neither ends a gap nor counts as buffered.
 
 use crate::analysis::model::{GapEnd, MsgKind, Ns};
 
 /// A message arriving at a worker, as the wait analysis needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Arrival {
-    /// When it arrived: its send time (read time when the read came first:
-    /// clock trouble), where the critical path jumps to the sender.
+    /// When it arrived: its send time within a process (read time when the
+    /// read came first: clock trouble); between processes, when its
+    /// receiver could first read it (module docs). A wait it ends ends here.
     pub at: Ns,
     /// Local index of the sending worker in the window.
     pub src: u32,
     pub channel: u32,
     pub kind: MsgKind,
+    /// When it was sent (≤ `at`), where the critical path jumps to the
+    /// sender; `at − sent` is its transit.
+    pub sent: Ns,
+}
+
+impl Arrival {
+    /// A message within one process: it arrives as it is sent.
+    pub fn local(at: Ns, src: u32, channel: u32, kind: MsgKind) -> Arrival {
+        Arrival { at, src, channel, kind, sent: at }
+    }
 }
 
 /// Who a wait was on.
@@ -423,7 +444,7 @@ mod tests {
     use super::*;
 
     fn arr(at: Ns, src: u32) -> Arrival {
-        Arrival { at, src, channel: 7, kind: MsgKind::Data }
+        Arrival::local(at, src, 7, MsgKind::Data)
     }
 
     #[test]

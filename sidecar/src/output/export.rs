@@ -363,6 +363,20 @@ impl<W: Write> PerfettoExport<W> {
                     let name = self.names.critical_message(&mut self.w, kind == MsgKind::Data, channel, fw, w);
                     self.w.instant_named(tracks[from as usize], p.start, name, "critical_path", &[id], &[])?;
                     pending_flow = Some(id);
+                    // Between processes the message's transit is on the path.
+                    if p.end > p.start {
+                        let label = format!("transit ch{channel} from w{fw}");
+                        let args = [("worker", Arg::U(w as u64)), ("from_worker", Arg::U(fw as u64))];
+                        out.push(
+                            cp_track,
+                            p.start,
+                            p.end,
+                            Name::Critical(w, label.into()),
+                            "critical_path",
+                            None,
+                            args,
+                        );
+                    }
                 }
                 what => {
                     let label = match what {

@@ -268,6 +268,9 @@ pub struct Summary {
     pub property_violation_windows: u64,
     pub workers: usize,
     pub critical_path_ms: f64,
+    /// Share of the critical path that is messages in transit between
+    /// processes.
+    pub transit_share: f64,
     /// (worker, operator, share of the critical path), largest first.
     pub top_operators: Vec<(u32, String, f64)>,
     /// (worker, waited on, ms), largest first.
@@ -314,6 +317,7 @@ impl Summary {
             property_violation_windows: t.property_violations,
             workers: t.streams.len(),
             critical_path_ms: t.critical_path_ns as f64 / 1e6,
+            transit_share: t.transit_ns as f64 / t.critical_path_ns.max(1) as f64,
             top_operators: ops,
             waits,
             what_if,
@@ -337,8 +341,13 @@ impl Summary {
         );
         let ops: Vec<String> =
             self.top_operators.iter().map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0)).collect();
+        let transit = if self.transit_share >= 0.005 {
+            format!("; transit between processes {:.1}%", self.transit_share * 100.0)
+        } else {
+            String::new()
+        };
         s += &format!(
-            "  critical path: {:.1} ms; top: {}\n",
+            "  critical path: {:.1} ms; top: {}{transit}\n",
             self.critical_path_ms,
             if ops.is_empty() { "-".into() } else { ops.join(", ") }
         );

@@ -38,6 +38,9 @@ pub(super) struct Matched {
 struct Matching<'a> {
     streams: &'a Streams,
     window: (Ns, Ns),
+    /// Per stream: its intervals in the window, and when its messages from
+    /// other processes arrived.
+    stretches: Stretches,
     inbox: Vec<Inbox>,
     arrivals: Vec<ArrivalRuns>,
     links: Vec<Link>,
@@ -70,7 +73,7 @@ pub(super) fn match_messages(
     mut detail: Option<&mut WindowDetail>,
 ) -> Matched {
     let mut m = Matching::new(streams, window, frags.len());
-    let intervals = m.group_tables(frags, mc);
+    m.group_tables(frags, mc);
     m.reserve_arrivals();
     // Every sender's marks: each stream's here, then those of the streams
     // that ended before the window and have none here (their end markers').
@@ -84,7 +87,7 @@ pub(super) fn match_messages(
     m.match_progress_reads(mc);
     m.buffered_progress(frags, &senders);
     m.broadcast_progress();
-    m.finish(intervals)
+    m.finish()
 }
 
 /// A fragment's items as the window's intervals (the items overlapping it:
@@ -134,11 +137,46 @@ fn seq_before(frags: &[Fragment], j: usize, half: Half, channel: u32, other: u32
     marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
 }
 
+/// Each stream's intervals in the window, and (when first asked) where its
+/// busy stretches begin: when its messages from other processes arrived.
+struct Stretches {
+    intervals: Vec<(Vec<Item>, bool)>,
+    /// Per stream: the ends of its gaps, in order.
+    gap_ends: Vec<Option<Vec<Ns>>>,
+    /// The window's start.
+    start: Ns,
+}
+
+impl Stretches {
+    /// When receiver `j` could first read a message that crossed processes,
+    /// sent at `sent` and read at `read` (see [`crate::analysis::waits`]):
+    /// the start of `j`'s busy stretch holding the read (the end of the
+    /// last gap before it; the window's start if none), never before the
+    /// send nor after the read. A receiver polls while it has nothing to
+    /// do, so a message there during a gap is read by the work that ends
+    /// it.
+    fn arrival(&mut self, j: usize, sent: Ns, read: Ns) -> Ns {
+        let intervals = &self.intervals[j].0;
+        let ends = self.gap_ends[j].get_or_insert_with(|| {
+            let mut e: Vec<Ns> =
+                intervals.iter().filter_map(|it| matches!(it, Item::Gap { .. }).then(|| it.end())).collect();
+            if !e.is_sorted() {
+                e.sort_unstable();
+            }
+            e
+        });
+        let k = ends.partition_point(|&e| e <= read);
+        let stretch = if k == 0 { self.start } else { ends[k - 1] };
+        stretch.max(sent).min(read)
+    }
+}
+
 impl<'a> Matching<'a> {
     fn new(streams: &'a Streams, window: (Ns, Ns), n: usize) -> Self {
         Matching {
             streams,
             window,
+            stretches: Stretches { intervals: Vec::with_capacity(n), gap_ends: vec![None; n], start: window.0 },
             inbox: (0..n).map(|_| Inbox::default()).collect(),
             arrivals: vec![ArrivalRuns::default(); n],
             links: Vec::new(),
@@ -183,11 +221,10 @@ impl<'a> Matching<'a> {
     /// Takes each stream's items (as window intervals) and message tables;
     /// every table joins the window's group of its (channel, sender,
     /// receiver), every read gets its slot in the reader's inbox.
-    fn group_tables(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts) -> Vec<(Vec<Item>, bool)> {
+    fn group_tables(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts) {
         let (ws, we) = self.window;
-        let mut intervals = Vec::with_capacity(frags.len());
         for (i, f) in frags.iter_mut().enumerate() {
-            intervals.push(window_intervals(std::mem::take(&mut f.items), ws, we));
+            self.stretches.intervals.push(window_intervals(std::mem::take(&mut f.items), ws, we));
             let mut m = std::mem::take(&mut f.msgs);
             if m.moved {
                 in_window(&mut m, ws, we);
@@ -199,7 +236,13 @@ impl<'a> Matching<'a> {
                 self.join_group(i, group, mc);
             }
         }
-        intervals
+    }
+
+    /// Whether a message from stream `i` to stream `j` crosses processes
+    /// (or hosts): its transit is not shared memory.
+    #[inline]
+    fn crosses(&self, i: usize, j: usize) -> bool {
+        self.streams.pk[i] != self.streams.pk[j]
     }
 
     /// One table of stream `i` into the window's group of its key.
@@ -335,18 +378,19 @@ impl<'a> Matching<'a> {
                     if sent > read {
                         mc.read_before_send += 1;
                     }
-                    self.inbox[j].arrived[slot] = sent.min(read);
+                    // read before sent (clock trouble): the edge is clamped to the read
+                    let sent = sent.min(read);
+                    let at = if self.crosses(i, j) { self.stretches.arrival(j, sent, read) } else { sent };
+                    self.inbox[j].arrived[slot] = at;
                     if i == j {
                         mc.data_worker_local += 1;
                     } else {
                         if let Some(d) = detail.as_deref_mut() {
-                            let (src, dst, sent) = (i as u32, j as u32, sent.min(read));
+                            let (src, dst) = (i as u32, j as u32);
                             d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
                         }
-                        // read before sent (clock trouble): the edge is clamped to the read
-                        let at = sent.min(read);
-                        self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind: MsgKind::Data });
-                        self.links.push(Link { src: i as u32, sent: at, dst: j as u32, read });
+                        self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind: MsgKind::Data, sent });
+                        self.links.push(Link { src: i as u32, sent, dst: j as u32, read });
                     }
                     a += 1;
                     b += 1;
@@ -355,13 +399,15 @@ impl<'a> Matching<'a> {
                     // sent here, not read in this window
                     let i = si.unwrap();
                     match dst {
+                        // Between processes, still in flight: no arrival known.
+                        Some(j) if self.crosses(i, j) => mc.data_in_flight += 1,
                         Some(j) => {
                             mc.data_in_flight += 1;
                             self.inbox[j].push(s.at, Ns::MAX);
                             if i == j {
                                 mc.data_worker_local += 1;
                             } else {
-                                let arrival = Arrival { at: s.at, src: i as u32, channel, kind: MsgKind::Data };
+                                let arrival = Arrival::local(s.at, i as u32, channel, MsgKind::Data);
                                 self.arrivals[j].push(arrival);
                             }
                         }
@@ -378,7 +424,11 @@ impl<'a> Matching<'a> {
                     } else {
                         mc.data_unmatched += 1;
                     }
-                    self.inbox[j].arrived[r.at as usize] = ws;
+                    // From another process: in flight at the window's start.
+                    let read = self.inbox[j].reads[r.at as usize];
+                    let crossed = src.is_some_and(|i| self.crosses(i, j));
+                    let at = if crossed { self.stretches.arrival(j, ws, read) } else { ws };
+                    self.inbox[j].arrived[r.at as usize] = at;
                     b += 1;
                 }
                 _ => break,
@@ -423,10 +473,19 @@ impl<'a> Matching<'a> {
                         if s > r {
                             mc.read_before_send += 1;
                         }
-                        self.inbox[j].arrived[slot as usize] = s.min(r);
+                        let sent = s.min(r);
                         if streams.pk[i] != streams.pk[j] {
-                            let arrival = Arrival { at: s.min(r), src: i as u32, channel, kind: MsgKind::Progress };
-                            self.arrivals[j].push(arrival);
+                            let at = self.stretches.arrival(j, sent, r);
+                            self.inbox[j].arrived[slot as usize] = at;
+                            self.arrivals[j].push(Arrival {
+                                at,
+                                src: i as u32,
+                                channel,
+                                kind: MsgKind::Progress,
+                                sent,
+                            });
+                        } else {
+                            self.inbox[j].arrived[slot as usize] = sent;
                         }
                     }
                     _ => {
@@ -474,12 +533,12 @@ impl<'a> Matching<'a> {
         }
     }
 
-    /// Every progress send reaches every other worker of its process, and
-    /// the workers of the cluster's other processes on its host: an arrival
-    /// at send time (one host, as for data in flight), unread past what the
-    /// reader read. A cluster's processes run disjoint blocks of global
-    /// worker indices (independent programs each number theirs from 0, and
-    /// do not exchange progress).
+    /// Every progress send reaches every other worker of its process: an
+    /// arrival at send time (shared memory), unread past what the reader
+    /// read. It also reaches the workers of the cluster's other processes;
+    /// those arrivals are the reads matched in
+    /// [`Self::match_progress_reads`] (between processes the arrival is
+    /// not the send: [`Stretches::arrival`]).
     fn broadcast_progress(&mut self) {
         let streams = self.streams;
         let mut pg = std::mem::take(&mut self.pg);
@@ -495,29 +554,16 @@ impl<'a> Matching<'a> {
                 let read_upto = self.pr_ix.find([cd, *i as u32, j as u32]).map(|g| self.pr[g].max_seq);
                 self.arrivals[j].start_run();
                 for &MsgEntry { seq: q, at: s } in sends.iter() {
-                    let arrival = Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress };
+                    let arrival = Arrival::local(s, *i as u32, *channel, MsgKind::Progress);
                     self.arrivals[j].push(arrival);
                     if read_upto.is_none_or(|m| q > m) {
                         self.inbox[j].push(s, Ns::MAX);
                     }
                 }
             }
-            // Those a read matched above have their arrival; the rest arrived
-            // unread.
-            for q in streams.processes().filter(|&q| streams.peers(streams.pk[*i], q)) {
-                for &j in &streams.procs[q as usize] {
-                    if streams.sids[j].host != streams.sids[*i].host {
-                        continue;
-                    }
-                    let read_upto = self.pr_ix.find([cd, *i as u32, j as u32]).map(|g| self.pr[g].max_seq);
-                    self.arrivals[j].start_run();
-                    for &MsgEntry { at: s, .. } in sends.iter().filter(|e| read_upto.is_none_or(|m| e.seq > m)) {
-                        let arrival = Arrival { at: s, src: *i as u32, channel: *channel, kind: MsgKind::Progress };
-                        self.arrivals[j].push(arrival);
-                        self.inbox[j].push(s, Ns::MAX);
-                    }
-                }
-            }
+            // The cluster's other processes matched the reads they made
+            // above; what they did not read is in flight between processes,
+            // with no arrival known (`waits`: transit between processes).
         }
         self.pg = pg;
     }
@@ -525,7 +571,7 @@ impl<'a> Matching<'a> {
     /// Arrivals and inboxes in time order; the message tables are done with
     /// and freed before the graph is laid out (a window's peak memory, and
     /// pages the graph can reuse).
-    fn finish(mut self, intervals: Vec<(Vec<Item>, bool)>) -> Matched {
+    fn finish(mut self) -> Matched {
         for a in self.arrivals.iter_mut() {
             a.prepare();
         }
@@ -538,7 +584,7 @@ impl<'a> Matching<'a> {
         for g in self.pr {
             give_entries(g.reads);
         }
-        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals, links: self.links }
+        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals: self.stretches.intervals, links: self.links }
     }
 }
 

@@ -181,7 +181,7 @@ impl Lane<'_> {
                 e.0 += d;
                 e.1 += 1;
                 if let Some(a) = w.terminator {
-                    gb.terminated_wait(self.j, w.end, a.src as usize, a.at, a.channel, a.kind);
+                    gb.terminated_wait(self.j, w.end, a.src as usize, a.sent, a.channel, a.kind);
                 }
             }
         }

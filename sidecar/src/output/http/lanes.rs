@@ -49,6 +49,9 @@ pub fn lanes(d: &WindowDetail) -> Value {
             CriticalKind::Span(id) => span_name(i, id),
             CriticalKind::WaitingForInput => "waiting for input".into(),
             CriticalKind::Unknown => "unknown".into(),
+            CriticalKind::Message { from, channel, .. } if p.end > p.start => {
+                format!("transit ch{channel} from w{}", d.streams[from as usize].worker)
+            }
             CriticalKind::Message { from, channel, .. } => {
                 format!("message ch{channel} from w{}", d.streams[from as usize].worker)
             }
