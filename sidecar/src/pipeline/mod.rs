@@ -13,4 +13,4 @@ pub mod analyst;
 pub mod dataflow;
 mod inline;
 
-pub use inline::analyze_bytes;
+pub use inline::{analyze_bytes, analyze_bytes_as_reported};
