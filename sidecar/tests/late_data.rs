@@ -76,7 +76,7 @@ fn the_readme_workload_beside_cpu_hogs_gives_complete_windows() {
     let mut child = Command::new(BIN)
         .args(["watch", "--window", "250ms", "-q", "--json", json.to_str().unwrap(), "--"])
         .arg(&skew)
-        .args(["-w", "2", "--epochs", "60"])
+        .args(["-w", "2", "--epochs", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -95,9 +95,11 @@ fn the_readme_workload_beside_cpu_hogs_gives_complete_windows() {
         })
         .collect();
     eprintln!("{} windows, {} incomplete for late data", windows.len(), late.len());
-    // Each late window raises the grace: at most the first ones are late,
-    // and each says what to do.
-    assert!(late.len() <= 2, "{} of {} windows late: {:#?}", late.len(), windows.len(), late);
+    // Each late window doubles the grace, from 500 ms up to its 5 s bound:
+    // at most four raises, so at most four late windows (with a fixed grace
+    // the same run had about one window in five late); each says what to do.
+    // (Measured here beside three hogs on a loaded 2-core machine: 3 of 553.)
+    assert!(late.len() <= 4, "{} of {} windows late: {:#?}", late.len(), windows.len(), late);
     for w in &late {
         assert!(w["incomplete_reasons"].to_string().contains("raise --grace"), "{w}");
     }
