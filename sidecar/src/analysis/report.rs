@@ -615,7 +615,14 @@ mod tests {
         r.critical_path.length_ns = 250_000_000;
         let op = |name: &str, ns, share| OpShare { worker: 0, operator: 2, name: name.into(), ns, share };
         r.critical_path.top_operators = vec![op("Consume", 247_500_000, 0.99), op("Probe", 100_000, 0.0004)];
-        let on = WaitedOn { worker: Some(0), channel: Some(6), kind: "data_message", ns: 249_000_000, count: 3, carried_ns: 0 };
+        let on = WaitedOn {
+            worker: Some(0),
+            channel: Some(6),
+            kind: "data_message",
+            ns: 249_000_000,
+            count: 3,
+            carried_ns: 0,
+        };
         r.waiting = vec![WorkerWaiting { worker: 1, waiting_ns: 249_000_000, on: vec![on], ..Default::default() }];
         for c in [&mut r.properties.min_in_degree, &mut r.properties.communication_existence] {
             c.ok = true;
