@@ -412,7 +412,8 @@ fn check_perfetto(path: &Path) {
 
 /// The skewed run with long executions, live, at the default flags (1 s
 /// windows, the default grace): `skew` on 2 workers, every record on
-/// worker 0, whose `Consume` runs for about a second per epoch while
+/// worker 0, whose `Consume` runs for a few hundred ms to seconds per epoch (the
+/// machine's load decides) while
 /// worker 1 waits for its progress. Worker 1's waits outlive their windows
 /// (the live deadline hands them over open): they are carried to worker 0
 /// where they end, so the top operator is worker 0's `Consume`, at least
@@ -425,7 +426,7 @@ fn a_skewed_run_with_long_executions_charges_the_waits_to_the_hot_worker() {
     let skew = example("skew");
     let work = if cfg!(debug_assertions) { "64" } else { "1024" };
     let mut args = vec!["watch", "-q", "--summary-json", summary.to_str().unwrap(), "--", skew.to_str().unwrap()];
-    args.extend(["-w", "2", "--epochs", "3", "--records", "1000000", "--work", work]);
+    args.extend(["-w", "2", "--epochs", "3", "--records", "400000", "--work", work]);
     let o = Command::new(BIN).args(&args).output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();

@@ -130,7 +130,13 @@ impl Lane<'_> {
                         // The wait began where its gap's local causes
                         // expired, maybe in an earlier window.
                         let since = cause_until.max(start).min(w.start);
-                        if w.cut {
+                        // Open: cut at the window's end and a wait on a
+                        // message (or on what the live deadline left open)
+                        // by what the stream's builder saw next. (A cut
+                        // gap whose next work read nothing is
+                        // Waiting-for-Input at once: nothing later makes it
+                        // a wait on a sender.)
+                        if w.cut && matches!(w.kind, WaitKind::Waiting(_)) {
                             self.open(&w, since, gb, detail);
                         } else {
                             if since < w.start && w.start == self.window.0 {
