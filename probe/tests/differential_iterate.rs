@@ -49,7 +49,19 @@ fn every_progress_channel_of_an_iterate_is_traced_whole() {
         let (mut input, done) = worker.dataflow::<u32, _, _>(|scope| {
             let (input, start) = scope.new_collection::<u64, isize>();
             let out = start.map(|x| (x, x)).iterate(|_inner, walk| {
-                walk.clone().map(|(x, y)| (x, if y <= 1 { 1 } else if y % 2 == 0 { y / 2 } else { 3 * y + 1 }))
+                walk.clone()
+                    .map(|(x, y)| {
+                        (
+                            x,
+                            if y <= 1 {
+                                1
+                            } else if y % 2 == 0 {
+                                y / 2
+                            } else {
+                                3 * y + 1
+                            },
+                        )
+                    })
                     .concat(walk)
                     .reduce(|_x, s, t| t.push((*s[0].0, 1)))
             });
@@ -91,14 +103,16 @@ fn every_progress_channel_of_an_iterate_is_traced_whole() {
         for ch in chans {
             // Timely numbers a worker's progress messages on a channel from
             // 0 with no gap: any message not traced would leave one.
-            let seqs = sent.get(&(*w as u32, *ch)).unwrap_or_else(|| panic!("worker {w}: channel {ch}: no progress sent"));
+            let seqs =
+                sent.get(&(*w as u32, *ch)).unwrap_or_else(|| panic!("worker {w}: channel {ch}: no progress sent"));
             assert_eq!(*seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "worker {w} channel {ch}");
         }
     }
     // Every progress message read was sent, in the trace (none from an
     // untraced scope).
     for (w, channel, from, seq) in &recvs {
-        let s = sent.get(&(*from, *channel)).unwrap_or_else(|| panic!("w{w} read ch {channel} from w{from}: never sent"));
+        let s =
+            sent.get(&(*from, *channel)).unwrap_or_else(|| panic!("w{w} read ch {channel} from w{from}: never sent"));
         assert!(*seq < s.len() as u64, "w{w} read ch {channel} #{seq} from w{from}: not in the trace");
     }
     assert!(!recvs.is_empty());

@@ -233,6 +233,14 @@ fn metrics_agree_with_the_json_reports_of_the_same_run() {
     let summary: Value = serde_json::from_str(&get_text(&addr, "/api/summary")).unwrap();
     assert_eq!(summary["exit_status"], Value::Null, "the run is still going");
     assert!(summary["cost"]["records"].as_u64().unwrap() > 0, "{summary}");
+    // One cost account: the summary's, and /metrics' figure of it.
+    assert!(summary["cost"]["account"].as_str().unwrap().starts_with("tracing cost the worker threads"), "{summary}");
+    let text = get_text(&addr, "/metrics");
+    assert!(text.contains("sidecar_tracing_cost_seconds{part=\"worker_threads\"}"), "{text}");
+    // A query not understood is refused, saying why.
+    let (status, _, body) = get(&addr, "/api/windows?since=abc");
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("since=abc: expected a window number"));
     // The Perfetto download: a trace Perfetto's own bindings decode.
     let (status, _, trace) = get(&addr, "/perfetto");
     assert_eq!(status, 200);
@@ -415,6 +423,10 @@ const PROBE_DOM: &str = r##"JSON.stringify({
   lanes: document.querySelectorAll("#lanes rect.critical").length,
   cost: document.getElementById("cost").textContent,
   whatif: document.getElementById("whatif").textContent,
+  whatifFits: document.getElementById("whatif").scrollWidth <= document.getElementById("whatif").parentElement.clientWidth,
+  properties: document.getElementById("properties").textContent,
+  lateIsNoFault: !faulty({streams: [{faults: ["late data for a window already analyzed"]}]}) &&
+    faulty({streams: [{faults: ["decode error: bad checksum"]}]}),
   errors: document.getElementById("js-errors").textContent,
 })"##;
 
@@ -458,6 +470,12 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     assert!(dom["consumeSegments"].as_u64().unwrap() >= 2, "{dom}");
     assert!(dom["lanes"].as_u64().unwrap() >= 1, "the selected window's critical path: {dom}");
     assert!(dom["cost"].as_str().unwrap().contains("bytes/record"), "{dom}");
+    // The account the terminal says, first.
+    assert!(dom["cost"].as_str().unwrap().contains("tracing cost the worker threads"), "{dom}");
+    assert_eq!(dom["whatifFits"], json!(true), "the what-if table fits its card: {dom}");
+    let props = dom["properties"].as_str().unwrap();
+    assert!(props.contains("exempt: stream starts") && !props.contains("min in degree 0"), "{dom}");
+    assert_eq!(dom["lateIsNoFault"], json!(true), "late data marks a window incomplete, not its stream faulty");
     // The what-if ranking of the selected window (issue 32): w0's Consume.
     let whatif = dom["whatif"].as_str().unwrap();
     assert!(whatif.contains("Consume 2× faster") && whatif.contains("taking no time"), "what-if: {dom}");

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::pipeline::dataflow::{Inputs, Settings};
 
-use super::common::{run_dataflow, timely_args, Common};
+use super::common::{check_inputs, run_dataflow, timely_args, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,6 +26,11 @@ pub fn analyze(Args { files, common }: Args) -> i32 {
 /// Analyzes `files` into the outputs `common` names (`analyze`, and
 /// `export` with its own flags): the exit status.
 pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
+    if let Err(e) = check_inputs(&files) {
+        let nothing = if common.perfetto.is_some() { "; no Perfetto trace written" } else { "; nothing analyzed" };
+        sidecar::say!("sidecar: error: {e}{nothing}");
+        return 1;
+    }
     let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);
     run_dataflow(settings, Inputs::Files(files), common).0

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::analyze::analyze_files;
-use super::common::{parse_duration, Common};
+use super::common::{parse_window, parse_workers, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,10 +15,10 @@ pub struct Args {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Window length.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_window)]
     window: u64,
     /// Analysis worker threads (helper threads as for analyze).
-    #[arg(short = 'w', long, default_value_t = 1)]
+    #[arg(short = 'w', long, default_value = "1", value_parser = parse_workers)]
     workers: usize,
 }
 

@@ -169,7 +169,7 @@ impl PerfettoExport<Box<dyn Write + Send>> {
     pub fn create(path: &std::path::Path) -> io::Result<Self> {
         let f = std::fs::File::create(path)?;
         let out = io::BufWriter::with_capacity(1 << 20, f);
-        Ok(PerfettoExport::new(Box::new(crate::output::sink::NamedOutput::new(path.display().to_string(), out))))
+        Ok(PerfettoExport::new(Box::new(crate::output::named::NamedOutput::new(path.display().to_string(), out))))
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod dump;
 pub mod export;
 pub mod http;
+pub mod named;
 pub mod perfetto;
 pub mod sink;
 pub mod watch;

@@ -203,6 +203,11 @@ pub struct Cost {
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
     pub writer_cpu_share: Option<f64>,
+    /// The account in one short line, the same in the terminal, the JSON,
+    /// `/metrics` and the dashboard ([`Cost::account`]).
+    pub account: String,
+    /// Apart: what idle polling cost (None: nothing to speak of).
+    pub idle_account: Option<String>,
 }
 
 impl Cost {
@@ -253,7 +258,35 @@ impl Cost {
             idle_adapter_ms,
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
+            account: String::new(),
+            idle_account: None,
         }
+        .with_account()
+    }
+
+    /// What tracing cost, in one account: what it cost the job's worker
+    /// threads while they worked (`worker_threads_ms`: the engine's logging,
+    /// the adapter and the probe's pushes, or the pushes' estimate without
+    /// an adapter), and apart, what idle polling cost (`idle_steps_ms`).
+    /// Every face (the terminal, `--summary-json`, `/metrics`, the page)
+    /// shows these two lines; the details behind them follow.
+    pub fn account(&self) -> (String, Option<String>) {
+        let ms = |x: f64| if x >= 1000.0 { format!("{:.2} s", x / 1e3) } else { format!("{x:.2} ms") };
+        let how = if self.adapter_ms.is_some() { "measured, with the engine's logging" } else { "estimated" };
+        let line = format!(
+            "tracing cost the worker threads ~{} = {:.2}% of their time while they worked ({how})",
+            ms(self.worker_threads_ms),
+            self.worker_threads_share * 100.0
+        );
+        let idle = (self.idle_steps_ms >= 0.005).then(|| {
+            format!("apart: ~{} in idle polling (flush calls of steps that did nothing)", ms(self.idle_steps_ms))
+        });
+        (line, idle)
+    }
+
+    fn with_account(mut self) -> Cost {
+        (self.account, self.idle_account) = self.account();
+        self
     }
 }
 
@@ -365,7 +398,12 @@ impl Summary {
             self.windows, self.incomplete_windows, self.property_violation_windows, self.workers, c.worker_ms
         );
         let ops: Vec<String> =
-            self.top_operators.iter().map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0)).collect();
+            // (An entry that rounds to 0.0 % says nothing.)
+            self.top_operators
+                .iter()
+                .filter(|(_, _, sh)| sh * 1000.0 >= 0.5)
+                .map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0))
+                .collect();
         s += &format!(
             "  critical path: {:.1} ms; top: {}\n",
             self.critical_path_ms,
@@ -385,6 +423,10 @@ impl Summary {
             // The last window's words, the run's share.
             let what = words.split(": window").next().unwrap_or(words);
             s += &format!("  what-if: {what}: job −{:.0} %\n", job * 100.0);
+        }
+        s += &format!("  {}\n", c.account);
+        if let Some(idle) = &c.idle_account {
+            s += &format!("  {idle}\n");
         }
         s += &format!(
             "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
@@ -570,6 +612,42 @@ mod tests {
         assert!(text.contains("3000000 events ~60.00 ms, ~20 ns each"), "{text}");
         assert!(text.contains("1000000 flushes of its logs ~30.00 ms, ~30 ns each"), "{text}");
         assert!(text.contains("the adapter 30.00 ms (measured, including the probe's pushes, ~12.00 ms"), "{text}");
+    }
+
+    /// One account, first in the terminal and in the JSON (which the page
+    /// and `/metrics` read): the worker threads' cost while they worked,
+    /// and apart, idle polling. (The figures of the test below: 40.03 ms of
+    /// 1 s, 760 ms idle.)
+    #[test]
+    fn the_cost_account_is_one_line_and_idle_polling_apart() {
+        let l = "probe: workers=1 written=100 elided=0 adapter=200.0ms engine_events=1000 engine_log=600.03ms \
+                 engine_flushes=20000000 engine_flush=600.0ms idle_flushes=19000000 idle_engine=570.0ms idle_adapter=190.0ms";
+        let p = ProbeLine::parse(l).unwrap();
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let c = Cost::new(&t, Some(&p), 12.0, 10.0);
+        assert_eq!(c.account, "tracing cost the worker threads ~40.03 ms = 4.00% of their time while they worked (measured, with the engine's logging)");
+        assert_eq!(
+            c.idle_account.as_deref(),
+            Some("apart: ~760.00 ms in idle polling (flush calls of steps that did nothing)")
+        );
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["account"], c.account.as_str());
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c.clone()).text();
+        let first_cost_line = text.lines().find(|l| l.contains("tracing cost")).unwrap();
+        assert_eq!(first_cost_line.trim(), c.account, "{text}");
+    }
+
+    /// Operators whose share rounds to 0.0 % say nothing: left out.
+    #[test]
+    fn the_summary_leaves_out_operators_that_round_to_nothing() {
+        let mut t = RunTotals { critical_path_ns: 1_000_000_000, ..Default::default() };
+        t.operators.insert((0, "Count".into()), 990_000_000);
+        t.operators.insert((0, "Probe".into()), 10_000);
+        let c = Cost::new(&t, None, 12.0, 10.0);
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, c).text();
+        assert!(text.contains("w0 Count 99.0%"), "{text}");
+        assert!(!text.contains("Probe"), "{text}");
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod fragments;
 mod matching;
 mod participation;
 mod streams;
+pub use streams::LATE_DATA;
 mod tables;
 mod timelines;
 mod trace_checks;

@@ -16,6 +16,7 @@
 //! | `sidecar_connections_total` | counter | |
 //! | `sidecar_decode_errors_total` | counter | |
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
+//! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps), as the summary's cost account |
 //! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
 //! | `sidecar_arrangement_records` | gauge | `worker`, `operator`, `id` (differential: updates the trace holds, at the latest window's end) |
 //! | `sidecar_arrangement_batches` | gauge | the same |
@@ -52,6 +53,7 @@ pub const MAX_SERIES: usize = 64;
 
 type Labels = Vec<(&'static str, String)>;
 type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+type FloatGauge = prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The run's metrics, updated from each window's `--json` object.
 pub struct Metrics {
@@ -67,6 +69,7 @@ pub struct Metrics {
     errors: Counter,
     dropped: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
+    tracing_cost: Family<Labels, FloatGauge>,
     /// The arrangement gauges, by the report field each shows.
     arrangements: Vec<(&'static str, Family<Labels, Gauge>)>,
     /// Label sets given a series so far, per family (0: operators, 1:
@@ -106,6 +109,7 @@ impl Metrics {
             errors: Counter::default(),
             dropped: Family::default(),
             refusals: Family::default(),
+            tracing_cost: Family::default(),
             arrangements: ARRANGEMENT_GAUGES.iter().map(|(_, field, _)| (*field, Family::default())).collect(),
             admitted: Default::default(),
         };
@@ -133,6 +137,12 @@ impl Metrics {
         r.register("records", "Probe records in analyzed windows, by stream", m.records.clone());
         r.register("lost_records", "Records the probe lost, by stream", m.lost.clone());
         r.register_with_unit("analysis_latency", "From a window's end to its report (live runs)", s, m.latency.clone());
+        r.register_with_unit(
+            "tracing_cost",
+            "What tracing cost the job's worker threads while they worked, and apart, idle polling",
+            Unit::Seconds,
+            m.tracing_cost.clone(),
+        );
         r.register("connections", "Probe connections accepted", m.connections.clone());
         r.register("decode_errors", "Streams that failed to decode", m.errors.clone());
         r.register("dropped_updates", "Dashboard updates dropped: the hub or a browser was behind", m.dropped.clone());
@@ -146,6 +156,15 @@ impl Metrics {
             r.register(*name, *help, family.clone());
         }
         m
+    }
+
+    /// The cost account of the summary so far (its `cost` object): the
+    /// same figures the terminal and the page say.
+    pub fn cost(&mut self, cost: &Value) {
+        for (part, field) in [("worker_threads", "worker_threads_ms"), ("idle_polling", "idle_steps_ms")] {
+            let ms = cost[field].as_f64().unwrap_or(0.0);
+            self.tracing_cost.get_or_create(&vec![("part", part.to_string())]).set(ms / 1e3);
+        }
     }
 
     /// The OpenMetrics text.
