@@ -325,6 +325,7 @@ impl<W: Write> PerfettoExport<W> {
                 ActivityKind::Waiting { on, channel, kind } => {
                     let name = match on {
                         Some(w) => Name::WaitOn(w),
+                        None if kind == "open" => Name::Text("wait (open at the window's end)".into()),
                         None => Name::Text("wait (cause not visible)".into()),
                     };
                     let args = [

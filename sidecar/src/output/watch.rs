@@ -290,6 +290,11 @@ impl Cost {
     }
 }
 
+/// A run-level what-if in words: `w0 Consume 2× faster: job −27 %`.
+pub fn job_words(w: &crate::analysis::report::WhatIf, job: f64) -> String {
+    format!("{}: job −{:.0} %", w.what(), job * 100.0)
+}
+
 /// The closing summary as JSON (`--summary-json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
@@ -308,6 +313,9 @@ pub struct Summary {
     /// The best what-if predictions over the run (the windows' savings
     /// summed): (speedup, in words, share of the job's windows' time).
     pub what_if: Vec<(String, String, f64)>,
+    /// Windows whose top operator tied across workers: (the tie in words,
+    /// windows), the most frequent first (at most 3).
+    pub ties: Vec<(String, u64)>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
     /// The largest differential arrangements: (worker, operator, records
@@ -364,9 +372,16 @@ impl Summary {
         let what_if = ["2", "inf"]
             .iter()
             .filter_map(|f| ranking.iter().find(|(w, ..)| w.factor == *f))
-            .map(|(w, _, job)| (w.speedup.clone(), w.words(), *job))
+            // In the job's words, as the terminal says it (the last
+            // window's `words()` said `window −50 %` where the job saves
+            // 27 %).
+            .map(|(w, _, job)| (w.speedup.clone(), job_words(w, *job), *job))
             .collect();
+        let mut ties: Vec<(String, u64)> = t.ties.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        ties.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ties.truncate(3);
         Summary {
+            ties,
             command: command.to_vec(),
             exit_status,
             wall_ms,
@@ -409,6 +424,9 @@ impl Summary {
             self.critical_path_ms,
             if ops.is_empty() { "-".into() } else { ops.join(", ") }
         );
+        for (tie, n) in &self.ties {
+            s += &format!("  top operator tied: {tie} in {n} of {} windows\n", self.windows);
+        }
         let waits: Vec<String> = self
             .waits
             .iter()
@@ -419,10 +437,8 @@ impl Summary {
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
         s += &arrangements_line(&self.arrangements);
-        for (_, words, job) in &self.what_if {
-            // The last window's words, the run's share.
-            let what = words.split(": window").next().unwrap_or(words);
-            s += &format!("  what-if: {what}: job −{:.0} %\n", job * 100.0);
+        for (_, words, _) in &self.what_if {
+            s += &format!("  what-if: {words}\n");
         }
         s += &format!("  {}\n", c.account);
         if let Some(idle) = &c.idle_account {
@@ -723,5 +739,35 @@ mod tests {
         assert!((c.worker_threads_ms - 1.0).abs() < 1e-9, "{c:?}");
         let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&a), c).text();
         assert!(text.contains("and ~4.00 ms in flush calls of steps that did nothing"), "{text}");
+    }
+
+    /// The summary's what-if text (the JSON's and `/api/summary`'s, both
+    /// from `Summary::new`) says the job's figure, as its number and the
+    /// terminal do: it said the last window's `window −50 %` where the job
+    /// saved 25 %.
+    #[test]
+    fn the_summary_what_if_says_the_jobs_figure() {
+        use crate::analysis::report::{WhatIf, WindowReport};
+        let mut t = RunTotals::default();
+        let w = |saved_ns| WhatIf {
+            speedup: "w0:Consume=2".into(),
+            worker: Some(0),
+            operator: "Consume".into(),
+            factor: "2".into(),
+            measured_ns: 100,
+            saved_ns,
+            saved_share: saved_ns as f64 / 100.0,
+            ..Default::default()
+        };
+        // Two windows of 100 ns: one saves 0, the last 50: the job 25 %.
+        for saved in [0, 50] {
+            let mut r = WindowReport { what_if: vec![w(saved)], ..Default::default() };
+            r.critical_path.span_ns = 100;
+            t.add(&r);
+        }
+        let c = Cost::new(&t, None, 0.0, 0.0);
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, c);
+        assert_eq!(s.what_if, vec![("w0:Consume=2".into(), "w0 Consume 2× faster: job −25 %".into(), 0.25)]);
+        assert!(s.text().contains("  what-if: w0 Consume 2× faster: job −25 %\n"), "{}", s.text());
     }
 }

@@ -14,4 +14,4 @@ pub mod dataflow;
 pub mod grace;
 mod inline;
 
-pub use inline::analyze_bytes;
+pub use inline::{analyze_bytes, analyze_bytes_as_reported};

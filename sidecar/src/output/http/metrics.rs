@@ -266,7 +266,10 @@ impl Metrics {
                 let kind = on["kind"].as_str().unwrap_or("unknown").to_string();
                 let labels = vec![("worker", worker.clone()), ("waited_on", waited_on), ("kind", kind)];
                 let labels = self.admit(1, labels, 1);
-                self.waits.get_or_create(&labels).inc_by(on["ns"].as_u64().unwrap_or(0) as f64 / 1e9);
+                // (A wait open across windows counts where it ended: its
+                // earlier windows' part is `carried_ns`.)
+                let ns = on["ns"].as_u64().unwrap_or(0) + on["carried_ns"].as_u64().unwrap_or(0);
+                self.waits.get_or_create(&labels).inc_by(ns as f64 / 1e9);
             }
         }
     }
