@@ -178,6 +178,15 @@ impl Tracing {
         Ok(Tracing { probe, timely_log, drop_log: false })
     }
 
+    /// [`Tracing::attach`] for a differential program: the probe also
+    /// records differential's arrangements (`probe::differential::attach`).
+    pub fn attach_differential(&self, worker: &mut Worker) {
+        match &self.probe {
+            Some(p) if !self.drop_log && self.timely_log.is_none() => probe::differential::attach(worker, p),
+            _ => self.attach(worker),
+        }
+    }
+
     /// Attaches to a worker: first thing in the worker closure.
     pub fn attach(&self, worker: &mut Worker) {
         if self.drop_log && self.probe.is_none() && self.timely_log.is_none() {

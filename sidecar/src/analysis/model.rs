@@ -262,6 +262,25 @@ pub struct SeqMark {
     pub at: Ns,
 }
 
+/// Figures an arrangement record can carry (ringlog's `Figure` values
+/// 1..=FIGURES).
+pub const FIGURES: usize = 9;
+
+/// One arrangement of a stream (a differential trace and its batcher, by
+/// operator) as a window leaves it: the levels its Arrangement records set
+/// (each figure the last value set at or before the window's end), and the
+/// most records it held during the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrangementLevel {
+    pub op: u32,
+    /// Figures set inside the window (bit `i`: figure `i + 1`), until the
+    /// window is handed over (then the levels are whole and this is 0).
+    pub set: u16,
+    /// By figure (ringlog's `Figure` value − 1).
+    pub values: [u64; FIGURES],
+    pub peak_records: u64,
+}
+
 /// A channel's metadata: id, (source operator, port), (target operator, port).
 pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
 
@@ -305,6 +324,9 @@ pub struct Fragment {
     pub ops: Vec<(u32, String)>,
     pub channels: Vec<ChannelMeta>,
     pub spans: Vec<(u64, String)>,
+    /// The stream's arrangements (differential), by operator: every one it
+    /// has reported so far, as the window leaves them.
+    pub arrangements: Vec<ArrangementLevel>,
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.
     pub realtime_offset: Option<i64>,

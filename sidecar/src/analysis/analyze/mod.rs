@@ -20,10 +20,13 @@
 //!    (DProf §5.2, [`crate::analysis::whatif`]).
 //! 10. [`participation`]: critical participation (SnailTrail).
 //! 11. [`trace_checks`]: Sager's trace properties (§3.3).
-//! 12. The report's last facts: other timelines, completeness.
+//! 12. [`arrangements`]: differential's arrangements, as the window leaves
+//!     them.
+//! 13. The report's last facts: other timelines, completeness.
 
 use rustc_hash::FxHashMap;
 
+mod arrangements;
 mod critical;
 mod detail;
 mod fragments;
@@ -119,6 +122,7 @@ pub fn analyze_detail(
     rep.participation = participation::rank_participation(&g, &streams.sids, &names);
     rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
     rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
+    rep.arrangements = arrangements::list_arrangements(&frags, &names);
     other_timelines(&mut rep, &frags, &mut reasons);
     for f in frags {
         crate::analysis::model::give_items(f.items);
