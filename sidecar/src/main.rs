@@ -54,9 +54,10 @@ enum Cmd {
     ///
     /// sidecar watch --http 127.0.0.1:9090 -- target/release/skew -w 2 --epochs 100
     Watch(watch::Args),
-    /// Convert recorded probe files into a Perfetto trace.
+    /// Convert recorded probe files into a Perfetto trace, or a Graphviz
+    /// drawing of the dataflow graph.
     ///
-    /// Example: sidecar export --perfetto trace.pftrace trace.rlog
+    /// Example: sidecar export --perfetto trace.pftrace --dot graph.dot trace.rlog
     Export(export::Args),
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).

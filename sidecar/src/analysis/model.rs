@@ -303,6 +303,9 @@ pub struct Fragment {
     pub program: String,
     /// Metadata of the stream so far: operator names, channels, span names.
     pub ops: Vec<(u32, String)>,
+    /// Operators' addresses: the scope path timely gives each (empty when
+    /// the probe did not say).
+    pub op_addrs: Vec<(u32, Vec<u32>)>,
     pub channels: Vec<ChannelMeta>,
     pub spans: Vec<(u64, String)>,
     /// realtime − monotonic ns of the host (first clock sample), to report

@@ -74,6 +74,8 @@ struct Stream {
     /// than a frame number, as in `Proc`).
     next_seq: Option<u128>,
     ops: Vec<(u32, String)>,
+    /// Operators' addresses (their scopes), as `ops`.
+    op_addrs: Vec<(u32, Vec<u32>)>,
     channels: Vec<crate::analysis::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
     /// Last record time (ns): where lost records would have been.
@@ -411,6 +413,7 @@ impl Ingest {
             windower: Windower::new(sid, width),
             next_seq: None,
             ops: Vec::new(),
+            op_addrs: Vec::new(),
             channels: Vec::new(),
             spans: Vec::new(),
             last_ts: None,
@@ -609,9 +612,11 @@ impl Ingest {
             Body::Metadata(m) => {
                 for e in m {
                     match e {
-                        Meta::Operator { id, name, .. } => {
+                        Meta::Operator { id, name, addr } => {
                             st.ops.retain(|(i, _)| *i != id);
                             st.ops.push((id, name));
+                            st.op_addrs.retain(|(i, _)| *i != id);
+                            st.op_addrs.push((id, addr));
                         }
                         Meta::Channel { id, src, dst } => st.channels.push((id, src, dst)),
                         Meta::Span { id, name } => {
@@ -664,6 +669,7 @@ impl Ingest {
             }
             for f in &mut out[before..] {
                 f.ops = st.ops.clone();
+                f.op_addrs = st.op_addrs.clone();
                 f.channels = st.channels.clone();
                 f.spans = st.spans.clone();
             }
@@ -675,6 +681,7 @@ impl Ingest {
             if let Some(st) = f.stream.and_then(|s| self.streams.get(&s)) {
                 if f.ops.is_empty() {
                     f.ops = st.ops.clone();
+                    f.op_addrs = st.op_addrs.clone();
                     f.channels = st.channels.clone();
                     f.spans = st.spans.clone();
                 }
