@@ -1,0 +1,240 @@
+//! What each frame does: process-wide frames (hello, clock samples, end)
+//! to the process's clock and facts, worker frames to their stream
+//! (metadata, end; Records to the per-record loop in `records`), and the
+//! sequence numbers that show frames missing.
+
+use std::borrow::Borrow;
+
+use ringlog::{Body, DecodeError, Frame, FrameHeader, Meta, Payload, Record, PROCESS_WIDE};
+
+use super::faults::Fault;
+use super::records::take_records;
+use super::Ingest;
+use crate::analysis::model::{Counters, Sid};
+
+impl Ingest {
+    /// Handles one decoded frame of `bytes` bytes.
+    pub fn frame(&mut self, f: Frame, bytes: u64) {
+        match f.body {
+            Body::Records(recs) => {
+                self.records_frame(f.header, recs.into_iter(), bytes);
+            }
+            body => self.other_frame(f.header, body, bytes),
+        }
+    }
+
+    /// Handles one frame from [`ringlog::decode_frame_with`] (a Records
+    /// frame's records decoded as they are ingested). A fault in its
+    /// records is returned, for the caller to drop the stream
+    /// ([`Ingest::stream_error`]); the records before it have been taken.
+    pub fn payload(&mut self, h: FrameHeader, payload: Payload<'_>, bytes: u64) -> Result<(), DecodeError> {
+        match payload {
+            Payload::Records(recs) => {
+                let mut recs = self.records_frame(h, recs, bytes);
+                // (What a dropped frame did not take is checked all the same.)
+                recs.by_ref().for_each(drop);
+                recs.finish()
+            }
+            Payload::Other(body) => {
+                self.other_frame(h, body, bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Handles a Records frame whose records were decoded elsewhere (on a
+    /// reading thread, see `io::Unpacker`): the same as [`Ingest::payload`]
+    /// with a payload that decodes to `recs`.
+    pub fn records(&mut self, h: FrameHeader, recs: &[Record], bytes: u64) {
+        // (Decoded already: what a dropped frame did not take needs no
+        // check.)
+        let _ = self.records_frame(h, recs.iter(), bytes);
+    }
+
+    /// A process-wide frame (hello, clock samples, end).
+    pub(super) fn process_frame(&mut self, h: &FrameHeader, body: Option<Body>) {
+        let sid = Sid::from(h.stream);
+        let p = self.proc(sid.host, sid.process, h.domain);
+        // (A first frame numbered past 0 is a process joined mid-way: a
+        // probe that reconnected to a restarted sidecar. Its worker streams
+        // say what that means for their windows.)
+        let expected = p.next_seq.unwrap_or(h.seq as u128);
+        let gap = h.seq as u128 != expected;
+        p.next_seq = Some(h.seq as u128 + 1);
+        match body {
+            Some(Body::Hello(hello)) => {
+                p.program = hello.program.clone();
+                p.workers = hello.workers;
+                p.clock.set_ticks_per_sec(hello.ticks_per_sec);
+            }
+            Some(Body::Clock(samples)) => {
+                let bad: Vec<_> = samples.into_iter().filter_map(|s| p.clock.add(s).err()).collect();
+                for why in bad {
+                    self.fault(format!("{}: clock #{}: {why}", h.stream, h.seq));
+                }
+            }
+            Some(Body::End(_)) => p.ended = true,
+            _ => {}
+        }
+        if gap {
+            self.fault(format!("{}: process frames missing (frame #{} after #{})", h.stream, h.seq, expected));
+        }
+    }
+
+    /// The bookkeeping of every worker frame: its stream (made if new),
+    /// and the faults its sequence number shows. `None`: the stream is
+    /// done, the frame is ignored.
+    pub(super) fn worker_frame(&mut self, h: &FrameHeader) -> Option<Vec<Fault>> {
+        let sid = Sid::from(h.stream);
+        let (program, workers) = {
+            let p = self.proc(sid.host, sid.process, h.domain);
+            (p.program.clone(), p.workers)
+        };
+        let st = self.stream(sid);
+        st.windower.workers_expected = workers;
+        st.windower.program = program;
+        if st.done {
+            return None;
+        }
+        let mut faults: Vec<Fault> = Vec::new();
+        match st.next_seq {
+            // Joined mid-way (a probe reconnected to a restarted sidecar,
+            // or a file missing its start): the stream's first window lacks
+            // what came before. (The windower puts a fault that comes
+            // before any record in the stream's first window.)
+            None if h.seq > 0 => faults.push((
+                0,
+                0,
+                format!("joined the stream mid-way (first frame #{}): earlier frames not seen", h.seq),
+            )),
+            Some(n) if h.seq as u128 != n => {
+                let from = st.last_ts.unwrap_or(0);
+                faults.push((from, from, format!("frames missing (got #{} expected #{n})", h.seq)));
+            }
+            _ => {}
+        }
+        st.next_seq = Some(h.seq as u128 + 1);
+        Some(faults)
+    }
+
+    /// A Records frame, its records taken from `recs` as they are ingested;
+    /// gives `recs` back (owned by the pass over them, so its loop keeps the
+    /// decoder's state in registers). The frame's bookkeeping, the pass
+    /// ([`take_records`]), then its last window and faults booked
+    /// ([`Stream::close_records_frame`]).
+    pub(super) fn records_frame<R: Borrow<Record>, I: Iterator<Item = R>>(
+        &mut self,
+        h: FrameHeader,
+        recs: I,
+        bytes: u64,
+    ) -> I {
+        if self.failed {
+            return recs;
+        }
+        self.bytes += bytes;
+        if h.stream.worker == PROCESS_WIDE {
+            self.process_frame(&h, None);
+            return recs;
+        }
+        let Some(faults) = self.worker_frame(&h) else { return recs };
+        let sid = Sid::from(h.stream);
+        let (conv, sync_fault) = self.sync.frame(sid.host, sid.process);
+        let Some(p) = self.procs.get_mut(&(sid.host, sid.process)) else { return recs };
+        if !p.clock.has_sample() {
+            self.records_before_clock(&h, sid);
+            return recs;
+        }
+        let st = self.streams.get_mut(&sid).unwrap();
+        // A stream clock that went back: every frame from then on is
+        // faulted (once the TSC passes its old value, samples are accepted
+        // again, but the segment across the reset maps wrongly).
+        let clock_fault = (p.clock.went_back() > 0).then(|| {
+            "the stream clock went back (a TSC reset or write): its times from here on are not on the host's \
+             timeline"
+                .to_string()
+        });
+        let (recs, pass) = take_records(recs, p, st, &conv, self.width, bytes);
+        self.records += pass.taken;
+        st.close_records_frame(&h, bytes, pass, faults, [sync_fault, clock_fault]);
+        Self::flush(st, &mut self.out, false);
+        recs
+    }
+
+    /// A Records frame of a process with no clock sample yet: its records
+    /// cannot be placed, and are dropped.
+    pub(super) fn records_before_clock(&mut self, h: &FrameHeader, sid: Sid) {
+        let n = h.count;
+        self.fault(format!("{}: {} records before any clock sample, dropped", h.stream, n));
+        let st = self.streams.get_mut(&sid).unwrap();
+        let t = st.last_ts.unwrap_or(0);
+        st.windower.fault(t, t, "records before any clock sample");
+    }
+
+    /// Any frame but Records.
+    pub(super) fn other_frame(&mut self, h: FrameHeader, body: Body, bytes: u64) {
+        if self.failed {
+            return;
+        }
+        self.bytes += bytes;
+        self.greeted |= matches!(body, Body::Hello(_));
+        let sid = Sid::from(h.stream);
+        if let Body::ClockSync(cs) = &body {
+            // A relay's frames, with a process id of their own (FORMAT.md).
+            self.sync.clock_sync(sid.host, cs);
+            return;
+        }
+        if h.stream.worker == PROCESS_WIDE {
+            return self.process_frame(&h, Some(body));
+        }
+        // Per-worker frame.
+        let Some(mut faults) = self.worker_frame(&h) else { return };
+        let st = self.streams.get_mut(&sid).expect("made by worker_frame");
+        match body {
+            // (The decoder refuses worker-specific ClockSync frames; Records
+            // go to `records_frame`.)
+            Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) => {}
+            Body::Metadata(m) => {
+                for e in m {
+                    match e {
+                        Meta::Operator { id, name, addr } => {
+                            st.ops.retain(|(i, _)| *i != id);
+                            st.ops.push((id, name));
+                            st.op_addrs.retain(|(i, _)| *i != id);
+                            st.op_addrs.push((id, addr));
+                        }
+                        Meta::Channel { id, src, dst } => st.channels.push((id, src, dst)),
+                        Meta::Span { id, name } => {
+                            st.spans.retain(|(i, _)| *i != id);
+                            st.spans.push((id, name));
+                        }
+                    }
+                }
+            }
+            Body::Clock(_) => {}
+            Body::End(_) => {
+                if h.lost > 0 {
+                    let t = st.last_ts.unwrap_or(0);
+                    st.windower.count(t, &Counters { lost: h.lost, ..Default::default() });
+                    st.windower.fault(t, t, &format!("{} records lost", h.lost));
+                }
+                st.builder.finish();
+                st.done = true;
+                for (a, b, why) in faults.drain(..) {
+                    st.windower.fault(a, b, &why);
+                }
+                let before = self.out.len();
+                Self::flush(st, &mut self.out, true);
+                st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
+                let unplaced = st.windower.unplaced_faults();
+                self.report_unplaced(sid, unplaced);
+                self.mark_ended(sid);
+                self.finish_batch(before);
+                return;
+            }
+        }
+        let st = self.streams.get_mut(&sid).unwrap();
+        for (a, b, why) in faults.drain(..) {
+            st.windower.fault(a, b, &why);
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Decode and clock (issue stage 1): the frames of one byte stream (a file,
+//! or one probe connection) → per-worker activities → per-window fragments.
+//! No I/O: the caller feeds frames and end-of-input; faults are reported
+//! with the stream and byte offset they concern, and never stop the other
+//! streams.
+//!
+//! Three parts: `frames` (what each frame kind does to the process and
+//! worker streams, sequence numbers), `records` (the per-record loop of a
+//! Records frame: clock conversion, window counters, events to the
+//! activity builder), `faults` (decode errors, dropped streams, the end of
+//! input: faults placed on the windows they concern). This file holds the
+//! state they share and what the pipeline asks of a byte stream.
+
+mod faults;
+mod frames;
+mod records;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use ringlog::ClockDomain;
+use rustc_hash::FxHashMap;
+
+use crate::analysis::activity::Builder;
+use crate::analysis::model::{Fragment, Ns, SeqMark, Sid};
+use crate::analysis::window::Windower;
+use crate::ingest::clock::Clock;
+
+/// A realtime − monotonic offset as fragments carry it; one an i64 cannot
+/// hold (a corrupt clock sample) is unknown rather than truncated.
+fn offset_i64(o: i128) -> Option<i64> {
+    i64::try_from(o).ok()
+}
+
+struct Proc {
+    clock: Clock,
+    program: String,
+    workers: u32,
+    /// The frame number expected next (None: no frame seen yet). Wider
+    /// than a frame number: the one after #2⁶⁴−1 (a corrupt header) is not
+    /// #0.
+    next_seq: Option<u128>,
+    ended: bool,
+}
+
+struct Stream {
+    builder: Builder,
+    windower: Windower,
+    /// The frame number expected next (None: no frame seen yet; wider
+    /// than a frame number, as in `Proc`).
+    next_seq: Option<u128>,
+    ops: Vec<(u32, String)>,
+    /// Operators' addresses (their scopes), as `ops`.
+    op_addrs: Vec<(u32, Vec<u32>)>,
+    channels: Vec<crate::analysis::model::ChannelMeta>,
+    spans: Vec<(u64, String)>,
+    /// Last record time (ns): where lost records would have been.
+    last_ts: Option<Ns>,
+    done: bool,
+    elided_seen: u64,
+}
+
+/// One byte stream's ingest state.
+pub struct Ingest {
+    pub name: String,
+    width: Ns,
+    procs: FxHashMap<(u64, u32), Proc>,
+    streams: BTreeMap<Sid, Stream>,
+    /// Fragments ready for their window's owner.
+    pub out: Vec<Fragment>,
+    /// Faults found (already attached to the windows they concern).
+    pub errors: Vec<String>,
+    pub records: u64,
+    pub bytes: u64,
+    failed: bool,
+    /// A Hello frame was read (the byte stream is a probe's).
+    greeted: bool,
+    /// Streams that ended, with the first window they are absent from and
+    /// their last sequence numbers; the caller hands these to every window
+    /// owner.
+    pub ended: Vec<(Sid, u64, Vec<SeqMark>)>,
+    /// Clock sync: which processes are converted to the reference timeline.
+    pub sync: crate::ingest::sync::StreamSync,
+}
+
+impl Ingest {
+    pub fn new(name: impl Into<String>, width: Ns) -> Ingest {
+        Ingest {
+            name: name.into(),
+            width,
+            procs: FxHashMap::default(),
+            streams: BTreeMap::new(),
+            out: Vec::new(),
+            errors: Vec::new(),
+            records: 0,
+            bytes: 0,
+            failed: false,
+            greeted: false,
+            ended: Vec::new(),
+            sync: Default::default(),
+        }
+    }
+
+    /// Shares the clock models of the sidecar process (see `sync`).
+    pub fn with_sync(mut self, shared: crate::ingest::sync::SharedSync) -> Ingest {
+        self.sync = crate::ingest::sync::StreamSync::new(shared);
+        self
+    }
+
+    fn proc(&mut self, host: u64, pid: u32, domain: ClockDomain) -> &mut Proc {
+        self.procs.entry((host, pid)).or_insert_with(|| Proc {
+            clock: Clock::new(domain, 0),
+            program: String::new(),
+            workers: 0,
+            next_seq: None,
+            ended: false,
+        })
+    }
+
+    fn stream(&mut self, sid: Sid) -> &mut Stream {
+        let width = self.width;
+        self.streams.entry(sid).or_insert_with(|| Stream {
+            builder: Builder::new(),
+            windower: Windower::new(sid, width),
+            next_seq: None,
+            ops: Vec::new(),
+            op_addrs: Vec::new(),
+            channels: Vec::new(),
+            spans: Vec::new(),
+            last_ts: None,
+            done: false,
+            elided_seen: 0,
+        })
+    }
+
+    fn flush(st: &mut Stream, out: &mut Vec<Fragment>, all: bool) {
+        let late = st.windower.add(&mut st.builder.out);
+        if late > 0 {
+            let t = st.last_ts.unwrap_or(0);
+            st.windower.fault(t, t, "late data for a window already analyzed");
+        }
+        if let Some(s) = st.builder.settled() {
+            let before = out.len();
+            if all {
+                // handled by windower.finish
+            } else {
+                st.windower.take_ready(s, &mut st.builder.out, out);
+            }
+            for f in &mut out[before..] {
+                f.ops = st.ops.clone();
+                f.op_addrs = st.op_addrs.clone();
+                f.channels = st.channels.clone();
+                f.spans = st.spans.clone();
+            }
+        }
+    }
+
+    fn attach_meta(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(st) = f.stream.and_then(|s| self.streams.get(&s)) {
+                if f.ops.is_empty() {
+                    f.ops = st.ops.clone();
+                    f.op_addrs = st.op_addrs.clone();
+                    f.channels = st.channels.clone();
+                    f.spans = st.spans.clone();
+                }
+            }
+        }
+    }
+
+    fn realtime_offsets(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(s) = f.stream {
+                f.realtime_offset =
+                    self.procs.get(&(s.host, s.process)).and_then(|p| p.clock.realtime_offset()).and_then(offset_i64);
+            }
+        }
+    }
+
+    /// Call after every batch of frames: attaches metadata and offsets.
+    pub fn finish_batch(&mut self, before: usize) {
+        self.attach_meta(before);
+        self.realtime_offsets(before);
+        self.timelines(before);
+    }
+
+    /// Fragments of converted processes go to the reference host's windows,
+    /// with its realtime offset.
+    fn timelines(&mut self, before: usize) {
+        for f in &mut self.out[before..] {
+            if let Some(s) = f.stream.filter(|s| self.sync.converted(s.host, s.process)) {
+                f.timeline = Some(self.sync.timeline(s.host, s.process));
+                f.realtime_offset = self.sync.shared.lock().reference_realtime_offset.and_then(offset_i64);
+            }
+        }
+    }
+
+    /// The byte stream failed to decode: that is final for it. Every stream
+
+    /// Live deadline: every open stream of `host` emits what it has up to
+    /// `t` so that windows ending by `t` can close (what follows continues).
+    pub fn force(&mut self, host: u64, t: Ns) {
+        // Cut only at a window boundary: an open gap then ends exactly at its
+        // window's end (a wait cut there, Sager §3.1 projection) instead of a
+        // wait ending mid-window without a terminator.
+        let t = t / self.width * self.width;
+        let before = self.out.len();
+        for (sid, st) in self.streams.iter_mut() {
+            if st.done || self.sync.timeline(sid.host, sid.process) != host {
+                continue;
+            }
+            match st.last_ts {
+                Some(l) if l < t => st.builder.force(t),
+                // (Recording past `t`, yet an execution holds it back.)
+                Some(_) if st.builder.settled().is_some_and(|s| s < t) => {
+                    st.builder.force_execution(t);
+                }
+                _ => continue,
+            }
+            Self::flush(st, &mut self.out, false);
+        }
+        self.finish_batch(before);
+    }
+
+    /// Lowest window index this byte stream may still send a fragment for
+    /// (None: nothing open).
+    /// `shift(host)` maps a host's window index to timely time.
+    pub fn frontier(&self, shift: impl Fn(u64) -> u64) -> Option<u64> {
+        self.streams
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(k, s)| s.windower.next_window() + shift(self.sync.timeline(k.host, k.process)))
+            .min()
+    }
+
+    /// Whether any stream has shown itself (a frame of a worker).
+    pub fn has_streams(&self) -> bool {
+        !self.streams.is_empty()
+    }
+
+    /// The timelines (hosts) this byte stream's windows are on.
+    pub fn hosts(&self) -> Vec<u64> {
+        let mut h: Vec<u64> = self.streams.keys().map(|s| self.sync.timeline(s.host, s.process)).collect();
+        h.sort_unstable();
+        h.dedup();
+        h
+    }
+
+    /// Whether a Hello frame has been read: what a probe sends first on
+    /// every connection (a relay forwards it).
+    pub fn greeted(&self) -> bool {
+        self.greeted
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.streams.values().all(|s| s.done)
+    }
+
+    pub fn realtime_offset(&self, host: u64) -> Option<i128> {
+        self.procs.iter().find(|(k, _)| k.0 == host).and_then(|(_, p)| p.clock.realtime_offset()).or_else(|| {
+            let reg = self.sync.shared.lock();
+            reg.reference.filter(|&r| r == host).and(reg.reference_realtime_offset)
+        })
+    }
+}

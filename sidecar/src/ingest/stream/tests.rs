@@ -1,0 +1,257 @@
+//! The stream ingest on encoded byte streams: windows, loss, clock faults,
+//! sequence numbers, corruption.
+
+use ringlog::{
+    ClockDomain, ClockSample, Decoder, Encoder, EndStats, Event, Hello, Meta, Record, StreamId, PROCESS_WIDE,
+};
+
+use super::records::event_of;
+use super::Ingest;
+use crate::analysis::model::Ns;
+
+/// A one-worker process's Hello (TSC at 1 GHz).
+fn hello() -> Hello {
+    Hello {
+        host_name: "h".into(),
+        program: "p".into(),
+        pid: 1,
+        workers: 1,
+        invariant_tsc: true,
+        ticks_per_sec: 1_000_000_000,
+    }
+}
+
+fn bytes(with_end: bool) -> Vec<u8> {
+    let mut e = Encoder::new();
+    let mut out = Vec::new();
+    let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+    let w0 = StreamId { host: 7, process: 1, worker: 0 };
+    let hello = hello();
+    e.hello(pw, 0, ClockDomain::Tsc, &hello, &mut out);
+    e.clock(pw, 1, ClockDomain::Tsc, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
+    e.hello(w0, 0, ClockDomain::Tsc, &hello, &mut out);
+    e.metadata(w0, 1, ClockDomain::Tsc, &[Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }], &mut out);
+    let recs: Vec<Record> = (0..10)
+        .flat_map(|i| {
+            [
+                Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
+                Record::from_event(i * 100 + 50, Event::Mark { id: 1 }),
+                Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
+            ]
+        })
+        .collect();
+    e.records(w0, 2, 0, ClockDomain::Tsc, &[&recs[..15]], &mut out);
+    e.records(w0, 3, 4, ClockDomain::Tsc, &[&recs[15..]], &mut out);
+    if with_end {
+        e.end(w0, 4, 0, ClockDomain::Tsc, &EndStats { produced: 34, lost: 4, elided: 0 }, &mut out);
+    }
+    out
+}
+
+fn run(b: &[u8]) -> Ingest {
+    run_width(b, 250)
+}
+
+/// Ingests `b` whole into windows of `width` ns (a decode error ends it).
+fn run_width(b: &[u8], width: Ns) -> Ingest {
+    let mut ing = Ingest::new("test", width);
+    for f in Decoder::new(b) {
+        match f {
+            Ok(f) => {
+                let before = ing.out.len();
+                ing.frame(f, 1);
+                ing.finish_batch(before);
+            }
+            Err(e) => {
+                ing.decode_error(&e);
+                return ing;
+            }
+        }
+    }
+    ing.eof();
+    ing
+}
+
+#[test]
+fn inlined_event_mapping_is_records() {
+    for kind in 0..=255u8 {
+        let r = Record { ts: 1, a: 0x1234_5678_9abc, b: 7, c: 0xdead_beef, d: 0x0bad_f00d, kind, _pad: [0; 3] };
+        assert_eq!(event_of(&r), r.event(), "kind {kind}");
+    }
+}
+
+#[test]
+fn fragments_per_window_with_loss_marked() {
+    let ing = run(&bytes(true));
+    let ws: Vec<u64> = ing.out.iter().map(|f| f.window).collect();
+    assert_eq!(ws, vec![0, 1, 2, 3]);
+    assert_eq!(ing.out.iter().map(|f| f.counters.records).sum::<u64>(), 30);
+    assert_eq!(ing.out[0].ops, vec![(3, "Map".to_string())]);
+    // the loss sits between record 15 (t=460) and record 16 (t=500)
+    assert!(ing.out[1].faults.iter().any(|f| f.contains("4 records lost")));
+    assert!(ing.out[0].faults.is_empty());
+    assert!(ing.out[3].ended);
+    assert!(ing.errors.is_empty());
+}
+
+const PW: StreamId = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+const W0: StreamId = StreamId { host: 7, process: 1, worker: 0 };
+
+/// A clock sample with CLOCK_REALTIME = CLOCK_MONOTONIC.
+fn cs(ticks: u64, ns: u64) -> ClockSample {
+    ClockSample { ticks, monotonic_ns: ns, realtime_ns: ns }
+}
+
+/// Process `PW` and its worker `W0` started, with clock samples at 1 s
+/// and 2 s where the TSC reads CLOCK_MONOTONIC (process frames #0-#2,
+/// the worker's Hello #0).
+fn tsc_stream_at_2s() -> (Encoder, Vec<u8>) {
+    let (mut e, mut out) = (Encoder::new(), Vec::new());
+    let hello = hello();
+    e.hello(PW, 0, ClockDomain::Tsc, &hello, &mut out);
+    e.clock(PW, 1, ClockDomain::Tsc, &[cs(1_000_000_000, 1_000_000_000)], &mut out);
+    e.clock(PW, 2, ClockDomain::Tsc, &[cs(2_000_000_000, 2_000_000_000)], &mut out);
+    e.hello(W0, 0, ClockDomain::Tsc, &hello, &mut out);
+    (e, out)
+}
+
+/// A stream clock that goes back (a TSC reset or write: a sample whose
+/// ticks are lower than the last one's while CLOCK_MONOTONIC went on)
+/// cannot be mapped any more: the samples after it are ignored, and the
+/// records after it land at the stream's last time (here all 40, 400 ms
+/// of work, in window 23 instead of 25-28). That must not be silent: the
+/// windows from there on carry a fault.
+#[test]
+fn a_stream_clock_that_goes_back_is_a_fault() {
+    let (mut e, mut out) = tsc_stream_at_2s();
+    let (pw, w0) = (PW, W0);
+    let marks = |from: u64| -> Vec<Record> {
+        (0..40).map(|i| Record::from_event(from + i * 10_000_000, Event::Mark { id: 1 })).collect()
+    };
+    e.records(w0, 1, 0, ClockDomain::Tsc, &[&marks(2_000_000_000)], &mut out);
+    // At 2.5 s the TSC restarts from 1000.
+    e.clock(pw, 3, ClockDomain::Tsc, &[cs(1_000, 2_500_000_000)], &mut out);
+    e.records(w0, 2, 0, ClockDomain::Tsc, &[&marks(1_000)], &mut out);
+    e.end(w0, 3, 0, ClockDomain::Tsc, &EndStats { produced: 80, lost: 0, elided: 0 }, &mut out);
+    let ing = run_width(&out, 100_000_000);
+    let at: Vec<(u64, u64, bool)> = ing
+        .out
+        .iter()
+        .map(|f| (f.window, f.counters.records, f.faults.iter().any(|x| x.contains("stream clock went back"))))
+        .collect();
+    assert!(at.iter().any(|&(w, n, fault)| w >= 23 && n > 0 && fault), "{at:?}");
+}
+
+/// The TSC goes back by 1.5 s at 2.5 s (a reset or write) and the probe
+/// goes on with a sample a second and a Records frame every 100 ms. Once
+/// the TSC passes the last accepted sample's ticks again (after 1.5 s)
+/// its samples are accepted, yet the mapping across the reset is wrong:
+/// every window from the reset on carries the fault (only those of the
+/// frames right after a rejected sample did).
+#[test]
+fn a_stream_clock_that_went_back_faults_every_later_window() {
+    let (mut e, mut out) = tsc_stream_at_2s();
+    let (pw, w0) = (PW, W0);
+    const BACK: u64 = 1_500_000_000;
+    let (mut pseq, mut wseq) = (3, 1);
+    // True time t (ns) from 2.0 s to 6.0 s, a frame of 10 marks each 100 ms.
+    let mut t = 2_000_000_000u64;
+    while t < 6_000_000_000 {
+        if t.is_multiple_of(1_000_000_000) && t > 2_000_000_000 {
+            let ticks = if t >= 2_500_000_000 { t - BACK } else { t };
+            e.clock(pw, pseq, ClockDomain::Tsc, &[cs(ticks, t)], &mut out);
+            pseq += 1;
+        }
+        let recs: Vec<Record> = (0..10)
+            .map(|i| {
+                let tt = t + i * 10_000_000;
+                let ticks = if tt >= 2_500_000_000 { tt - BACK } else { tt };
+                Record::from_event(ticks, Event::Mark { id: 1 })
+            })
+            .collect();
+        e.records(w0, wseq, 0, ClockDomain::Tsc, &[&recs], &mut out);
+        wseq += 1;
+        t += 100_000_000;
+    }
+    e.end(w0, wseq, 0, ClockDomain::Tsc, &EndStats { produced: 400, lost: 0, elided: 0 }, &mut out);
+    let ing = run_width(&out, 100_000_000);
+    let at: Vec<(u64, u64, bool)> = ing
+        .out
+        .iter()
+        .filter(|f| f.counters.records > 0)
+        .map(|f| (f.window, f.counters.records, f.faults.iter().any(|x| x.contains("stream clock went back"))))
+        .collect();
+    // Every window with records from the reset on carries the fault.
+    let first = at.iter().position(|x| x.2).expect("a fault");
+    assert!(at[first..].iter().all(|x| x.2), "{at:?}");
+}
+
+/// A clock sample that puts the TSC's rate far off is ignored and named;
+/// the records go on being converted with the samples around it.
+#[test]
+fn an_implausible_clock_sample_is_named_and_ignored() {
+    let (mut e, mut out) = tsc_stream_at_2s();
+    e.clock(PW, 3, ClockDomain::Tsc, &[cs(2_100_000_000, 900_000_000_000_000)], &mut out);
+    let mark = [Record::from_event(2_500_000_000, Event::Mark { id: 1 })];
+    e.records(W0, 1, 0, ClockDomain::Tsc, &[&mark], &mut out);
+    e.end(W0, 2, 0, ClockDomain::Tsc, &EndStats { produced: 1, lost: 0, elided: 0 }, &mut out);
+    let ing = run_width(&out, 1_000_000_000);
+    assert!(ing.errors.iter().any(|x| x.contains("clock #3: a clock sample implausible")), "{:?}", ing.errors);
+    // (1 ns per tick from the samples at 1 s and 2 s: window 2.)
+    assert!(ing.out.iter().any(|f| f.window == 2 && f.counters.records == 1), "{:?}", ing.out);
+    assert!(ing.out.iter().all(|f| f.window < 3), "{:?}", ing.out);
+}
+
+/// Frame numbers at the end of their range (a corrupt header behind
+/// sound checksums): the frame after #2⁶⁴−1 is out of sequence, in a
+/// worker stream and a process alike. Computing the next one overflowed
+/// (a panic where overflow is checked; elsewhere it wrapped to #0 and a
+/// following #0 passed as in sequence).
+/// Counts a stream states (elided schedules, their spin time, lost
+/// records) near 2⁶⁴, from a corrupt header or record behind sound
+/// checksums: their sums in a window saturate. Found by the
+/// `ingest_stream` fuzz target, where the sum of two Steps' spin time
+/// panicked ('attempt to add with overflow'); release builds wrapped.
+#[test]
+fn stated_counts_near_the_limit_saturate_in_their_window() {
+    let (mut e, mut out) = tsc_stream_at_2s();
+    let step = |t| Record::from_event(t, Event::Step { elided: u64::MAX - 1, spin_ticks: u64::MAX });
+    let recs = [step(2_000_000_000), step(2_000_000_100)];
+    e.records(W0, 1, u64::MAX, ClockDomain::Tsc, &[&recs], &mut out);
+    e.records(W0, 2, u64::MAX, ClockDomain::Tsc, &[&[step(2_000_000_200)]], &mut out);
+    e.end(W0, 3, 0, ClockDomain::Tsc, &EndStats { produced: 3, lost: 0, elided: 0 }, &mut out);
+    let ing = run_width(&out, 1_000_000_000);
+    let w = ing.out.iter().find(|f| f.counters.steps == 3).expect("one window holds the three steps");
+    let c = &w.counters;
+    assert_eq!((c.elided, c.spin_ns, c.lost), (u64::MAX, u64::MAX, u64::MAX), "{c:?}");
+}
+
+#[test]
+fn the_frame_after_the_last_frame_number_is_out_of_sequence() {
+    let (mut e, mut out) = tsc_stream_at_2s();
+    let mark = [Record::from_event(2_000_000_000, Event::Mark { id: 1 })];
+    e.records(W0, u64::MAX, 0, ClockDomain::Tsc, &[&mark], &mut out);
+    e.end(W0, 0, 0, ClockDomain::Tsc, &EndStats { produced: 1, lost: 0, elided: 0 }, &mut out);
+    e.clock(PW, u64::MAX, ClockDomain::Tsc, &[cs(3_000_000_000, 3_000_000_000)], &mut out);
+    e.end(PW, 0, 0, ClockDomain::Tsc, &EndStats::default(), &mut out);
+    let ing = run(&out);
+    let after_last = "#0 expected #18446744073709551616";
+    assert!(ing.out.iter().any(|f| f.faults.iter().any(|x| x.contains(after_last))), "{:?}", ing.out);
+    assert!(ing.errors.iter().any(|x| x.contains("frame #0 after #18446744073709551616")), "{:?}", ing.errors);
+}
+
+#[test]
+fn disconnect_and_corruption_are_named() {
+    let ing = run(&bytes(false));
+    assert!(ing.out.last().unwrap().faults.iter().any(|f| f.contains("without End")));
+    assert!(ing.errors[0].contains("without an End frame"));
+    let mut b = bytes(true);
+    let n = b.len();
+    b[n - 30] ^= 0xff; // corrupt the last frame
+    let ing = run(&b);
+    assert!(ing.errors[0].starts_with("test: decode error at byte"), "{:?}", ing.errors);
+    assert!(ing.out.last().unwrap().faults.iter().any(|f| f.contains("decode error")));
+    // truncated input
+    let ing = run(&bytes(true)[..n - 10]);
+    assert!(ing.errors[0].contains("input ends inside a frame"), "{:?}", ing.errors);
+}
