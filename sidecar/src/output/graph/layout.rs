@@ -582,9 +582,11 @@ mod tests {
                 // The route runs from the source to the target, one layer
                 // at a time, monotone in y.
                 prop_assert_eq!(r.points.len(), la.abs_diff(lb) + 1);
-                prop_assert_eq!(r.points.first().copied(), Some((l.nodes[a].x, l.nodes[a].y + if r.reversed { -l.nodes[a].h / 2.0 } else { l.nodes[a].h / 2.0 })));
+                let half = if r.reversed { -l.nodes[a].h / 2.0 } else { l.nodes[a].h / 2.0 };
+                prop_assert_eq!(r.points.first().copied(), Some((l.nodes[a].x, l.nodes[a].y + half)));
                 for p in r.points.windows(2) {
-                    prop_assert!(if r.reversed { p[1].1 < p[0].1 } else { p[1].1 > p[0].1 });
+                    let down = p[1].1 > p[0].1;
+                    prop_assert!(down != r.reversed && p[1].1 != p[0].1, "{:?}", r);
                 }
             }
             // Reversed edges alone form no cycle with the rest turned
