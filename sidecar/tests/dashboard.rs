@@ -473,10 +473,9 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     };
     let shot = page.call("Page.captureScreenshot", json!({"format": "png"}));
     save_screenshot(shot["data"].as_str().unwrap(), "dashboard.png");
-    let shot = page.call(
-        "Page.captureScreenshot",
-        json!({"format": "png", "clip": section(&mut page, "graph-section"), "captureBeyondViewport": true}),
-    );
+    let clip = section(&mut page, "graph-section");
+    let shot =
+        page.call("Page.captureScreenshot", json!({"format": "png", "clip": clip, "captureBeyondViewport": true}));
     save_screenshot(shot["data"].as_str().unwrap(), "dashboard-graph.png");
     let running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
