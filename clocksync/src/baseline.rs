@@ -9,7 +9,8 @@
 
 use core::cell::Cell;
 
-use crate::freezer::{Error, Exchange, FreeZer};
+use crate::exchange::Exchange;
+use crate::freezer::{Error, FreeZer};
 
 /// A clock conversion that yields one point per timestamp.
 pub trait Estimator {

@@ -5,7 +5,7 @@
 
 use core::cmp::Ordering;
 
-use crate::freezer::Exchange;
+use crate::exchange::Exchange;
 use crate::interval::Interval;
 use crate::ratio::{mul_fp_ceil, mul_fp_floor, Ratio};
 

@@ -13,7 +13,7 @@
 use core::cmp::Ordering;
 
 use crate::bracket::residual_cmp;
-use crate::freezer::Exchange;
+use crate::exchange::Exchange;
 
 /// Closed stretches kept at most (memory: this many landmarks of two exchanges each).
 pub(crate) const MAX_LANDMARKS: usize = 16;

@@ -51,6 +51,7 @@
 mod anchors;
 pub mod baseline;
 mod bracket;
+mod exchange;
 pub mod experiment;
 mod freezer;
 mod interval;
@@ -60,7 +61,8 @@ pub mod protocol;
 mod ratio;
 pub mod sim;
 
-pub use freezer::{convert_path, convert_path_tight, Error, Exchange, FreeZer, Violation, DEFAULT_WARMUP};
+pub use exchange::Exchange;
+pub use freezer::{convert_path, convert_path_tight, Error, FreeZer, Violation, DEFAULT_WARMUP};
 pub use interval::{Interval, Order};
 pub use offline::OfflineFreeZer;
 pub use ratio::Ratio;

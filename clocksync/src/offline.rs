@@ -30,7 +30,8 @@ use core::cmp::Ordering;
 use core::ops::Range;
 
 use crate::bracket::{ratio, Bracket, Slopes};
-use crate::freezer::{self, Error, Exchange, FreeZer, Violation};
+use crate::exchange::Exchange;
+use crate::freezer::{self, Error, FreeZer, Violation};
 use crate::interval::Interval;
 use crate::ratio::{mul_fp_ceil, mul_fp_floor, mul_wide, Ratio};
 

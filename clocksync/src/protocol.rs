@@ -39,7 +39,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::freezer::{Error, Exchange, FreeZer};
+use crate::exchange::Exchange;
+use crate::freezer::{Error, FreeZer};
 
 /// A source of timestamps for one host.
 pub trait Clock {

@@ -6,7 +6,7 @@
 //! models a fault (a jump, a reset, a change of rate). Delays and jitter are drawn in
 //! floating point: they are inputs of the simulation, not part of any bound.
 
-use crate::freezer::Exchange;
+use crate::exchange::Exchange;
 
 const PS_PER_S: i128 = 1_000_000_000_000;
 

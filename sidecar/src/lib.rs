@@ -29,14 +29,14 @@
 //! ```
 
 /// A line to standard error that never panics (`eprintln!` does when stderr
-/// is closed or full): a failed diagnostic must not end a run whose results
-/// go elsewhere, nor change its exit status.
+/// is closed or full) and never blocks (a thread writes it: see
+/// [`detached`]): a failed diagnostic must not end a run whose results go
+/// elsewhere, nor change its exit status, nor stall the analysis.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        $crate::detached::say_line(format!($($arg)*));
     }};
 }
 
@@ -51,6 +51,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 }
 
 pub mod analysis;
+pub mod detached;
 pub mod heap;
 pub mod ingest;
 pub mod io;

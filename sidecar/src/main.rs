@@ -83,5 +83,6 @@ fn main() {
         Cmd::Dump(args) => dump::dump(args),
         Cmd::Whatif(args) => whatif::whatif(args),
     };
-    std::process::exit(code);
+    // (Standard error is written by a thread: its last lines first.)
+    sidecar::detached::exit(code, std::time::Duration::from_secs(2));
 }

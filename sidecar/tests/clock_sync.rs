@@ -107,7 +107,7 @@ fn two_hosts_known_answer_synchronized() {
     // ... and ends B's wait, which is attributed to A's worker 0.
     let w1 = r.waiting.iter().find(|w| w.worker == 1).unwrap();
     assert_eq!(w1.on.len(), 1);
-    let WaitedOn { worker, channel, kind, count, ns } = w1.on[0].clone();
+    let WaitedOn { worker, channel, kind, count, ns, .. } = w1.on[0].clone();
     assert_eq!((worker, channel, kind, count), (Some(0), Some(5), "data_message", 1));
     // [110 µs, 490 µs] on the reference timeline, to within the uncertainty.
     assert!(ns.abs_diff(380_000) <= u, "waited {ns} ns");

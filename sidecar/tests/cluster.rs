@@ -198,7 +198,7 @@ fn a_process_that_dies_ends_the_others_with_an_error() {
         // Not 101 (a panic out of the run) nor 134 (a panic inside an unwind).
         assert_eq!(status.code(), Some(2), "process {i}: {status}; stderr:\n{err}");
         let last = err.lines().last().unwrap_or_default();
-        assert!(last.starts_with("sidecar: lost the connection to another process of the cluster"), "{err}");
+        assert!(last.starts_with("sidecar: error: lost the connection to another process of the cluster"), "{err}");
         // The broken connection's panic is printed, not those it causes.
         assert_eq!(err.matches("timely communication error").count(), 2, "the panic and the error line: {err}");
         assert!(!err.contains("MergeQueue poisoned") && !err.contains("Send thread panic"), "{err}");

@@ -233,6 +233,14 @@ fn metrics_agree_with_the_json_reports_of_the_same_run() {
     let summary: Value = serde_json::from_str(&get_text(&addr, "/api/summary")).unwrap();
     assert_eq!(summary["exit_status"], Value::Null, "the run is still going");
     assert!(summary["cost"]["records"].as_u64().unwrap() > 0, "{summary}");
+    // One cost account: the summary's, and /metrics' figure of it.
+    assert!(summary["cost"]["account"].as_str().unwrap().starts_with("tracing cost the worker threads"), "{summary}");
+    let text = get_text(&addr, "/metrics");
+    assert!(text.contains("sidecar_tracing_cost_seconds{part=\"worker_threads\"}"), "{text}");
+    // A query not understood is refused, saying why.
+    let (status, _, body) = get(&addr, "/api/windows?since=abc");
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("since=abc: expected a window number"));
     // The Perfetto download: a trace Perfetto's own bindings decode.
     let (status, _, trace) = get(&addr, "/perfetto");
     assert_eq!(status, 200);
@@ -294,7 +302,8 @@ fn check_figures(samples: &[Sample], windows: &[Value]) {
         .filter(|ww| ww["worker"] == json!(1))
         .flat_map(|ww| ww["on"].as_array().unwrap())
         .filter(|on| on["worker"] == json!(0))
-        .map(|on| on["ns"].as_u64().unwrap())
+        // (A wait open across windows counts where it ended: `carried_ns`.)
+        .map(|on| on["ns"].as_u64().unwrap() + on["carried_ns"].as_u64().unwrap_or(0))
         .sum();
     let waits_s = sum(samples, "sidecar_wait_seconds_total", &[("worker", "1"), ("waited_on", "0")]);
     close(waits_s, waits_on_0 as f64 / 1e9, "w1 waiting on w0");
@@ -440,6 +449,10 @@ const PROBE_DOM: &str = r##"JSON.stringify({
   graphCritical: [...document.querySelectorAll("#graph .gnode.critical")].map(e => e.dataset.name),
   graphEdges: document.querySelectorAll("#graph .gedge").length,
   graphScopes: document.querySelectorAll("#graph .gscope").length,
+  whatifFits: document.getElementById("whatif").scrollWidth <= document.getElementById("whatif").parentElement.clientWidth,
+  properties: document.getElementById("properties").textContent,
+  lateIsNoFault: !faulty({streams: [{faults: ["late data for a window already analyzed"]}]}) &&
+    faulty({streams: [{faults: ["decode error: bad checksum"]}]}),
   errors: document.getElementById("js-errors").textContent,
 })"##;
 
@@ -490,6 +503,12 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     assert!(dom["consumeSegments"].as_u64().unwrap() >= 2, "{dom}");
     assert!(dom["lanes"].as_u64().unwrap() >= 1, "the selected window's critical path: {dom}");
     assert!(dom["cost"].as_str().unwrap().contains("bytes/record"), "{dom}");
+    // The account the terminal says, first.
+    assert!(dom["cost"].as_str().unwrap().contains("tracing cost the worker threads"), "{dom}");
+    assert_eq!(dom["whatifFits"], json!(true), "the what-if table fits its card: {dom}");
+    let props = dom["properties"].as_str().unwrap();
+    assert!(props.contains("exempt: stream starts") && !props.contains("min in degree 0"), "{dom}");
+    assert_eq!(dom["lateIsNoFault"], json!(true), "late data marks a window incomplete, not its stream faulty");
     // The what-if ranking of the selected window (issue 32): w0's Consume.
     let whatif = dom["whatif"].as_str().unwrap();
     assert!(whatif.contains("Consume 2× faster") && whatif.contains("taking no time"), "what-if: {dom}");

@@ -79,12 +79,12 @@ fn straggler_two_workers() {
     assert_eq!(r.waiting[1].waiting_ns, 680);
     assert_eq!(
         r.waiting[1].on,
-        vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 680, count: 1 }]
+        vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 680, count: 1, carried_ns: 0 }]
     );
     assert_eq!(r.waiting[0].waiting_ns, 195);
     assert_eq!(
         r.waiting[0].on,
-        vec![WaitedOn { worker: Some(1), channel: Some(6), kind: "data_message", ns: 195, count: 1 }]
+        vec![WaitedOn { worker: Some(1), channel: Some(6), kind: "data_message", ns: 195, count: 1, carried_ns: 0 }]
     );
     // participation: 3 paths; w0's A is on two of them.
     let p0 = r.participation.iter().find(|p| p.worker == 0 && p.id == Some(1)).unwrap();
@@ -139,7 +139,7 @@ fn skewed_exchange_all_wait_on_one() {
         assert_eq!(r.waiting[w].waiting_ns, ns, "worker {w}");
         assert_eq!(
             r.waiting[w].on,
-            vec![WaitedOn { worker: Some(2), channel: Some(5), kind: "data_message", ns, count: 1 }]
+            vec![WaitedOn { worker: Some(2), channel: Some(5), kind: "data_message", ns, count: 1, carried_ns: 0 }]
         );
     }
     assert_eq!(r.waiting[2].waiting_ns, 0);
@@ -241,13 +241,13 @@ fn pipeline_four_workers() {
     assert_eq!(
         r.waiting[1].on,
         vec![
-            WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 590, count: 1 },
-            WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 170, count: 1 },
+            WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 590, count: 1, carried_ns: 0 },
+            WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 170, count: 1, carried_ns: 0 },
         ]
     );
     assert_eq!(
         r.waiting[0].on,
-        vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1 }]
+        vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1, carried_ns: 0 }]
     );
     assert_eq!(r.waiting[3].waiting_ns, 570);
     let pr = &r.properties;
@@ -323,7 +323,8 @@ fn programs_sharing_worker_indices_on_one_host_are_matched_apart() {
     let streams: Vec<(u32, u32)> = r.streams.iter().map(|s| (s.process, s.worker)).collect();
     assert_eq!(streams, vec![(1, 0), (1, 1), (2, 0), (2, 1)]);
     // A's worker 1 waits [110, 500], B's [110, 300], each on its worker 0.
-    let on = |ns| vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns, count: 1 }];
+    let on =
+        |ns| vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns, count: 1, carried_ns: 0 }];
     assert_eq!((r.waiting[1].waiting_ns, &r.waiting[1].on), (390, &on(390)));
     assert_eq!((r.waiting[3].waiting_ns, &r.waiting[3].on), (190, &on(190)));
     assert!(r.properties.wait_termination.ok, "{:?}", r.properties.wait_termination);
@@ -357,7 +358,14 @@ fn progress_in_flight_between_processes_of_a_cluster_arrives_when_sent() {
     ];
     let a = encode_host(HOST, 1, 0, &[w0], true, &[]);
     let b = encode_host(HOST, 2, 1, &[w1], true, &[]);
-    let on = vec![WaitedOn { worker: Some(0), channel: Some(0), kind: "progress_message", ns: 790, count: 1 }];
+    let on = vec![WaitedOn {
+        worker: Some(0),
+        channel: Some(0),
+        kind: "progress_message",
+        ns: 790,
+        count: 1,
+        carried_ns: 0,
+    }];
     for width in [1000, 2000] {
         let (reps, errs) = analyze_bytes(&[("a", &a), ("b", &b)], width);
         assert!(errs.is_empty(), "{errs:?}");
@@ -410,7 +418,7 @@ fn assert_gather_waits_on_the_straggler(r: &WindowReport) {
         assert_eq!(r.waiting[w].waiting_ns, ns, "worker {w}");
         assert_eq!(
             r.waiting[w].on,
-            vec![WaitedOn { worker: Some(3), channel: Some(5), kind: "data_message", ns, count: 1 }],
+            vec![WaitedOn { worker: Some(3), channel: Some(5), kind: "data_message", ns, count: 1, carried_ns: 0 }],
             "worker {w}"
         );
     }
@@ -464,7 +472,7 @@ fn a_buffered_message_left_unread_while_other_operators_run_is_not_a_wait() {
     assert_eq!(r.waiting[0].waiting_ns, 40);
     assert_eq!(
         r.waiting[0].on,
-        vec![WaitedOn { worker: Some(1), channel: Some(5), kind: "data_message", ns: 40, count: 1 }]
+        vec![WaitedOn { worker: Some(1), channel: Some(5), kind: "data_message", ns: 40, count: 1, carried_ns: 0 }]
     );
     // And a message that was there before the gap and is read by the
     // execution ending it leaves no wait at all: w0 had what it needed.
@@ -481,4 +489,97 @@ fn a_buffered_message_left_unread_while_other_operators_run_is_not_a_wait() {
     let w1 = vec![(0, start(1)), (50, send(5, 0, 0)), (60, stop(1)), (60, start(4)), (1100, stop(4))];
     let r = window0(&[w0, w1]);
     assert_eq!((r.waiting[0].waiting_ns, r.waiting[0].waits), (0, 0));
+}
+
+/// A wait that spans three windows (1000 ns each): w1 is done at 100 (its
+/// local causes expire at the step at 110) and waits for w0's message,
+/// sent at 2590 at the end of a long execution (w0 busy 0..2600).
+///
+/// As the live pipeline reports them: window 0 has the wait open since 110
+/// (890 ns in it), window 1 open since 110 (1000 ns, the whole window),
+/// neither counts it as waiting nor on anyone (it once said `w1→?` or
+/// guessed); window 2 has the wait on w0 over channel 5 from its start to
+/// the arrival at 2590 (590 ns) and carries the 890 + 1000 = 1890 ns of
+/// the earlier windows to w0. The run's totals count all 2480 ns on w0.
+/// With every window at hand (`analyze_bytes`) the carried time is moved
+/// back into the windows that had it open: 890, 1000 and 590 ns on w0.
+#[test]
+fn a_wait_spanning_three_windows_is_carried_to_its_sender() {
+    use sidecar::analysis::report::RunTotals;
+    let w0 = vec![(0, start(1)), (2590, send(5, 1, 0)), (2600, stop(1)), (2605, step())];
+    let w1 =
+        vec![(0, start(1)), (100, stop(1)), (110, step()), (2595, start(2)), (2596, recv(5, 0, 0)), (2700, stop(2))];
+    let bytes = encode(&[w0, w1]);
+    let (reps, errs) = sidecar::pipeline::analyze_bytes_as_reported(&[("t", &bytes)], 1000);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(reps.iter().map(|r| r.window).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let w1s: Vec<&sidecar::analysis::report::WorkerWaiting> = reps.iter().map(|r| &r.waiting[1]).collect();
+    for (k, open_ns) in [(0, 890), (1, 1000)] {
+        let w = w1s[k];
+        assert_eq!((w.waiting_ns, w.waiting_for_input_ns, w.on.len()), (0, 0, 0), "window {k}: {w:?}");
+        assert_eq!(w.open.as_ref().map(|o| (o.since_ns, o.ns)), Some((110, open_ns)), "window {k}");
+        assert!(reps[k].readable_line().contains("w1 waiting since"), "{}", reps[k].readable_line());
+        assert!(reps[k].readable_line().contains("(open)"), "{}", reps[k].readable_line());
+    }
+    let last = w1s[2];
+    assert_eq!((last.waiting_ns, last.open.clone()), (590, None));
+    assert_eq!(
+        last.on,
+        vec![WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 590, count: 1, carried_ns: 1890 }]
+    );
+    let c = last.carried.clone().unwrap();
+    assert_eq!(
+        (c.since_ns, c.ns, c.kind, c.worker, c.channel, c.message),
+        (110, 1890, "waiting", Some(0), Some(5), Some("data_message"))
+    );
+    assert!(reps[2].readable_line().contains("waits: w1→w0 2 µs"), "{}", reps[2].readable_line());
+    let mut t = RunTotals::default();
+    reps.iter().for_each(|r| t.add(r));
+    assert_eq!(t.waits.get(&(1, Some(0))), Some(&2480));
+    assert_eq!(t.waits.get(&(1, None)), None, "nothing on `?`");
+
+    // Folded: each window counts its own part, on w0; the marks stay.
+    let (folded, _) = analyze_bytes(&[("t", &bytes)], 1000);
+    let got: Vec<(u64, Option<u32>, u64, bool)> = folded
+        .iter()
+        .map(|r| {
+            let w = &r.waiting[1];
+            (
+                w.waiting_ns,
+                w.on.first().and_then(|o| o.worker),
+                w.on.iter().map(|o| o.carried_ns).sum(),
+                w.open.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(890, Some(0), 0, true), (1000, Some(0), 0, true), (590, Some(0), 0, false)]);
+    let mut t = RunTotals::default();
+    folded.iter().for_each(|r| t.add(r));
+    assert_eq!(t.waits.get(&(1, Some(0))), Some(&2480), "counted once");
+}
+
+/// Both workers run A all through window 0 (w0 0..1100, w1 0..1050): the
+/// path walks w0's (the lowest worker among equals), 1000 ns, yet w1's A
+/// is as critical (each worker's timeline is one source-to-sink path of
+/// the same weight: equal participation). The window says it is a tie.
+/// When w1 runs A for 500 ns and B for the rest, its A weighs half of
+/// w0's: no tie.
+#[test]
+fn a_top_operator_loaded_alike_on_two_workers_is_a_tie() {
+    use sidecar::analysis::report::RunTotals;
+    let w0 = vec![(0, start(1)), (1100, stop(1))];
+    let w1 = vec![(0, start(1)), (1050, stop(1))];
+    let r = window0(&[w0.clone(), w1]);
+    assert_eq!(r.critical_path.top_operators, vec![op(0, 1, 1000)]);
+    assert_eq!(r.critical_path.tie, vec![0, 1]);
+    let line = r.readable_line();
+    assert!(line.contains("critical path 1 µs: A on w0, w1 (tie)"), "{line}");
+    let mut t = RunTotals::default();
+    t.add(&r);
+    assert_eq!(t.ties.get("A on w0, w1 (tie)"), Some(&1));
+
+    let w1 = vec![(0, start(1)), (500, stop(1)), (500, start(2)), (1050, stop(2))];
+    let r = window0(&[w0, w1]);
+    assert_eq!(r.critical_path.tie, Vec::<u32>::new());
+    assert!(r.readable_line().contains(": w0 A 100%"), "{}", r.readable_line());
 }

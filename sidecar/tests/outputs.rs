@@ -97,7 +97,7 @@ fn a_json_file_that_cannot_be_written_is_an_error() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    let says = "sidecar: cannot write the JSON output: /dev/full: No space left on device (os error 28)";
+    let says = "sidecar: error: cannot write the JSON output: /dev/full: No space left on device (os error 28)";
     assert_write_error(out.status, &err, says, "--json /dev/full");
 }
 
@@ -150,7 +150,7 @@ fn a_perfetto_trace_that_cannot_be_written_is_named_and_not_claimed() {
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        let says = "sidecar: cannot write the Perfetto trace: /dev/full: No space left on device (os error 28)";
+        let says = "sidecar: error: cannot write the Perfetto trace: /dev/full: No space left on device (os error 28)";
         assert_write_error(out.status, &err, says, &format!("{args:?}"));
         assert!(!err.contains("written to"), "{args:?}: claims success: {err}");
     }
@@ -290,4 +290,55 @@ fn a_window_cut_by_ctrl_c_is_not_reported_as_emitted_before_its_end() {
     }
     eprintln!("{} windows, {cut} cut short by Ctrl-C", reps.len());
     assert!(cut <= 1, "{cut} windows cut");
+}
+
+/// The bytes the closing line says were read are the file's, whatever the
+/// number of workers sharing it (each decodes the process-wide frames; one
+/// counts them).
+#[test]
+fn the_bytes_read_do_not_depend_on_the_workers() {
+    let p = tmp("bytes.rlog");
+    let bytes = common::synth_bytes(20_000, 2);
+    std::fs::write(&p, &bytes).unwrap();
+    let said = |w: &str| {
+        let out = Command::new(BIN).args(["analyze", "-q", "-w", w, p.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        // "sidecar: 20000 records, 65.8 KB in 0.01 s (...)"
+        let line = err.lines().find(|l| l.contains(" records, ")).unwrap_or_else(|| panic!("{err}")).to_string();
+        line.split(" records, ").nth(1).unwrap().split(" in ").next().unwrap().to_string()
+    };
+    let one = said("1");
+    assert_eq!(said("8"), one);
+    assert_eq!(said("3"), one);
+    let kb = bytes.len() as f64 / 1024.0;
+    assert!(one == format!("{kb:.1} KB") || one == format!("{} B", bytes.len()), "{one} for {} bytes", bytes.len());
+}
+
+/// A standard error nobody reads never stalls the analysis: with the JSON
+/// on standard output the window lines go to standard error (~160 KB here,
+/// more than a pipe holds); they are dropped past a bound, counted, and the
+/// run ends.
+#[test]
+fn a_standard_error_nobody_reads_does_not_stall_the_analysis() {
+    let t = trace();
+    let mut child = Command::new(BIN)
+        .args(["analyze", "--window", "1ms", "--json", "-", t.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Standard output read; standard error kept open and never read.
+    let _stderr = child.stderr.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    // (Killed after 60 s, failing the test, if it stalls.)
+    let status = common::wait_exit(child, "sidecar analyze with a standard error nobody reads");
+    let out = reading.join().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(out.lines().count() > 100, "every window's JSON: {} lines", out.lines().count());
 }

@@ -28,6 +28,10 @@ use ringlog::Event;
 struct OpenGap {
     start: Ns,
     cause_until: Option<Ns>,
+    /// The live deadline handed the gap's windows over up to here, open
+    /// (`force`): the gap keeps its start, so the window where it ends
+    /// sees the whole of it (and carries its earlier part to its cause).
+    forced_to: Ns,
 }
 
 #[derive(Debug, Default)]
@@ -62,7 +66,7 @@ impl Builder {
         if let Some(&(_, s)) = self.stack.last() {
             return Some(s);
         }
-        self.gap.map(|g| g.start).or(self.last_ts)
+        self.gap.map(|g| g.start.max(g.forced_to)).or(self.last_ts)
     }
 
     pub fn last_ts(&self) -> Option<Ns> {
@@ -89,7 +93,7 @@ impl Builder {
     #[inline]
     fn open_gap(&mut self, t: Ns) {
         let cause_until = if self.pending_steps == 0 { Some(t) } else { None };
-        self.gap = Some(OpenGap { start: t, cause_until });
+        self.gap = Some(OpenGap { start: t, cause_until, forced_to: t });
     }
 
     /// Closes the open gap at `t` into a held gap (zero-length gaps vanish).
@@ -237,20 +241,21 @@ impl Builder {
 
     /// Live deadline: emits what is open up to `t` (a gap as `Open`, a long
     /// execution's piece) so windows before `t` can close; what is open
-    /// continues from `t`.
+    /// continues from `t`. An open gap keeps its start: each piece handed
+    /// over and the gap itself when it ends reach back to it (the windows
+    /// already handed over are skipped, `Windower::place`), so the window
+    /// where it ends types the whole of it and carries the earlier windows'
+    /// open part to what ended it.
     pub fn force(&mut self, t: Ns) {
         if !self.force_execution(t) {
             return;
         }
         if self.stack.is_empty() {
             if let Some(g) = &mut self.gap {
-                if t > g.start {
+                if t > g.start.max(g.forced_to) {
                     let cu = g.cause_until.unwrap_or(t).min(t);
                     let it = Item::Gap { start: g.start, end: t, cause_until: cu, next: GapEnd::Open };
-                    g.start = t;
-                    if g.cause_until.is_some() {
-                        g.cause_until = Some(t);
-                    }
+                    g.forced_to = t;
                     self.out.push(it);
                 }
             }
@@ -406,6 +411,21 @@ mod tests {
         b.force(100);
         assert_eq!(b.settled(), Some(100));
         assert_eq!(b.out.last(), Some(&Item::Gap { start: 5, end: 100, cause_until: 6, next: GapEnd::Open }));
+        // The gap keeps its start: a later deadline hands it over again from
+        // 5 (the windows handed over already skip it), and when it ends it
+        // comes whole, so the window where it ends sees when it began.
+        b.force(200);
+        assert_eq!(b.out.last(), Some(&Item::Gap { start: 5, end: 200, cause_until: 6, next: GapEnd::Open }));
+        b.force(150);
+        assert_eq!(b.settled(), Some(200), "an earlier deadline changes nothing");
+        b.push(250, ScheduleStart { op: 2 });
+        b.push(260, ScheduleStop { op: 2 });
+        b.finish();
+        assert!(
+            b.out.contains(&Item::Gap { start: 5, end: 250, cause_until: 6, next: GapEnd::NoCause }),
+            "{:?}",
+            b.out
+        );
     }
 
     /// A long execution that only sends keeps the gap before it waiting for

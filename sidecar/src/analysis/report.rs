@@ -122,6 +122,21 @@ pub struct CpSummary {
     pub by_worker: Vec<WorkerShare>,
     pub top_channels: Vec<ChannelShare>,
     pub top_spans: Vec<SpanShare>,
+    /// The workers the top operator ties on (its critical participation
+    /// within 10 % of each other's on each): the path went through one of
+    /// them, the others were as critical. Empty (absent) when no tie.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tie: Vec<u32>,
+}
+
+impl CpSummary {
+    /// The top operator in words when it ties: `ArrangeByKey on w0, w1
+    /// (tie)`.
+    pub fn tie_words(&self) -> Option<String> {
+        let top = self.top_operators.first().filter(|_| !self.tie.is_empty())?;
+        let on: Vec<String> = self.tie.iter().map(|w| format!("w{w}")).collect();
+        Some(format!("{} on {} (tie)", top.name, on.join(", ")))
+    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -178,6 +193,41 @@ pub struct WorkerWaiting {
     pub waiting_for_input_ns: Ns,
     pub waits: u64,
     pub on: Vec<WaitedOn>,
+    /// The wait still open at the window's end (its gap goes on past it):
+    /// typed by what ends it, in a later window, which carries this part
+    /// (`carried`); not counted in the figures above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open: Option<OpenWait>,
+    /// The part of a wait that earlier windows reported open and that ended
+    /// (or was typed) in this one: counted here against what ended it, in
+    /// `on[].carried_ns` for a wait on a message. Not in the figures above,
+    /// which are this window's time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carried: Option<CarriedWait>,
+}
+
+/// A wait open at a window's end.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct OpenWait {
+    /// When the wait began (maybe in an earlier window), ns.
+    pub since_ns: Ns,
+    /// Its time in this window, ns.
+    pub ns: Ns,
+}
+
+/// Earlier windows' open part of a wait, typed where it ended.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CarriedWait {
+    /// When the wait began (the `since_ns` its open windows said), ns.
+    pub since_ns: Ns,
+    /// Its time before this window (the sum of those windows' `open.ns`).
+    pub ns: Ns,
+    /// `waiting` (then `worker`, `channel` and `message` name what ended
+    /// it; `worker` null: nothing visible) or `waiting_for_input`.
+    pub kind: &'static str,
+    pub worker: Option<u32>,
+    pub channel: Option<u32>,
+    pub message: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -188,6 +238,22 @@ pub struct WaitedOn {
     pub kind: &'static str,
     pub ns: Ns,
     pub count: u64,
+    /// Time of a wait on it that earlier windows reported open, ended in
+    /// this window (`WorkerWaiting::carried`); not in `ns`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub carried_ns: Ns,
+}
+
+fn is_zero(x: &Ns) -> bool {
+    *x == 0
+}
+
+impl WaitedOn {
+    /// All the time of waits on it this window counts: its own and the
+    /// earlier windows' carried here.
+    pub fn total_ns(&self) -> Ns {
+        self.ns + self.carried_ns
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -280,13 +346,16 @@ impl WindowReport {
             s += &format!("  INCOMPLETE ({})", self.incomplete_reasons.join("; "));
         }
         s += &format!("  critical path {}", human_ns(cp.length_ns));
-        let tops: Vec<String> = cp
+        let mut tops: Vec<String> = cp
             .top_operators
             .iter()
             .take(2)
             .filter(|o| o.share >= 0.05)
             .map(|o| format!("w{} {} {:.0}%", o.worker, o.name, o.share * 100.0))
             .collect();
+        if let (Some(t), Some(first)) = (cp.tie_words(), tops.first_mut()) {
+            *first = t;
+        }
         if !tops.is_empty() {
             s += &format!(": {}", tops.join(", "));
         }
@@ -331,12 +400,18 @@ impl WindowReport {
         let mut by: std::collections::BTreeMap<(u32, Option<u32>), Ns> = Default::default();
         for w in &self.waiting {
             for on in &w.on {
-                *by.entry((w.worker, on.worker)).or_default() += on.ns;
+                *by.entry((w.worker, on.worker)).or_default() += on.total_ns();
             }
         }
         let mut v: Vec<((u32, Option<u32>), Ns)> = by.into_iter().filter(|(_, ns)| *ns > 0).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        if v.is_empty() {
+        let open: Vec<String> = self
+            .waiting
+            .iter()
+            .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
+            .map(|(w, o)| format!("w{w} waiting since {} (open)", human_ns(self.end_ns.saturating_sub(o.since_ns))))
+            .collect();
+        if v.is_empty() && open.is_empty() {
             return "none".into();
         }
         let more = v.len().saturating_sub(n);
@@ -348,6 +423,7 @@ impl WindowReport {
         if more > 0 {
             parts.push(format!("+{more} more"));
         }
+        parts.extend(open);
         parts.join(", ")
     }
 
@@ -389,6 +465,55 @@ impl WindowReport {
     }
 }
 
+/// Offline, with every window at hand: moves each wait carried into a
+/// window back into the earlier windows of its host that reported it open
+/// (the same worker, the same `since_ns`, window after window), counting
+/// their open part in their figures as the wait's type says; the later
+/// window then carries nothing (the time is counted once). The `open`
+/// marks stay: they say what was known when the window was reported.
+/// Reports in window order. (Live, a window goes out before its open waits
+/// end: the later report carries them, and the run's totals count them
+/// there.)
+pub fn fold_carried(reps: &mut [WindowReport]) {
+    for k in 1..reps.len() {
+        let (before, rest) = reps.split_at_mut(k);
+        let r = &mut rest[0];
+        for w in r.waiting.iter_mut() {
+            let Some(c) = w.carried.take() else { continue };
+            let mut next_window = r.window;
+            for e in before.iter_mut().rev().filter(|e| e.host == r.host) {
+                if e.window + 1 != next_window {
+                    break;
+                }
+                next_window = e.window;
+                let Some(ew) = e.waiting.iter_mut().find(|x| x.worker == w.worker) else { break };
+                let Some(ns) = ew.open.as_ref().filter(|o| o.since_ns == c.since_ns).map(|o| o.ns) else { break };
+                fold_one(ew, &c, ns);
+            }
+            w.on.iter_mut().for_each(|o| o.carried_ns = 0);
+        }
+    }
+}
+
+/// Counts `ns` of the carried wait `c` in a window that had it open.
+fn fold_one(ew: &mut WorkerWaiting, c: &CarriedWait, ns: Ns) {
+    if c.kind == "waiting_for_input" {
+        ew.waiting_for_input_ns += ns;
+        return;
+    }
+    ew.waiting_ns += ns;
+    ew.waits += 1;
+    let kind = c.message.unwrap_or("unknown");
+    match ew.on.iter_mut().find(|o| (o.worker, o.channel, o.kind) == (c.worker, c.channel, kind)) {
+        Some(o) => {
+            o.ns += ns;
+            o.count += 1;
+        }
+        None => ew.on.push(WaitedOn { worker: c.worker, channel: c.channel, kind, ns, count: 1, carried_ns: 0 }),
+    }
+    ew.on.sort_by(|a, b| b.total_ns().cmp(&a.total_ns()).then(a.worker.cmp(&b.worker)).then(a.channel.cmp(&b.channel)));
+}
+
 /// Sums over the windows of a run, for a closing summary (`sidecar watch`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunTotals {
@@ -416,6 +541,9 @@ pub struct RunTotals {
     /// The windows' measured spans summed, ns (the job's time, as the
     /// what-if predictions count it).
     pub span_ns: Ns,
+    /// Windows whose top operator tied across workers, by the tie in words
+    /// (`ArrangeByKey on w0, w1 (tie)`).
+    pub ties: std::collections::BTreeMap<String, u64>,
 }
 
 impl RunTotals {
@@ -439,12 +567,21 @@ impl RunTotals {
         for o in &r.critical_path.top_operators {
             *self.operators.entry((o.worker, o.name.clone())).or_default() += o.ns;
         }
+        // A wait open across windows counts where it ended, against its
+        // cause (`carried_ns`).
         for w in &r.waiting {
             for on in &w.on {
-                *self.waits.entry((w.worker, on.worker)).or_default() += on.ns;
+                *self.waits.entry((w.worker, on.worker)).or_default() += on.total_ns();
             }
         }
         self.span_ns += r.critical_path.span_ns;
+        if let Some(t) = r.critical_path.tie_words() {
+            // (Bounded like the streams: one entry per operator and set
+            // of workers.)
+            if self.ties.len() < Self::STREAMS_KEPT || self.ties.contains_key(&t) {
+                *self.ties.entry(t).or_default() += 1;
+            }
+        }
         for w in &r.what_if {
             let e = self.what_if.entry(w.speedup.clone()).or_insert_with(|| (0, 0, w.clone()));
             e.0 += w.saved_ns;

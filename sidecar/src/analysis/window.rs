@@ -385,6 +385,10 @@ impl Windower {
                 self.silent_to = self.silent_to.max(Some(k2));
             }
             let k2 = k2.min(k1.saturating_add(MAX_SPAN));
+            // A gap the live deadline handed over open (`Builder::force`)
+            // comes again, whole, when it ends: its windows handed over
+            // already had their part (open), the others get it now.
+            let k1 = if matches!(it, Item::Gap { .. }) && k2 >= self.next { k1.max(self.next) } else { k1 };
             cur = None;
             for k in k1..=k2 {
                 match self.frag(k) {
@@ -702,6 +706,37 @@ mod tests {
     #[test]
     fn a_far_slot_costs_a_pointer_per_window() {
         assert_eq!(std::mem::size_of::<Option<Box<Fragment>>>(), 8);
+    }
+
+    /// A gap the live deadline handed over open comes again, whole, when
+    /// it ends: the windows handed over already are skipped, not counted
+    /// late; the open ones get it with its first start. A busy piece in a
+    /// window handed over is late as ever.
+    #[test]
+    fn a_gap_handed_over_open_comes_again_whole_into_the_open_windows() {
+        let (mut w, mut items) = started_at_0();
+        items.push(Item::Gap { start: 5, end: 20, cause_until: 5, next: GapEnd::Open });
+        assert_eq!(w.add(&mut items), 0);
+        let mut out = vec![];
+        w.take_ready(20, &mut items, &mut out);
+        assert_eq!(out.iter().map(|f| f.window).collect::<Vec<_>>(), vec![0, 1]);
+        items.push(Item::Gap { start: 5, end: 35, cause_until: 5, next: GapEnd::NoCause });
+        items.push(busy(35, 40));
+        assert_eq!(w.add(&mut items), 0, "not late");
+        items.push(busy(15, 16));
+        assert_eq!(w.add(&mut items), 1, "late");
+        out.clear();
+        w.finish(true, None, &mut items, &mut out);
+        let gaps: Vec<(u64, Vec<(Ns, Ns)>)> = out
+            .iter()
+            .map(|f| {
+                (
+                    f.window,
+                    f.items.iter().filter(|i| matches!(i, Item::Gap { .. })).map(|i| (i.start(), i.end())).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(gaps, vec![(2, vec![(5, 35)]), (3, vec![(5, 35)])]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use sidecar::pipeline::dataflow::{Inputs, Settings};
 
 use sidecar::output::sink::Sink;
 
-use super::common::{outputs, run_dataflow_into, timely_args, Common};
+use super::common::{check_inputs, outputs, run_dataflow_into, timely_args, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,16 +28,21 @@ pub fn analyze(Args { files, common }: Args) -> i32 {
 /// Analyzes `files` into the outputs `common` names (`analyze`, and
 /// `export` with its own flags): the exit status.
 pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
+    if let Err(e) = check_inputs(&files) {
+        let nothing = if common.perfetto.is_some() { "; no Perfetto trace written" } else { "; nothing analyzed" };
+        sidecar::say!("sidecar: error: {e}{nothing}");
+        return 1;
+    }
     match outputs(common) {
         Ok(sink) => analyze_files_into(files, common, sink),
         Err(e) => {
-            sidecar::say!("sidecar: {e}");
+            sidecar::say!("sidecar: error: {e}");
             2
         }
     }
 }
 
-/// [`analyze_files`] into outputs already set up.
+/// [`analyze_files`] into outputs already set up (the inputs checked).
 pub fn analyze_files_into(files: Vec<PathBuf>, common: &Common, sink: Sink) -> i32 {
     let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);

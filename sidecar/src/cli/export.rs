@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use sidecar::output::graph::{dot::write_dot, Dataflow};
 
 use super::analyze::analyze_files_into;
-use super::common::{outputs, parse_duration, Common};
+use super::common::{check_inputs, outputs, parse_window, parse_workers, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,20 +26,24 @@ pub struct Args {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Window length.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_window)]
     window: u64,
     /// Analysis worker threads (helper threads as for analyze).
-    #[arg(short = 'w', long, default_value_t = 1)]
+    #[arg(short = 'w', long, default_value = "1", value_parser = parse_workers)]
     workers: usize,
 }
 
 pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     // (A trace has no place for predictions.)
     let common = Common { perfetto, ..Common::offline(window, workers, "off") };
+    if let Err(e) = check_inputs(&files) {
+        sidecar::say!("sidecar: error: {e}; nothing written");
+        return 1;
+    }
     let mut sink = match outputs(&common) {
         Ok(s) => s,
         Err(e) => {
-            sidecar::say!("sidecar: {e}");
+            sidecar::say!("sidecar: error: {e}");
             return 2;
         }
     };
@@ -48,7 +52,7 @@ pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     let dot = match dot.map(|p| std::fs::File::create(&p).map(|f| (p.clone(), f)).map_err(|e| (p, e))).transpose() {
         Ok(d) => d,
         Err((p, e)) => {
-            sidecar::say!("sidecar: cannot create {}: {e}", p.display());
+            sidecar::say!("sidecar: error: cannot create {}: {e}", p.display());
             return 2;
         }
     };
@@ -61,7 +65,7 @@ pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
         let graph = flow.lock().unwrap().graph();
         let mut w = std::io::BufWriter::new(file);
         if let Err(e) = write_dot(&graph, &mut w).and_then(|_| w.flush()) {
-            sidecar::say!("sidecar: {}: {e}", path.display());
+            sidecar::say!("sidecar: error: {}: {e}", path.display());
             return 2;
         }
         sidecar::say!(

@@ -28,7 +28,7 @@ impl Http {
                 Ok(Some(h.feed))
             }
             Err(e) => {
-                sidecar::say!("sidecar: cannot serve HTTP on {addr}: {e}");
+                sidecar::say!("sidecar: error: cannot serve HTTP on {addr}: {e}");
                 Err(2)
             }
         }

@@ -5,7 +5,7 @@
 use sidecar::io::relay::{self as io_relay, Upstream};
 use sidecar::io::Listen;
 
-use super::common::{parse_duration, stop_on_ctrl_c};
+use super::common::{parse_bytes, parse_duration, stop_on_ctrl_c};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,11 +27,25 @@ pub struct Args {
     /// 20 ms apart).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     clock_period: u64,
+    /// Connections open at once; one more is closed as soon as it is
+    /// accepted.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// A connection that has sent no Hello frame (what a probe sends first)
+    /// by then is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    hello_timeout: u64,
+    /// Bytes of one frame held before it is whole and forwarded, at most:
+    /// a connection past it is closed. 64MB, 512KB, 1GB ...
+    #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
+    max_buffered: u64,
 }
 
 /// Forwards until Ctrl-C: 0, 1 if a stream had errors, 2 if the relay
 /// could not start.
-pub fn relay(Args { listen, to, clock, host_id, clock_period }: Args) -> i32 {
+pub fn relay(
+    Args { listen, to, clock, host_id, clock_period, max_connections, hello_timeout, max_buffered }: Args,
+) -> i32 {
     let stop = stop_on_ctrl_c("sidecar relay", None);
     let host_id = host_id.unwrap_or_else(|| ringlog::host_id(&ringlog::host_name()));
     sidecar::say!("sidecar relay: this host is {host_id:016x}");
@@ -42,6 +56,12 @@ pub fn relay(Args { listen, to, clock, host_id, clock_period }: Args) -> i32 {
         host_id,
         fast: 20,
         period: std::time::Duration::from_nanos(clock_period),
+        limits: sidecar::io::Limits {
+            max_connections: max_connections as usize,
+            hello_timeout: std::time::Duration::from_nanos(hello_timeout),
+            max_buffered: max_buffered as usize,
+            ..Default::default()
+        },
     };
     match io_relay::run(cfg, stop) {
         Ok(st) => {
@@ -53,7 +73,7 @@ pub fn relay(Args { listen, to, clock, host_id, clock_period }: Args) -> i32 {
             }
         }
         Err(e) => {
-            sidecar::say!("sidecar relay: {e}");
+            sidecar::say!("sidecar relay: error: {e}");
             2
         }
     }

@@ -9,6 +9,7 @@ use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::io::os_clock::{monotonic_ns, realtime_ns};
 use sidecar::io::{spawn_listener, Limits, Listen};
 use sidecar::pipeline::dataflow::Inputs;
+use sidecar::pipeline::grace::Grace;
 
 use super::common::{live_settings, outputs, parse_bytes, parse_duration, run_dataflow_into, stop_on_ctrl_c, Common};
 
@@ -19,9 +20,11 @@ pub struct Args {
     #[arg(long)]
     listen: Listen,
     /// How long past a window's end to wait for a silent stream's data
-    /// before closing the window without it.
-    #[arg(long, default_value = "30ms", value_parser = parse_duration)]
-    grace: u64,
+    /// before closing the window without it. Without it, 30ms to start
+    /// with, doubled for each window that loses data arriving later (up to
+    /// 5 s); given, it stays.
+    #[arg(long, value_parser = parse_duration)]
+    grace: Option<u64>,
     /// Answer clock exchanges from relays on other hosts (`sidecar relay
     /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for
     /// 7071, listens on 127.0.0.1 only). This host's timeline becomes the
@@ -59,6 +62,11 @@ struct LimitArgs {
     /// 512KB, 1GB ...
     #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
     max_buffered: u64,
+    /// Bytes read off all connections together and not yet analyzed, at
+    /// most: past it no connection is read until the analysis takes some
+    /// (without it the worst case is --max-connections × --max-buffered).
+    #[arg(long, default_value = "256MB", value_parser = parse_bytes)]
+    max_buffered_total: u64,
 }
 
 impl LimitArgs {
@@ -67,6 +75,7 @@ impl LimitArgs {
             max_connections: self.max_connections as usize,
             hello_timeout: std::time::Duration::from_nanos(self.hello_timeout),
             max_buffered: self.max_buffered as usize,
+            max_buffered_total: self.max_buffered_total as usize,
         }
     }
 }
@@ -90,7 +99,7 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: 
     let mut sink = match outputs(&common) {
         Ok(s) => s,
         Err(e) => {
-            sidecar::say!("sidecar: {e}");
+            sidecar::say!("sidecar: error: {e}");
             return 2;
         }
     };
@@ -104,13 +113,14 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: 
         None => (SharedSync::default(), None),
         Some(addr) => clock_reference(addr, host_id),
     };
-    let io = (listen.clone(), (common.window, grace), limits.limits());
+    let grace = grace.map_or(Grace::adaptive(30_000_000), Grace::fixed);
+    let io = (listen.clone(), (common.window, grace.base), limits.limits());
     say_open_files_limit(io.2.max_connections);
     let listener = match spawn_listener(io.0, io.1, io.2, queues.clone(), stop.clone(), sync.clone()) {
         Ok(l) => l,
         Err(e) => {
-            sidecar::say!("sidecar: cannot listen on {listen}: {e}");
-            std::process::exit(2);
+            sidecar::say!("sidecar: error: cannot listen on {listen}: {e}");
+            sidecar::detached::exit(2, std::time::Duration::from_secs(2));
         }
     };
     // (Every 10 s: see `heap::trim`.)
@@ -151,8 +161,8 @@ fn clock_reference(addr: &str, host_id: Option<u64>) -> (SharedSync, Option<Resp
             r
         }
         Err(e) => {
-            sidecar::say!("sidecar: cannot answer clock exchanges on udp:{addr}: {e}");
-            std::process::exit(2);
+            sidecar::say!("sidecar: error: cannot answer clock exchanges on udp:{addr}: {e}");
+            sidecar::detached::exit(2, std::time::Duration::from_secs(2));
         }
     };
     (SharedSync::new(Registry::with_reference(id, Some(offset))), Some(responder))

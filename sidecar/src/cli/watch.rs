@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use sidecar::io::{spawn_listener, Listen, Queues};
 use sidecar::output::watch::{Cost, ProbeLine, Summary, NS_PER_ELIDED, NS_PER_RECORD};
 use sidecar::pipeline::dataflow::{Inputs, RunStats};
+use sidecar::pipeline::grace::Grace;
 
 use super::common::{live_settings, outputs, parse_duration, run_dataflow_into, Common};
 
@@ -24,8 +25,10 @@ pub struct Args {
     /// How long past a window's end to wait for a silent stream (a
     /// worker inside a long operator execution publishes nothing until
     /// it ends; longer than this and its window closes without it).
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    grace: u64,
+    /// Without it, 500ms to start with, doubled for each window that
+    /// loses data arriving later (up to 5 s); given, it stays.
+    #[arg(long, value_parser = parse_duration)]
+    grace: Option<u64>,
     /// Estimated probe cost per published record, ns (measured: ~12 ns
     /// on the development machine; `cargo bench -p benches --bench hot_path`).
     #[arg(long, default_value_t = NS_PER_RECORD)]
@@ -89,7 +92,7 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     // The outputs first: one that cannot be created is a setup error, found
     // before the command runs (it would otherwise run untraced).
     let mut outputs = outputs(&args.common).map_err(|e| {
-        sidecar::say!("sidecar: {e}");
+        sidecar::say!("sidecar: error: {e}");
         2
     })?;
     outputs.http = args.http.start(&args.command, args.common.window)?;
@@ -97,7 +100,8 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     let dir = PrivateDir::create()?;
     let sock = dir.path.join("probe.sock");
     let queues = sidecar::io::queues(args.common.workers.max(1));
-    let listening = Listening::start(&sock, &args.common, args.grace, queues.clone())?;
+    let grace = args.grace.map_or(Grace::adaptive(500_000_000), Grace::fixed);
+    let listening = Listening::start(&sock, &args.common, grace.base, queues.clone())?;
     wait_for_the_command_on_ctrl_c(dir.path.clone());
     let started = Instant::now();
     let mut child = match spawn_traced(&args.command, &sock) {
@@ -112,7 +116,7 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let waiter = wait_then_stop(child, started, echo, listening, stop.clone());
     let settings = live_settings(&args.common, Default::default());
-    let inputs = Inputs::Live { queues, stop, grace: args.grace };
+    let inputs = Inputs::Live { queues, stop, grace };
     let (analysis, stats) = run_dataflow_into(settings, inputs, &args.common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");
     drop(dir);
@@ -133,7 +137,7 @@ impl PrivateDir {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let path = std::env::temp_dir().join(format!("sidecar-watch-{}-{nanos}", std::process::id()));
         if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            sidecar::say!("sidecar: cannot create {}: {e}", path.display());
+            sidecar::say!("sidecar: error: cannot create {}: {e}", path.display());
             return Err(2);
         }
         Ok(PrivateDir { path })
@@ -162,7 +166,7 @@ impl Listening {
         match spawn_listener(listen, (common.window, grace), limits, queues, stop.clone(), Default::default()) {
             Ok(thread) => Ok(Listening { thread, stop }),
             Err(e) => {
-                sidecar::say!("sidecar: cannot listen on {}: {e}", sock.display());
+                sidecar::say!("sidecar: error: cannot listen on {}: {e}", sock.display());
                 Err(2)
             }
         }
@@ -184,7 +188,7 @@ fn wait_for_the_command_on_ctrl_c(dir: PathBuf) {
         if interrupted.swap(true, Ordering::SeqCst) {
             // Exiting now skips the cleanup: the socket goes here.
             let _ = std::fs::remove_dir_all(&dir);
-            std::process::exit(130);
+            sidecar::detached::exit(130, Duration::from_millis(200));
         }
         sidecar::say!("\nsidecar: interrupted: waiting for the command to end (Ctrl-C again to quit now)");
     });
@@ -199,7 +203,7 @@ fn spawn_traced(command: &[String], sock: &Path) -> Result<Child, i32> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| {
-            sidecar::say!("sidecar: cannot start {:?}: {e}", command[0]);
+            sidecar::say!("sidecar: error: cannot start {:?}: {e}", command[0]);
             127
         })
 }
@@ -221,7 +225,8 @@ fn echo_stderr(child: &mut Child, probe_line: Arc<Mutex<Option<ProbeLine>>>) -> 
         let mut r = std::io::BufReader::new(stderr);
         let mut line = String::new();
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            // (Never blocks: a standard error nobody reads drops lines.)
+            sidecar::detached::say_line(line.trim_end_matches('\n').to_string());
             if let Some(p) = ProbeLine::parse(&line) {
                 probe_line.lock().unwrap().get_or_insert_with(Default::default).add(&p);
             }
@@ -266,7 +271,7 @@ fn exit_status(status: std::io::Result<ExitStatus>) -> i32 {
     match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(e) => {
-            sidecar::say!("sidecar: waiting for the command: {e}");
+            sidecar::say!("sidecar: error: waiting for the command: {e}");
             1
         }
     }
@@ -282,7 +287,7 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     let summary = Summary::new(&args.command, ended.exit, ended.wall.as_secs_f64() * 1e3, &st.totals, pl, cost);
     let text = summary.text();
     if args.common.json.as_deref() == Some("-") {
-        let _ = write!(std::io::stderr(), "{text}");
+        sidecar::detached::say_line(text.trim_end_matches('\n').to_string());
     } else {
         // (a closed standard output, `| head`, is no reason to panic)
         let _ = write!(std::io::stdout(), "{text}");
@@ -302,7 +307,7 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     if let Some(p) = &args.summary_json {
         let j = serde_json::to_string(&summary).unwrap_or_default();
         if let Err(e) = std::fs::write(p, j + "\n") {
-            sidecar::say!("sidecar: cannot write {}: {e}", p.display());
+            sidecar::say!("sidecar: error: cannot write {}: {e}", p.display());
             // One of watch's outputs failed: 2 if the command succeeded.
             if ended.exit == 0 {
                 return 2;

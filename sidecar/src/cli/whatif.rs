@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 use sidecar::analysis::whatif::{parse_spec, Speedup};
+use sidecar::io::Named;
 use sidecar::output::sink::Sink;
 
 use super::analyze::offline_settings;
-use super::common::{run_dataflow_into, Common};
+use super::common::{check_inputs, run_dataflow_into, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,10 +30,10 @@ pub struct Args {
     /// Window length: 1s, 500ms, 250us, 2.5s ... The default takes the
     /// whole run as one window, so that a speedup's effect crosses no
     /// window edge (see the README's what-if section).
-    #[arg(long, default_value = "100000s", value_parser = super::common::parse_duration)]
+    #[arg(long, default_value = "100000s", value_parser = super::common::parse_window)]
     window: u64,
     /// Analysis worker threads.
-    #[arg(short = 'w', long, default_value_t = 1)]
+    #[arg(short = 'w', long, default_value = "1", value_parser = super::common::parse_workers)]
     workers: usize,
     /// Recorded probe files, analyzed together.
     #[arg(required = true)]
@@ -60,10 +61,20 @@ struct Prediction {
     naive_saved_ns: u64,
 }
 
-/// Analyzes the files with the speedup, prints the prediction: 0, 1 with
-/// decode errors, 2 when it could not run.
+/// Analyzes the files with the speedup, prints the prediction: 0; 1 with
+/// an input that cannot be read (nothing predicted) or decode errors (the
+/// prediction of what could be read, said so); 2 when it could not run or
+/// the speedup names what the files do not.
 pub fn whatif(Args { speedup, json, window, workers, files }: Args) -> i32 {
     let speedup: Vec<Speedup> = speedup.into_iter().flatten().collect();
+    if let Err(e) = check_inputs(&files) {
+        sidecar::say!("sidecar: error: {e}; no prediction made");
+        return 1;
+    }
+    if let Err(e) = check_speedup(&speedup, &sidecar::io::names_in(&files)) {
+        sidecar::say!("sidecar: error: --speedup {e}");
+        return 2;
+    }
     let common = Common::offline(window, workers, "auto");
     let mut settings = offline_settings(&common, &files);
     settings.what_if = Some(Arc::from(speedup.clone()));
@@ -75,12 +86,49 @@ pub fn whatif(Args { speedup, json, window, workers, files }: Args) -> i32 {
     }
     let text = String::from_utf8_lossy(&reports.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
     let p = predict(&speedup, &text);
+    if code != 0 {
+        if p.windows.is_empty() {
+            sidecar::say!("sidecar: error: no window could be analyzed (errors above); no prediction made");
+            return code;
+        }
+        sidecar::say!("sidecar: the prediction below is of what could be read before the errors above");
+    }
     if json {
         println!("{}", serde_json::to_string(&p).unwrap_or_default());
     } else {
         print!("{}", describe(&p));
     }
     code
+}
+
+/// Refuses a speedup that names a worker or an operator the files do not
+/// (it would predict "0 % faster"), listing the ones they do. (A pipe's
+/// names are not known before it is read: no check then.)
+fn check_speedup(speedup: &[Speedup], named: &Named) -> Result<(), String> {
+    if named.workers.is_empty() {
+        return Ok(());
+    }
+    for s in speedup {
+        if let Some(w) = s.worker.filter(|w| !named.workers.contains(w)) {
+            let known: Vec<String> = named.workers.iter().map(|w| format!("w{w}")).collect();
+            return Err(format!("{}: no worker w{w} in the files (workers: {})", s.text(), known.join(", ")));
+        }
+        if !named.has(&s.target) {
+            let mut known: Vec<&str> = named.operators.iter().chain(&named.spans).map(String::as_str).collect();
+            known.dedup();
+            const SHOWN: usize = 40;
+            let more = known.len().saturating_sub(SHOWN);
+            known.truncate(SHOWN);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            return Err(format!(
+                "{}: no operator or span named `{}` (nor with that id) in the files (known: {}{more})",
+                s.text(),
+                s.target,
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The reports' JSON lines gathered into the prediction.

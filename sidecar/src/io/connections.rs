@@ -120,6 +120,7 @@ pub fn spawn_listener(
         silent: RateLimited::new("connections closed without a Hello"),
         paused: RateLimited::new("connections paused at --max-buffered"),
         accept_paused_until: None,
+        total_full: false,
     };
     Ok(std::thread::spawn(move || {
         loop {
@@ -161,6 +162,9 @@ struct IoThread {
     paused: RateLimited,
     /// Accepting failed (out of file descriptors): not again before then.
     accept_paused_until: Option<Instant>,
+    /// All buffers together are at `--max-buffered-total` (counted once
+    /// per time they get there).
+    total_full: bool,
 }
 
 impl IoThread {
@@ -172,10 +176,13 @@ impl IoThread {
         let accepting = self.accept_paused_until.is_none_or(|t| Instant::now() >= t);
         let events = if accepting { libc::POLLIN } else { 0 };
         self.fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events, revents: 0 });
+        let total = self.buffered_total();
         for c in &self.conns {
             // A full pipe is not read: the probe's socket fills up, and
-            // the probe counts what it cannot send.
-            let events = if c.pipe.buffered() < self.limits.max_buffered { libc::POLLIN } else { 0 };
+            // the probe counts what it cannot send. (All of them, at the
+            // total.)
+            let room = self.limits.room_for(c.pipe.buffered(), total);
+            let events = if c.pipe.buffered() < room { libc::POLLIN } else { 0 };
             self.fds.push(libc::pollfd { fd: c.sock.as_raw_fd(), events, revents: 0 });
         }
         // The timeout only bounds how late a stop is seen.
@@ -222,11 +229,17 @@ impl IoThread {
                 hello_seen,
                 full: false,
             };
-            c.announced = c.read_available(&mut self.buf, self.limits.max_buffered);
+            let room = self.limits.room_for(0, self.buffered_total());
+            c.announced = c.read_available(&mut self.buf, room);
             self.conns.push(c);
             woken[w] = true;
         }
         accepted
+    }
+
+    /// Bytes buffered over all connections.
+    fn buffered_total(&self) -> usize {
+        self.conns.iter().map(|c| c.pipe.buffered()).sum()
     }
 
     /// The next pending connection. An error other than none pending
@@ -269,9 +282,14 @@ impl IoThread {
         // its own probes and for relayed hosts synced to it.)
         let closing = monotonic_ns() % self.width.max(1) <= self.grace;
         let max = self.limits.max_buffered;
+        let mut total = self.buffered_total();
         for (i, c) in self.conns.iter_mut().enumerate() {
             let ready = self.fds.get(i + 1).is_some_and(|f| f.revents != 0);
-            if (ready || stopping) && c.open && c.read_available(&mut self.buf, max) {
+            let own = c.pipe.buffered();
+            let room = self.limits.room_for(own, total);
+            let read = (ready || stopping) && c.open && c.read_available(&mut self.buf, room);
+            total = (total + c.pipe.buffered()).saturating_sub(own);
+            if read {
                 // (A closed connection's end is news: its windows may
                 // close now.)
                 if !c.announced || !c.open || stopping || closing || c.pipe.buffered() >= WAKE_BYTES {
@@ -294,6 +312,20 @@ impl IoThread {
                 c.open = false;
             }
         }
+        let total_full = total >= self.limits.max_buffered_total;
+        if total_full && !self.total_full {
+            ConnCounts::add(&self.queues.counts.total_full);
+            let (n, all) = (self.conns.len(), self.limits.max_buffered_total);
+            self.paused.say(|| {
+                format!(
+                    "sidecar: {all} bytes buffered over {n} connections (--max-buffered-total): none read until the \
+                     analysis takes some"
+                )
+            });
+            // (Every worker must take some.)
+            woken.iter_mut().for_each(|w| *w = true);
+        }
+        self.total_full = total_full;
         self.conns.retain(|c| c.open);
     }
 

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::PathBuf;
 
-use ringlog::{Body, ClockSync, FrameKind, HEADER_LEN};
+use ringlog::{Body, ClockSync, FrameHeader, FrameKind, HEADER_LEN};
 
 /// Every ClockSync frame of `files`, with the host that wrote it, in the
 /// order the files (in the order given) hold them. Only regular files are
@@ -34,7 +34,27 @@ pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
 
 /// The ClockSync frames of one byte stream `r`, appended to `out`, until its
 /// end or its first damaged frame.
-pub fn clock_sync_frames_in(mut r: impl Read + Seek, out: &mut Vec<(u64, ClockSync)>) {
+pub fn clock_sync_frames_in(r: impl Read + Seek, out: &mut Vec<(u64, ClockSync)>) {
+    first_pass(
+        r,
+        |k| k == FrameKind::ClockSync,
+        |h, body| {
+            if let Some(Body::ClockSync(cs)) = body {
+                out.push((h.stream.host, cs));
+            }
+        },
+    );
+}
+
+/// A first pass over one byte stream `r`: every frame's header goes to
+/// `visit`, with its body decoded for the kinds `wanted` (the others'
+/// payloads are skipped, not decompressed), until the end or the first
+/// damaged frame.
+pub(super) fn first_pass(
+    mut r: impl Read + Seek,
+    wanted: impl Fn(FrameKind) -> bool,
+    mut visit: impl FnMut(FrameHeader, Option<Body>),
+) {
     let mut frame = vec![0u8; HEADER_LEN];
     loop {
         frame.truncate(HEADER_LEN);
@@ -42,10 +62,11 @@ pub fn clock_sync_frames_in(mut r: impl Read + Seek, out: &mut Vec<(u64, ClockSy
             return;
         }
         let Ok((h, _)) = ringlog::parse_header(&frame) else { return };
-        if h.kind != FrameKind::ClockSync {
+        if !wanted(h.kind) {
             if r.seek_relative(h.payload_len as i64).is_err() {
                 return;
             }
+            visit(h, None);
             continue;
         }
         frame.resize(HEADER_LEN + h.payload_len as usize, 0);
@@ -53,11 +74,7 @@ pub fn clock_sync_frames_in(mut r: impl Read + Seek, out: &mut Vec<(u64, ClockSy
             return;
         }
         match ringlog::decode_frame(&frame) {
-            Ok(Some((f, _))) => {
-                if let Body::ClockSync(cs) = f.body {
-                    out.push((h.stream.host, cs));
-                }
-            }
+            Ok(Some((f, _))) => visit(h, Some(f.body)),
             _ => return,
         }
     }

@@ -19,11 +19,30 @@ pub struct Limits {
     /// the probe's socket fills and the probe counts what it cannot send
     /// (`--max-buffered`).
     pub max_buffered: usize,
+    /// Bytes buffered over all connections together, at most: without it
+    /// the worst case is `max_connections` × `max_buffered` (64 GB by
+    /// default). At the limit no connection is read until the analysis
+    /// takes some (`--max-buffered-total`).
+    pub max_buffered_total: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_connections: 1024, hello_timeout: Duration::from_secs(10), max_buffered: 64 << 20 }
+        Limits {
+            max_connections: 1024,
+            hello_timeout: Duration::from_secs(10),
+            max_buffered: 64 << 20,
+            max_buffered_total: 256 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// What one connection holding `own` bytes may buffer at most, when
+    /// all hold `total`: its own limit, or less when the total is near its
+    /// own.
+    pub fn room_for(&self, own: usize, total: usize) -> usize {
+        self.max_buffered.min(own.saturating_add(self.max_buffered_total.saturating_sub(total)))
     }
 }
 
@@ -67,6 +86,9 @@ pub struct ConnCounts {
     /// Times a connection's buffer reached `--max-buffered` (its socket then
     /// waits).
     pub buffer_full: AtomicU64,
+    /// Times all buffers together reached `--max-buffered-total` (every
+    /// socket then waits).
+    pub total_full: AtomicU64,
 }
 
 impl ConnCounts {
@@ -79,11 +101,12 @@ impl ConnCounts {
     pub fn summary(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "{} connections ({} refused over --max-connections, {} closed without a Hello by --hello-timeout, {} times a buffer reached --max-buffered)",
+            "{} connections ({} refused over --max-connections, {} closed without a Hello by --hello-timeout, {} times a buffer reached --max-buffered, {} times all reached --max-buffered-total)",
             get(&self.accepted),
             get(&self.refused),
             get(&self.no_hello),
-            get(&self.buffer_full)
+            get(&self.buffer_full),
+            get(&self.total_full)
         )
     }
 }
@@ -197,7 +220,16 @@ mod tests {
         ConnCounts::add(&c.no_hello);
         assert_eq!(
             c.summary(),
-            "3 connections (1 refused over --max-connections, 2 closed without a Hello by --hello-timeout, 0 times a buffer reached --max-buffered)"
+            "3 connections (1 refused over --max-connections, 2 closed without a Hello by --hello-timeout, 0 times a buffer reached --max-buffered, 0 times all reached --max-buffered-total)"
         );
+    }
+
+    #[test]
+    fn a_connection_has_room_up_to_its_own_limit_and_the_total() {
+        let l = Limits { max_buffered: 100, max_buffered_total: 250, ..Limits::default() };
+        assert_eq!(l.room_for(0, 0), 100, "its own limit first");
+        assert_eq!(l.room_for(40, 200), 90, "what it holds and what the total leaves");
+        assert_eq!(l.room_for(40, 250), 40, "at the total: nothing more");
+        assert_eq!(l.room_for(0, 400), 0, "over the total (the limit lowered): nothing");
     }
 }

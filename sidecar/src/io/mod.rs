@@ -10,7 +10,8 @@
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
 //!   `queues`, within the `limits` ([`Limits`]).
 //! - `exchanges`: the clock exchanges of recorded files, read first
-//!   ([`clock_sync_frames`]) for the offline clock conversion.
+//!   ([`clock_sync_frames`]) for the offline clock conversion; `names`:
+//!   the workers, operators and spans they name ([`names_in`]).
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
 //! - [`os_clock`]: CLOCK_MONOTONIC, CLOCK_REALTIME, the wall clock.
 //!
@@ -21,6 +22,7 @@ mod connections;
 mod exchanges;
 mod limits;
 mod listener;
+mod names;
 pub mod os_clock;
 mod pipe;
 mod queues;
@@ -32,6 +34,7 @@ pub use connections::spawn_listener;
 pub use exchanges::{clock_sync_frames, clock_sync_frames_in};
 pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
+pub use names::{names_in, names_in_stream, Named};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
 pub use reader::{Polled, Reader, Share};

@@ -176,9 +176,12 @@ impl Reader {
             }
             if share.owns(h.stream) {
                 let ingest = &mut self.ingest;
-                let got = ringlog::decode_frame_with(&have[..total], |hdr, payload| {
-                    ingest.payload(hdr, payload, total as u64)
-                });
+                // (A process-wide frame is decoded by every sharing worker:
+                // its bytes are counted by one, so that the bytes read do
+                // not grow with `-w`.)
+                let counted = if h.stream.is_process_wide() && !share.primary() { 0 } else { total as u64 };
+                let got =
+                    ringlog::decode_frame_with(&have[..total], |hdr, payload| ingest.payload(hdr, payload, counted));
                 match got {
                     Ok(Some((Ok(()), _))) => {}
                     // A fault in the records: as below.

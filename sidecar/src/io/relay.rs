@@ -113,6 +113,8 @@ pub struct Forwarder {
     pub frames: u64,
     pub bytes: u64,
     pub injected: u64,
+    /// Whether a Hello frame has passed (`--hello-timeout`).
+    pub hello_seen: bool,
 }
 
 impl Forwarder {
@@ -127,6 +129,17 @@ impl Forwarder {
             frames: 0,
             bytes: 0,
             injected: 0,
+            hello_seen: false,
+        }
+    }
+
+    /// Bytes held that do not form a whole frame yet (a frame is forwarded
+    /// whole).
+    pub fn pending(&self) -> usize {
+        if self.failed {
+            0
+        } else {
+            self.fb.pending()
         }
     }
 
@@ -160,7 +173,8 @@ impl Forwarder {
             // Exchanges go in before the frame: the first ones precede the
             // first record frame.
             match self.fb.next_raw() {
-                Ok(Some((_, raw))) => {
+                Ok(Some((h, raw))) => {
+                    self.hello_seen |= h.kind == ringlog::FrameKind::Hello;
                     let raw = raw.to_vec();
                     self.inject(log, out);
                     out.extend_from_slice(&raw);
@@ -190,6 +204,10 @@ pub struct Config {
     /// then one per `period`.
     pub fast: u64,
     pub period: Duration,
+    /// What it holds at most: connections open, the time to a Hello, the
+    /// bytes of one frame not yet whole (`--max-connections`,
+    /// `--hello-timeout`, `--max-buffered`, as for `sidecar run`).
+    pub limits: crate::io::Limits,
 }
 
 /// What a relay did.
@@ -202,14 +220,30 @@ pub struct Stats {
     pub exchanges: u64,
     pub lost: u64,
     pub errors: Vec<String>,
+    /// Connections closed at once: `--max-connections` were open.
+    pub refused: u64,
+    /// Closed without a Hello by `--hello-timeout`.
+    pub no_hello: u64,
+    /// Closed holding more than `--max-buffered` bytes of one frame.
+    pub over_buffered: u64,
 }
 
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} connections, {} frames ({} bytes) forwarded, {} clock-sync frames added; {} exchanges, {} lost",
-            self.connections, self.frames, self.bytes, self.injected, self.exchanges, self.lost
+            "{} connections, {} frames ({} bytes) forwarded, {} clock-sync frames added; {} exchanges, {} lost; {} \
+             refused over --max-connections, {} closed without a Hello by --hello-timeout, {} closed over \
+             --max-buffered",
+            self.connections,
+            self.frames,
+            self.bytes,
+            self.injected,
+            self.exchanges,
+            self.lost,
+            self.refused,
+            self.no_hello,
+            self.over_buffered
         )
     }
 }
@@ -235,7 +269,7 @@ fn probe_loop(addr: SocketAddr, cfg: &Config, log: &Mutex<ExchangeLog>, stop: &A
         match Prober::new(bind, addr, clock, pc) {
             Ok(p) => break p,
             Err(e) => {
-                crate::say!("sidecar relay: cannot open a UDP socket for clock exchanges: {e}");
+                crate::say!("sidecar relay: error: cannot open a UDP socket for clock exchanges: {e}");
                 std::thread::sleep(Duration::from_secs(1));
                 if stop.load(Ordering::Relaxed) {
                     return;
@@ -302,7 +336,7 @@ fn serve(
             Ok(u) => up = Some(u),
             Err(e) if t0.elapsed() > Duration::from_secs(5) || stop.load(Ordering::Relaxed) => {
                 let msg = format!("{name}: cannot connect upstream to {:?}: {e}; connection dropped", cfg.to);
-                crate::say!("sidecar relay: {msg}");
+                crate::say!("sidecar relay: error: {msg}");
                 totals.lock().unwrap().errors.push(msg);
                 return;
             }
@@ -313,7 +347,14 @@ fn serve(
     let mut fw = Forwarder::new(cfg.host_id, std::process::id());
     let mut buf = vec![0u8; 1 << 16];
     let mut out = Vec::with_capacity(1 << 16);
+    let limits = cfg.limits;
     loop {
+        if !fw.hello_seen && t0.elapsed() >= limits.hello_timeout {
+            let secs = limits.hello_timeout.as_secs_f64();
+            crate::say!("sidecar relay: error: {name} closed: no Hello frame within {secs} s (--hello-timeout)");
+            totals.lock().unwrap().no_hello += 1;
+            break;
+        }
         let n = match down.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
@@ -325,7 +366,7 @@ fn serve(
                 continue;
             }
             Err(e) => {
-                crate::say!("sidecar relay: {name}: read error: {e}");
+                crate::say!("sidecar relay: error: {name}: read error: {e}");
                 break;
             }
         };
@@ -336,12 +377,18 @@ fn serve(
         };
         if let Some(e) = err {
             let msg = format!("{name}: not a well-formed stream ({e}); passing the rest through");
-            crate::say!("sidecar relay: {msg}");
+            crate::say!("sidecar relay: error: {msg}");
             totals.lock().unwrap().errors.push(msg);
+        }
+        if fw.pending() > limits.max_buffered {
+            let max = limits.max_buffered;
+            crate::say!("sidecar relay: error: {name} closed: more than {max} bytes of one frame (--max-buffered)");
+            totals.lock().unwrap().over_buffered += 1;
+            break;
         }
         if let Err(e) = up.write_all(&out) {
             let msg = format!("{name}: upstream write failed: {e}; connection dropped");
-            crate::say!("sidecar relay: {msg}");
+            crate::say!("sidecar relay: error: {msg}");
             totals.lock().unwrap().errors.push(msg);
             break;
         }
@@ -360,9 +407,11 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
     let log = Arc::new(Mutex::new(ExchangeLog::default()));
     let totals = Arc::new(Mutex::new(Stats::default()));
     let mut threads = Vec::new();
+    let mut refusals = crate::io::RateLimited::new("connections refused");
+    let mut prober = None;
     if let Some(addr) = cfg.clock {
         let (cfg2, log2, stop2) = (cfg.clone(), log.clone(), stop.clone());
-        threads.push(std::thread::spawn(move || probe_loop(addr, &cfg2, &log2, &stop2)));
+        prober = Some(std::thread::spawn(move || probe_loop(addr, &cfg2, &log2, &stop2)));
         // A short head start, so that probes connecting right away get the
         // first exchanges before their first records (bounded: an absent
         // reference must not hold the streams up).
@@ -379,7 +428,18 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
             std::thread::sleep(Duration::from_millis(100));
             None
         });
+        // (Threads of connections that ended are let go: what the relay
+        // holds is bounded by the connections open.)
+        threads.retain(|t: &std::thread::JoinHandle<()>| !t.is_finished());
         match next {
+            Some((sock, name)) if threads.len() >= cfg.limits.max_connections => {
+                drop(sock);
+                totals.lock().unwrap().refused += 1;
+                let max = cfg.limits.max_connections;
+                refusals.say(|| {
+                    format!("sidecar relay: error: {name} refused: {max} connections open already (--max-connections)")
+                });
+            }
             Some((sock, name)) => {
                 let _ = sock.set_nonblocking(false);
                 let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
@@ -393,7 +453,7 @@ pub fn run(cfg: Config, stop: Arc<AtomicBool>) -> std::io::Result<Stats> {
             None => l.wait(Duration::from_millis(100)),
         }
     }
-    for t in threads {
+    for t in threads.into_iter().chain(prober) {
         let _ = t.join();
     }
     let accepted = l.accepted();

@@ -5,20 +5,28 @@ use std::path::Path;
 
 use ringlog::{Body, Decoder, Meta};
 
-/// Writes every frame of `path` as text; returns the number of decode
-/// errors (0 or 1: an error ends the stream).
-pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Result<usize> {
+/// What a dump read: its frames, and the decode error that ended it (for
+/// the caller to say where errors go, not in the text).
+#[derive(Debug, Default)]
+pub struct Dumped {
+    pub frames: u64,
+    pub error: Option<String>,
+}
+
+/// Writes every frame of `path` as text, up to the first decode error (an
+/// error ends the stream).
+pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Result<Dumped> {
     let f = std::fs::File::open(path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    let mut errors = 0;
+    let mut done = Dumped::default();
     for fr in Decoder::new(std::io::BufReader::new(f)) {
         let fr = match fr {
             Ok(f) => f,
             Err(e) => {
-                writeln!(out, "ERROR {}: {e}", path.display())?;
-                errors += 1;
+                done.error = Some(e.to_string());
                 break;
             }
         };
+        done.frames += 1;
         let h = &fr.header;
         write!(out, "{:?} #{} [{}] domain={:?}", h.kind, h.seq, h.stream, h.domain)?;
         if h.lost > 0 {
@@ -74,5 +82,5 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
             }
         }
     }
-    Ok(errors)
+    Ok(done)
 }

@@ -169,7 +169,7 @@ impl PerfettoExport<Box<dyn Write + Send>> {
     pub fn create(path: &std::path::Path) -> io::Result<Self> {
         let f = std::fs::File::create(path)?;
         let out = io::BufWriter::with_capacity(1 << 20, f);
-        Ok(PerfettoExport::new(Box::new(crate::output::sink::NamedOutput::new(path.display().to_string(), out))))
+        Ok(PerfettoExport::new(Box::new(crate::output::named::NamedOutput::new(path.display().to_string(), out))))
     }
 }
 
@@ -325,6 +325,7 @@ impl<W: Write> PerfettoExport<W> {
                 ActivityKind::Waiting { on, channel, kind } => {
                     let name = match on {
                         Some(w) => Name::WaitOn(w),
+                        None if kind == "open" => Name::Text("wait (open at the window's end)".into()),
                         None => Name::Text("wait (cause not visible)".into()),
                     };
                     let args = [

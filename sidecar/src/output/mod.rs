@@ -12,6 +12,7 @@ pub mod dump;
 pub mod export;
 pub mod graph;
 pub mod http;
+pub mod named;
 pub mod perfetto;
 pub mod sink;
 pub mod watch;

@@ -1,5 +1,5 @@
-//! Where reports go: the sinks a run writes to, and a writer whose errors
-//! name their output.
+//! Where reports go: the sinks a run writes to (the writer whose errors
+//! name their output is in `named`, below the outputs that use it).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -21,32 +21,7 @@ pub struct Sink {
     pub compact_lines: bool,
 }
 
-/// A writer whose errors name its output ("out.jsonl: No space left on
-/// device (os error 28)"), keeping their kind (a closed pipe stays
-/// `BrokenPipe`).
-pub struct NamedOutput<W> {
-    name: String,
-    inner: W,
-}
-
-impl<W: Write> NamedOutput<W> {
-    pub fn new(name: impl Into<String>, inner: W) -> Self {
-        NamedOutput { name: name.into(), inner }
-    }
-
-    fn named(&self, e: std::io::Error) -> std::io::Error {
-        std::io::Error::new(e.kind(), format!("{}: {e}", self.name))
-    }
-}
-
-impl<W: Write> Write for NamedOutput<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.inner.write(buf).map_err(|e| self.named(e))
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush().map_err(|e| self.named(e))
-    }
-}
+pub use super::named::NamedOutput;
 
 /// The dataflow graph of the run, shared by the workers that own windows.
 pub type SharedGraph = Arc<Mutex<super::graph::Dataflow>>;

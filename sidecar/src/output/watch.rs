@@ -203,6 +203,11 @@ pub struct Cost {
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
     pub writer_cpu_share: Option<f64>,
+    /// The account in one short line, the same in the terminal, the JSON,
+    /// `/metrics` and the dashboard ([`Cost::account`]).
+    pub account: String,
+    /// Apart: what idle polling cost (None: nothing to speak of).
+    pub idle_account: Option<String>,
 }
 
 impl Cost {
@@ -253,8 +258,41 @@ impl Cost {
             idle_adapter_ms,
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
+            account: String::new(),
+            idle_account: None,
         }
+        .with_account()
     }
+
+    /// What tracing cost, in one account: what it cost the job's worker
+    /// threads while they worked (`worker_threads_ms`: the engine's logging,
+    /// the adapter and the probe's pushes, or the pushes' estimate without
+    /// an adapter), and apart, what idle polling cost (`idle_steps_ms`).
+    /// Every face (the terminal, `--summary-json`, `/metrics`, the page)
+    /// shows these two lines; the details behind them follow.
+    pub fn account(&self) -> (String, Option<String>) {
+        let ms = |x: f64| if x >= 1000.0 { format!("{:.2} s", x / 1e3) } else { format!("{x:.2} ms") };
+        let how = if self.adapter_ms.is_some() { "measured, with the engine's logging" } else { "estimated" };
+        let line = format!(
+            "tracing cost the worker threads ~{} = {:.2}% of their time while they worked ({how})",
+            ms(self.worker_threads_ms),
+            self.worker_threads_share * 100.0
+        );
+        let idle = (self.idle_steps_ms >= 0.005).then(|| {
+            format!("apart: ~{} in idle polling (flush calls of steps that did nothing)", ms(self.idle_steps_ms))
+        });
+        (line, idle)
+    }
+
+    fn with_account(mut self) -> Cost {
+        (self.account, self.idle_account) = self.account();
+        self
+    }
+}
+
+/// A run-level what-if in words: `w0 Consume 2× faster: job −27 %`.
+pub fn job_words(w: &crate::analysis::report::WhatIf, job: f64) -> String {
+    format!("{}: job −{:.0} %", w.what(), job * 100.0)
 }
 
 /// The closing summary as JSON (`--summary-json`).
@@ -275,6 +313,9 @@ pub struct Summary {
     /// The best what-if predictions over the run (the windows' savings
     /// summed): (speedup, in words, share of the job's windows' time).
     pub what_if: Vec<(String, String, f64)>,
+    /// Windows whose top operator tied across workers: (the tie in words,
+    /// windows), the most frequent first (at most 3).
+    pub ties: Vec<(String, u64)>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
 }
@@ -303,9 +344,16 @@ impl Summary {
         let what_if = ["2", "inf"]
             .iter()
             .filter_map(|f| ranking.iter().find(|(w, ..)| w.factor == *f))
-            .map(|(w, _, job)| (w.speedup.clone(), w.words(), *job))
+            // In the job's words, as the terminal says it (the last
+            // window's `words()` said `window −50 %` where the job saves
+            // 27 %).
+            .map(|(w, _, job)| (w.speedup.clone(), job_words(w, *job), *job))
             .collect();
+        let mut ties: Vec<(String, u64)> = t.ties.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        ties.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ties.truncate(3);
         Summary {
+            ties,
             command: command.to_vec(),
             exit_status,
             wall_ms,
@@ -336,12 +384,20 @@ impl Summary {
             self.windows, self.incomplete_windows, self.property_violation_windows, self.workers, c.worker_ms
         );
         let ops: Vec<String> =
-            self.top_operators.iter().map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0)).collect();
+            // (An entry that rounds to 0.0 % says nothing.)
+            self.top_operators
+                .iter()
+                .filter(|(_, _, sh)| sh * 1000.0 >= 0.5)
+                .map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0))
+                .collect();
         s += &format!(
             "  critical path: {:.1} ms; top: {}\n",
             self.critical_path_ms,
             if ops.is_empty() { "-".into() } else { ops.join(", ") }
         );
+        for (tie, n) in &self.ties {
+            s += &format!("  top operator tied: {tie} in {n} of {} windows\n", self.windows);
+        }
         let waits: Vec<String> = self
             .waits
             .iter()
@@ -351,10 +407,12 @@ impl Summary {
             })
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
-        for (_, words, job) in &self.what_if {
-            // The last window's words, the run's share.
-            let what = words.split(": window").next().unwrap_or(words);
-            s += &format!("  what-if: {what}: job −{:.0} %\n", job * 100.0);
+        for (_, words, _) in &self.what_if {
+            s += &format!("  what-if: {words}\n");
+        }
+        s += &format!("  {}\n", c.account);
+        if let Some(idle) = &c.idle_account {
+            s += &format!("  {idle}\n");
         }
         s += &format!(
             "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
@@ -542,6 +600,42 @@ mod tests {
         assert!(text.contains("the adapter 30.00 ms (measured, including the probe's pushes, ~12.00 ms"), "{text}");
     }
 
+    /// One account, first in the terminal and in the JSON (which the page
+    /// and `/metrics` read): the worker threads' cost while they worked,
+    /// and apart, idle polling. (The figures of the test below: 40.03 ms of
+    /// 1 s, 760 ms idle.)
+    #[test]
+    fn the_cost_account_is_one_line_and_idle_polling_apart() {
+        let l = "probe: workers=1 written=100 elided=0 adapter=200.0ms engine_events=1000 engine_log=600.03ms \
+                 engine_flushes=20000000 engine_flush=600.0ms idle_flushes=19000000 idle_engine=570.0ms idle_adapter=190.0ms";
+        let p = ProbeLine::parse(l).unwrap();
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let c = Cost::new(&t, Some(&p), 12.0, 10.0);
+        assert_eq!(c.account, "tracing cost the worker threads ~40.03 ms = 4.00% of their time while they worked (measured, with the engine's logging)");
+        assert_eq!(
+            c.idle_account.as_deref(),
+            Some("apart: ~760.00 ms in idle polling (flush calls of steps that did nothing)")
+        );
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["account"], c.account.as_str());
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c.clone()).text();
+        let first_cost_line = text.lines().find(|l| l.contains("tracing cost")).unwrap();
+        assert_eq!(first_cost_line.trim(), c.account, "{text}");
+    }
+
+    /// Operators whose share rounds to 0.0 % say nothing: left out.
+    #[test]
+    fn the_summary_leaves_out_operators_that_round_to_nothing() {
+        let mut t = RunTotals { critical_path_ns: 1_000_000_000, ..Default::default() };
+        t.operators.insert((0, "Count".into()), 990_000_000);
+        t.operators.insert((0, "Probe".into()), 10_000);
+        let c = Cost::new(&t, None, 12.0, 10.0);
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, c).text();
+        assert!(text.contains("w0 Count 99.0%"), "{text}");
+        assert!(!text.contains("Probe"), "{text}");
+    }
+
     #[test]
     fn idle_steps_are_reported_apart_from_the_steps_that_did_work() {
         let l = "probe: workers=2 written=100 elided=0 adapter=200.0ms engine_events=1000 engine_log=600.03ms \
@@ -584,5 +678,35 @@ mod tests {
         assert!((c.worker_threads_ms - 1.0).abs() < 1e-9, "{c:?}");
         let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&a), c).text();
         assert!(text.contains("and ~4.00 ms in flush calls of steps that did nothing"), "{text}");
+    }
+
+    /// The summary's what-if text (the JSON's and `/api/summary`'s, both
+    /// from `Summary::new`) says the job's figure, as its number and the
+    /// terminal do: it said the last window's `window −50 %` where the job
+    /// saved 25 %.
+    #[test]
+    fn the_summary_what_if_says_the_jobs_figure() {
+        use crate::analysis::report::{WhatIf, WindowReport};
+        let mut t = RunTotals::default();
+        let w = |saved_ns| WhatIf {
+            speedup: "w0:Consume=2".into(),
+            worker: Some(0),
+            operator: "Consume".into(),
+            factor: "2".into(),
+            measured_ns: 100,
+            saved_ns,
+            saved_share: saved_ns as f64 / 100.0,
+            ..Default::default()
+        };
+        // Two windows of 100 ns: one saves 0, the last 50: the job 25 %.
+        for saved in [0, 50] {
+            let mut r = WindowReport { what_if: vec![w(saved)], ..Default::default() };
+            r.critical_path.span_ns = 100;
+            t.add(&r);
+        }
+        let c = Cost::new(&t, None, 0.0, 0.0);
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, c);
+        assert_eq!(s.what_if, vec![("w0:Consume=2".into(), "w0 Consume 2× faster: job −25 %".into(), 0.25)]);
+        assert!(s.text().contains("  what-if: w0 Consume 2× faster: job −25 %\n"), "{}", s.text());
     }
 }

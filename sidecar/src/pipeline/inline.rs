@@ -6,8 +6,21 @@ use crate::analysis::report::WindowReport;
 
 /// The whole analysis without timely, in one thread: byte streams (name,
 /// bytes) → reports in window order, plus the faults found. For tests and
-/// tools; the binary runs the same stages on timely.
+/// tools; the binary runs the same stages on timely. With every window at
+/// hand, the waits carried into a window are folded back into the windows
+/// that reported them open ([`crate::analysis::report::fold_carried`]).
 pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>, Vec<String>) {
+    let (mut reps, errors) = analyze_bytes_as_reported(inputs, width);
+    // Every window is at hand: the waits open across windows are typed in
+    // the windows that reported them open too.
+    crate::analysis::report::fold_carried(&mut reps);
+    (reps, errors)
+}
+
+/// [`analyze_bytes`] as the live pipeline reports the windows: a wait open
+/// at a window's end is only marked open there, and the window where it
+/// ends carries it (`WorkerWaiting::carried`).
+pub fn analyze_bytes_as_reported(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>, Vec<String>) {
     use std::collections::BTreeMap;
     let mut by_window: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
     let mut errors = Vec::new();
@@ -56,7 +69,7 @@ pub fn analyze_bytes(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<WindowReport>,
     }
     // As the timely pipeline does: the other timelines are named.
     let timelines: std::collections::BTreeSet<u64> = by_window.keys().map(|k| k.1).collect();
-    let reps = by_window
+    let reps: Vec<WindowReport> = by_window
         .into_iter()
         .map(|((w, h), mut frags)| {
             ended.apply(w, width, &mut frags);

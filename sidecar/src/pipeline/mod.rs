@@ -11,6 +11,7 @@
 
 pub mod analyst;
 pub mod dataflow;
+pub mod grace;
 mod inline;
 
-pub use inline::analyze_bytes;
+pub use inline::{analyze_bytes, analyze_bytes_as_reported};

@@ -30,6 +30,7 @@ mod fragments;
 mod matching;
 mod participation;
 mod streams;
+pub use streams::LATE_DATA;
 mod tables;
 mod timelines;
 mod trace_checks;
@@ -116,6 +117,7 @@ pub fn analyze_detail(
     rep.critical_path = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
     rep.what_if = what_if::rank_what_ifs(&g, &links, &streams.sids, &names, &rep.critical_path, what_if);
     rep.participation = participation::rank_participation(&g, &streams.sids, &names);
+    rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
     rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
     other_timelines(&mut rep, &frags, &mut reasons);
     for f in frags {

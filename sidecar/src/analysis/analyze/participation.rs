@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use super::{Names, TOP};
 use crate::analysis::graph::{self, EKind, Graph};
 use crate::analysis::model::{MsgKind, Sid};
-use crate::analysis::report::ParticipationEntry;
+use crate::analysis::report::{CpSummary, ParticipationEntry};
 
 /// The activity categories of the sums, by their index in [`AggKey`].
 const NAMES: [&str; 6] = ["operator", "span", "waiting_for_input", "unknown", "data_message", "progress_message"];
@@ -64,6 +64,34 @@ pub(super) fn rank_participation(g: &Graph, sids: &[Sid], names: &Names) -> Vec<
     part.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.worker.cmp(&b.worker)).then(a.id.cmp(&b.id)));
     part.truncate(TOP);
     part
+}
+
+/// Shares within this fraction of each other are a tie.
+const TIE: f64 = 0.10;
+
+/// The workers the path's top operator ties on: where it runs on several
+/// workers whose critical participation (the share of the window's paths
+/// that cross it, times its time) lies within 10 % of the top's worker's,
+/// the path's walk picked one of them (the lowest worker among equals) and
+/// its share alone would name that one. Empty when there is no tie.
+pub(super) fn top_operator_tie(cp: &CpSummary, part: &[ParticipationEntry]) -> Vec<u32> {
+    let Some(top) = cp.top_operators.first() else { return Vec::new() };
+    let same = |p: &&ParticipationEntry| p.activity == "operator" && p.name.as_deref() == Some(top.name.as_str());
+    let Some(at_top) = part.iter().filter(same).find(|p| p.worker == top.worker).map(|p| p.score) else {
+        return Vec::new();
+    };
+    let mut tie: Vec<u32> = part
+        .iter()
+        .filter(same)
+        .filter(|p| p.score > 0.0 && (p.score - at_top).abs() <= TIE * p.score.max(at_top))
+        .map(|p| p.worker)
+        .collect();
+    tie.sort_unstable();
+    tie.dedup();
+    if tie.len() < 2 {
+        tie.clear();
+    }
+    tie
 }
 
 /// (worker, activity category, id) of a participation sum.

@@ -133,6 +133,10 @@ pub(super) fn check_completeness(
     (reasons, missing)
 }
 
+/// How a stream's fault for data that came after its window was analyzed
+/// begins (live only; the window is incomplete, the stream is sound).
+pub const LATE_DATA: &str = "late data";
+
 /// Each stream's line in the report, the window's instrumentation summed,
 /// and the faults and losses the streams reported.
 fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport) -> Vec<String> {
@@ -143,7 +147,9 @@ fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport)
         let c = &f.counters;
         sum.add(c);
         for why in &f.faults {
-            reasons.push(format!("worker {}: {}", sids[i].worker, why));
+            // (Live: the data came after its window was analyzed; what to do.)
+            let advice = if why.starts_with(LATE_DATA) { ": raise --grace" } else { "" };
+            reasons.push(format!("worker {}: {why}{advice}", sids[i].worker));
         }
         if c.lost > 0 && !f.faults.iter().any(|x| x.contains("lost")) {
             reasons.push(format!("worker {}: {} records lost", sids[i].worker, c.lost));

@@ -12,7 +12,7 @@ use super::matching::Matched;
 use super::{kind_name, TOP};
 use crate::analysis::graph::{EKind, Graph, GraphBuilder};
 use crate::analysis::model::{give_items, Busy, GapEnd, Item, Ns, Sid};
-use crate::analysis::report::{WaitedOn, WorkerWaiting};
+use crate::analysis::report::{CarriedWait, OpenWait, WaitedOn, WorkerWaiting};
 use crate::analysis::waits::{Wait, WaitFinder, WaitKind, WaitOn};
 
 /// (worker waited on, channel, message kind) of a worker's waits.
@@ -87,8 +87,9 @@ struct Lane<'a> {
     present: &'a [bool],
     finder: WaitFinder<'a>,
     waiting: WorkerWaiting,
-    /// Waits by what ended them: (ns, count).
-    on: FxHashMap<OnKey, (Ns, u64)>,
+    /// Waits by what ended them: (ns, count, ns carried from earlier
+    /// windows).
+    on: FxHashMap<OnKey, (Ns, u64, Ns)>,
 }
 
 impl Lane<'_> {
@@ -126,7 +127,17 @@ impl Lane<'_> {
                     None => gb.segment(self.j, start, end, EKind::Unknown),
                     Some(w) => {
                         gb.segment(self.j, start, w.start, EKind::Unknown);
-                        self.wait(&w, gb, detail);
+                        // The wait began where its gap's local causes
+                        // expired, maybe in an earlier window.
+                        let since = cause_until.max(start).min(w.start);
+                        if w.cut {
+                            self.open(&w, since, gb, detail);
+                        } else {
+                            if since < w.start && w.start == self.window.0 {
+                                self.carry(&w, since);
+                            }
+                            self.wait(&w, gb, detail);
+                        }
                         gb.segment(self.j, w.end, end, EKind::Unknown);
                     }
                 }
@@ -166,13 +177,7 @@ impl Lane<'_> {
                 gb.segment(self.j, w.start, w.end, EKind::Wait);
                 self.waiting.waiting_ns += d;
                 self.waiting.waits += 1;
-                let key = match o {
-                    WaitOn::Message { src, src_known, channel, kind } => {
-                        let wk = if src_known { self.sids[src as usize].worker } else { src };
-                        (Some(wk), Some(channel), kind_name(kind))
-                    }
-                    WaitOn::Unknown => (None, None, "unknown"),
-                };
+                let key = self.key(o);
                 if let Some(dt) = detail {
                     let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
                     self.activity(dt, w.start, w.end, what);
@@ -187,6 +192,45 @@ impl Lane<'_> {
         }
     }
 
+    /// A wait still open at the window's end: its type is decided where it
+    /// ends (a later window carries this part there), so it is counted
+    /// here only as open. It is a wait segment all the same: the critical
+    /// path never runs through it (Sager §5.3; docs/analysis.md).
+    fn open(&mut self, w: &Wait, since: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+        gb.segment(self.j, w.start, w.end, EKind::Wait);
+        self.waiting.open = Some(OpenWait { since_ns: since, ns: w.end - w.start });
+        if let Some(dt) = detail {
+            self.activity(dt, w.start, w.end, ActivityKind::Waiting { on: None, channel: None, kind: "open" });
+        }
+    }
+
+    /// The earlier windows' open part of the wait `w` (it began at `since`,
+    /// before the window, and reached its start): typed as `w` is.
+    fn carry(&mut self, w: &Wait, since: Ns) {
+        let ns = self.window.0 - since;
+        let mut c = CarriedWait { since_ns: since, ns, kind: "waiting", worker: None, channel: None, message: None };
+        match w.kind {
+            WaitKind::WaitingForInput => c.kind = "waiting_for_input",
+            WaitKind::Waiting(o) => {
+                let key = self.key(o);
+                (c.worker, c.channel, c.message) = (key.0, key.1, Some(key.2));
+                self.on.entry(key).or_default().2 += ns;
+            }
+        }
+        self.waiting.carried = Some(c);
+    }
+
+    /// What a wait on `o` is counted under.
+    fn key(&self, o: WaitOn) -> OnKey {
+        match o {
+            WaitOn::Message { src, src_known, channel, kind } => {
+                let wk = if src_known { self.sids[src as usize].worker } else { src };
+                (Some(wk), Some(channel), kind_name(kind))
+            }
+            WaitOn::Unknown => (None, None, "unknown"),
+        }
+    }
+
     /// An activity for the timeline export, clipped to the window.
     fn activity(&self, d: &mut WindowDetail, start: Ns, end: Ns, what: ActivityKind) {
         let (start, end) = (start.max(self.window.0), end.min(self.window.1));
@@ -198,9 +242,18 @@ impl Lane<'_> {
         let mut on: Vec<WaitedOn> = self
             .on
             .into_iter()
-            .map(|((worker, channel, kind), (ns, count))| WaitedOn { worker, channel, kind, ns, count })
+            .map(|((worker, channel, kind), (ns, count, carried_ns))| WaitedOn {
+                worker,
+                channel,
+                kind,
+                ns,
+                count,
+                carried_ns,
+            })
             .collect();
-        on.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.worker.cmp(&b.worker)).then(a.channel.cmp(&b.channel)));
+        on.sort_by(|a, b| {
+            b.total_ns().cmp(&a.total_ns()).then(a.worker.cmp(&b.worker)).then(a.channel.cmp(&b.channel))
+        });
         on.truncate(TOP);
         WorkerWaiting { on, ..self.waiting }
     }

@@ -55,6 +55,27 @@ pub struct Inner {
     pub metrics: Metrics,
     browsers: Vec<SyncSender<Arc<str>>>,
     seen: u64,
+    /// The last windows' real latencies, ms (window end → report): a
+    /// window cut short at the end of a run says 0, which measures nothing.
+    latencies: VecDeque<f64>,
+}
+
+/// Latencies kept for their distribution.
+const LATENCIES: usize = 100;
+
+/// What the health card says of latency: the last real figure, and the
+/// median, 90th percentile and maximum of the last ones (null before any).
+fn latency_health(kept: &VecDeque<f64>) -> Value {
+    let mut v: Vec<f64> = kept.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied();
+    json!({
+        "last_ms": kept.back(),
+        "p50_ms": at(0.5),
+        "p90_ms": at(0.9),
+        "max_ms": v.last(),
+        "of": v.len(),
+    })
 }
 
 /// The hub's state, shared with the server.
@@ -81,6 +102,7 @@ impl Hub {
             metrics: Metrics::new(),
             browsers: Vec::new(),
             seen: 0,
+            latencies: VecDeque::new(),
         };
         Arc::new(Hub {
             opts,
@@ -129,6 +151,8 @@ impl Hub {
                 let mut inner = self.inner.lock().unwrap();
                 inner.summary = serde_json::from_str(&s).unwrap_or(Value::Null);
                 inner.closed = true;
+                let cost = inner.summary["cost"].clone();
+                inner.metrics.cost(&cost);
                 let event = summary_event(&inner.summary);
                 self.broadcast(&mut inner, event);
             }
@@ -148,12 +172,20 @@ impl Hub {
         inner.metrics.run_figures(w.connections, w.errors, fd, bd);
         inner.metrics.refusals(w.refused);
         if !inner.closed {
+            inner.metrics.cost(&summary["cost"]);
             inner.summary = summary;
+        }
+        if let Some(ms) = report["emitted_after_end_ms"].as_f64().filter(|&ms| ms > 0.0) {
+            if inner.latencies.len() == LATENCIES {
+                inner.latencies.pop_front();
+            }
+            inner.latencies.push_back(ms);
         }
         let health = json!({
             "windows_seen": inner.seen,
             "uptime_s": self.started.elapsed().as_secs_f64(),
-            "latency_ms": report["emitted_after_end_ms"],
+            "latency_ms": inner.latencies.back(),
+            "latency": latency_health(&inner.latencies),
             "connections": w.connections,
             "connections_refused": w.refused[0],
             "closed_without_hello": w.refused[1],
@@ -233,6 +265,32 @@ mod tests {
 
     fn hub(keep: usize) -> State {
         Hub::new(Options { keep_windows: keep, command: vec![], width: 1 }, Arc::new(AtomicU64::new(0)))
+    }
+
+    /// The windows cut short at the end of a run say 0 ms: the health card
+    /// keeps the last real figure and the distribution of the real ones.
+    #[test]
+    fn health_keeps_the_last_real_latency_after_the_run_ends() {
+        let h = hub(500);
+        let (_backlog, rx) = h.subscribe().unwrap();
+        for (w, ms) in [(0, 390.0), (1, 410.0), (2, 380.0), (3, 0.0), (4, 0.0)] {
+            let json = serde_json::json!({"window": w, "complete": true, "emitted_after_end_ms": ms});
+            h.apply(Update::Window(Box::new(WindowUpdate {
+                json: json.to_string(),
+                lanes: None,
+                totals: Default::default(),
+                errors: 0,
+                connections: 1,
+                refused: [0; 3],
+            })));
+        }
+        let last = rx.try_iter().last().unwrap();
+        let data: Value = serde_json::from_str(last.trim_start_matches("event: window\ndata: ").trim()).unwrap();
+        let health = &data["health"];
+        assert_eq!(health["latency_ms"], 380.0, "{health}");
+        // Three real figures: 380, 390, 410.
+        let l = &health["latency"];
+        assert_eq!((l["p50_ms"].as_f64(), l["max_ms"].as_f64(), l["of"].as_u64()), (Some(390.0), Some(410.0), Some(3)));
     }
 
     #[test]

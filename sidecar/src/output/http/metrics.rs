@@ -16,6 +16,7 @@
 //! | `sidecar_connections_total` | counter | |
 //! | `sidecar_decode_errors_total` | counter | |
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
+//! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps), as the summary's cost account |
 //! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
 //!
 //! Label cardinality is bounded: per window, only its top
@@ -40,6 +41,7 @@ pub const MAX_SERIES: usize = 64;
 
 type Labels = Vec<(&'static str, String)>;
 type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
+type FloatGauge = prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The run's metrics, updated from each window's `--json` object.
 pub struct Metrics {
@@ -55,6 +57,7 @@ pub struct Metrics {
     errors: Counter,
     dropped: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
+    tracing_cost: Family<Labels, FloatGauge>,
     /// Label sets given a series so far, per family.
     admitted: [HashSet<Labels>; 3],
 }
@@ -81,6 +84,7 @@ impl Metrics {
             errors: Counter::default(),
             dropped: Family::default(),
             refusals: Family::default(),
+            tracing_cost: Family::default(),
             admitted: Default::default(),
         };
         let r = &mut m.registry;
@@ -107,6 +111,12 @@ impl Metrics {
         r.register("records", "Probe records in analyzed windows, by stream", m.records.clone());
         r.register("lost_records", "Records the probe lost, by stream", m.lost.clone());
         r.register_with_unit("analysis_latency", "From a window's end to its report (live runs)", s, m.latency.clone());
+        r.register_with_unit(
+            "tracing_cost",
+            "What tracing cost the job's worker threads while they worked, and apart, idle polling",
+            Unit::Seconds,
+            m.tracing_cost.clone(),
+        );
         r.register("connections", "Probe connections accepted", m.connections.clone());
         r.register("decode_errors", "Streams that failed to decode", m.errors.clone());
         r.register("dropped_updates", "Dashboard updates dropped: the hub or a browser was behind", m.dropped.clone());
@@ -117,6 +127,15 @@ impl Metrics {
             m.refusals.clone(),
         );
         m
+    }
+
+    /// The cost account of the summary so far (its `cost` object): the
+    /// same figures the terminal and the page say.
+    pub fn cost(&mut self, cost: &Value) {
+        for (part, field) in [("worker_threads", "worker_threads_ms"), ("idle_polling", "idle_steps_ms")] {
+            let ms = cost[field].as_f64().unwrap_or(0.0);
+            self.tracing_cost.get_or_create(&vec![("part", part.to_string())]).set(ms / 1e3);
+        }
     }
 
     /// The OpenMetrics text.
@@ -196,7 +215,10 @@ impl Metrics {
                 let kind = on["kind"].as_str().unwrap_or("unknown").to_string();
                 let labels = vec![("worker", worker.clone()), ("waited_on", waited_on), ("kind", kind)];
                 let labels = self.admit(1, labels, 1);
-                self.waits.get_or_create(&labels).inc_by(on["ns"].as_u64().unwrap_or(0) as f64 / 1e9);
+                // (A wait open across windows counts where it ended: its
+                // earlier windows' part is `carried_ns`.)
+                let ns = on["ns"].as_u64().unwrap_or(0) + on["carried_ns"].as_u64().unwrap_or(0);
+                self.waits.get_or_create(&labels).inc_by(ns as f64 / 1e9);
             }
         }
     }

@@ -72,7 +72,10 @@ fn answer(rq: Request, state: &State) {
             let body = state.inner.lock().unwrap().metrics.text();
             text(body, "application/openmetrics-text; version=1.0.0; charset=utf-8")
         }
-        "/api/windows" => text(windows(state, query), "application/json"),
+        "/api/windows" => match windows(state, query) {
+            Ok(body) => text(body, "application/json"),
+            Err(why) => text(why + "\n", "text/plain").with_status_code(400),
+        },
         "/api/summary" => text(state.inner.lock().unwrap().summary.to_string(), "application/json"),
         "/perfetto" => perfetto(state),
         "/api/graph" => graph(state, query),
@@ -86,13 +89,41 @@ fn answer(rq: Request, state: &State) {
 }
 
 /// `GET /api/windows?since=N`: a JSON array of the kept windows' `--json`
-/// objects whose window number is N or later (all kept ones without N).
-fn windows(state: &State, query: &str) -> String {
-    let since: u64 =
-        query.split('&').filter_map(|kv| kv.strip_prefix("since=")).find_map(|v| v.parse().ok()).unwrap_or(0);
+/// objects whose window number is N or later (all kept ones without N);
+/// `Err` (a 400) says why a query is not understood.
+fn windows(state: &State, query: &str) -> Result<String, String> {
+    let since = since(query)?;
     let inner = state.inner.lock().unwrap();
     let objs: Vec<&str> = inner.windows.iter().filter(|k| k.window >= since).map(|k| &*k.json).collect();
-    format!("[{}]", objs.join(","))
+    Ok(format!("[{}]", objs.join(",")))
+}
+
+/// The `since=N` of a query (0 without one); anything else in it is refused.
+fn since(query: &str) -> Result<u64, String> {
+    let mut since = 0;
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        match kv.split_once('=') {
+            Some(("since", v)) => {
+                since = v.parse().map_err(|_| format!("since={v}: expected a window number (since=0, since=3291)"))?
+            }
+            _ => return Err(format!("{kv}: unknown parameter (the one known: since=N)")),
+        }
+    }
+    Ok(since)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::since;
+
+    #[test]
+    fn since_takes_a_window_number_and_refuses_anything_else() {
+        assert_eq!(since(""), Ok(0));
+        assert_eq!(since("since=42"), Ok(42));
+        assert!(since("since=abc").unwrap_err().contains("since=abc: expected a window number"));
+        assert!(since("since=-1").is_err());
+        assert!(since("until=3").unwrap_err().contains("unknown parameter"));
+    }
 }
 
 /// `GET /api/graph?window=N` (that window), `?last=K` (the last K windows

@@ -19,7 +19,8 @@ use timely::progress::frontier::MutableAntichain;
 
 use super::ingest_op::TimedFragment;
 use super::outputs::Outputs;
-use super::report::{ReportLine, Reporter};
+use super::outputs::ReportLine;
+use super::report::Reporter;
 use super::Shared;
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
 use crate::pipeline::analyst::{Analyst, Done, Job};

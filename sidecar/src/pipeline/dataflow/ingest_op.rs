@@ -26,8 +26,10 @@ use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
 use super::{Inputs, RunStats, Shared};
+use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
 use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
+use crate::pipeline::grace::Grace;
 
 /// A fragment on its way to its window's owner: the host whose timeline
 /// the window is on, and the window's timely time (the fragment travels at
@@ -125,6 +127,10 @@ pub(super) fn ingest<'s>(
                 last_bar: Instant::now(),
                 late: 0,
                 first_late: String::new(),
+                grace: match &*shared.inputs {
+                    Inputs::Live { grace, .. } => *grace,
+                    Inputs::Files(_) => Grace::fixed(0),
+                },
                 error_lines: RateLimited::new("errors"),
             },
         };
@@ -186,6 +192,8 @@ struct Streams {
     /// Fragments that came after their window was analyzed, and the first.
     late: u64,
     first_late: String,
+    /// Live: the grace now (it follows late data: [`Grace`]).
+    grace: Grace,
     /// The input errors said (a faulty client may open connection after
     /// connection).
     error_lines: RateLimited,
@@ -207,8 +215,8 @@ impl Ingest {
         let throttled = !stopping && s.analysis_is_behind(cap);
         let any_data = s.read(stopping, throttled);
         let hosts = s.hosts_seen();
-        if let Inputs::Live { grace, .. } = *s.shared.inputs {
-            s.close_due_windows(&hosts, grace, cap, !throttled);
+        if s.shared.live() {
+            s.close_due_windows(&hosts, s.grace.now, cap, !throttled);
         }
         s.collect_fragments();
         s.send(output, cap, &hosts);
@@ -367,7 +375,13 @@ impl Streams {
                     });
                 }
             }
+            let before = self.fragments.len();
             r.take_fragments(&mut self.fragments);
+            let late = self.fragments[before..].iter().any(|f| f.faults.iter().any(|x| x.starts_with(LATE_DATA)));
+            if late && self.grace.late() {
+                self.error_lines
+                    .say(|| format!("sidecar: late data: the grace is now {} ms", self.grace.now / 1_000_000));
+            }
             for e in r.ingest.errors.drain(..) {
                 self.error_lines.say(|| format!("sidecar: error: {e}"));
                 self.shared.stats.lock().unwrap().error(e);
@@ -394,6 +408,7 @@ impl Streams {
                     );
                 }
                 self.late += 1;
+                self.grace.late();
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
@@ -435,6 +450,9 @@ impl Streams {
     fn stop_reading(&mut self) {
         let mut st = self.shared.stats.lock().unwrap();
         count_read(&mut st, &self.readers);
+        if let Some(g) = self.grace.tell() {
+            crate::say!("sidecar: {g}");
+        }
         self.clear_progress_bar();
         self.readers.clear();
     }
@@ -444,6 +462,9 @@ impl Streams {
     fn finish(&mut self) {
         let mut st = self.shared.stats.lock().unwrap();
         count_read(&mut st, &self.readers);
+        if let Some(g) = self.grace.tell() {
+            crate::say!("sidecar: {g}");
+        }
         if self.late > 0 {
             let e = format!(
                 "{} fragments arrived after their window was analyzed (the first: {})",
@@ -463,10 +484,10 @@ impl Streams {
     fn advance(&self, cap: &mut Capability<u64>, hosts: &Hosts) {
         let width = self.shared.settings.width;
         let joining = match &*self.shared.inputs {
-            Inputs::Live { grace, .. } => join_hold(
+            Inputs::Live { .. } => join_hold(
                 self.readers.iter().filter(|r| !r.done && !r.ingest.has_streams()).filter_map(|r| r.joined_unix_ns),
                 now_unix_ns(),
-                *grace as i128,
+                self.grace.now as i128,
                 width,
             ),
             _ => None,
@@ -486,8 +507,8 @@ impl Streams {
             self.activator.activate_after(Duration::from_millis(1));
         } else if any_data {
             self.activator.activate();
-        } else if let Inputs::Live { grace, .. } = *self.shared.inputs {
-            self.activator.activate_after(Duration::from_nanos(self.next_deadline(grace, hosts)));
+        } else if self.shared.live() {
+            self.activator.activate_after(Duration::from_nanos(self.next_deadline(self.grace.now, hosts)));
         } else {
             self.activator.activate();
         }

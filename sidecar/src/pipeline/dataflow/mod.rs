@@ -46,7 +46,12 @@ use outputs::Outputs;
 
 pub enum Inputs {
     Files(Vec<PathBuf>),
-    Live { queues: Queues, stop: Arc<AtomicBool>, grace: Ns },
+    /// Live: the grace as the command line set it (see [`Grace`]).
+    Live {
+        queues: Queues,
+        stop: Arc<AtomicBool>,
+        grace: crate::pipeline::grace::Grace,
+    },
 }
 
 #[derive(Clone, Debug)]

@@ -7,15 +7,33 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::ParallelizationContract;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
 
-use super::report::ReportLine;
 use super::{RunStats, Shared};
 use crate::output::http::{Feed, WindowUpdate};
 use crate::output::sink::{SharedPerfetto, Sink};
+
+/// A window's report as Print writes it (exchanged to worker 0; made by
+/// `report::Reporter`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct ReportLine {
+    /// The window's timely time and its host: Print writes in this order.
+    pub(super) time: u64,
+    pub(super) host: u64,
+    /// The window's number on its host's clock (its JSON's `window`).
+    pub(super) window: u64,
+    /// The JSON object (`--json`).
+    pub(super) json: String,
+    /// The terminal line.
+    pub(super) line: String,
+    /// `--http`: the window's lanes for the dashboard (JSON).
+    pub(super) lanes: Option<String>,
+    pub(super) complete: bool,
+}
 
 /// The first failed write to an output (JSON lines, the terminal lines when
 /// they are the only output, the Perfetto trace) stops the run: the sources
@@ -70,6 +88,7 @@ where
             super::Inputs::Live { queues, .. } => Some(queues.clone()),
             super::Inputs::Files(_) => None,
         },
+        first: None,
     };
     reports.sink(pact, "Print", move |(input, frontier)| {
         input.for_each(|_cap, data| {
@@ -92,6 +111,10 @@ struct Printer {
     feed: Option<Feed>,
     /// Live: the I/O thread's connection counts (refusals by the limits).
     live: Option<crate::io::Queues>,
+    /// The timely time of the first window printed: the terminal lines
+    /// number windows from the run's start (the JSON keeps the window's
+    /// number on its host's clock, and its absolute times).
+    first: Option<u64>,
 }
 
 impl Printer {
@@ -110,10 +133,12 @@ impl Printer {
         let terminal_only = sink.json.is_none() && !self.perfetto_on;
         let mut st = self.stats.lock().unwrap();
         for k in ready {
-            let report = self.pending.remove(&k).unwrap();
+            let mut report = self.pending.remove(&k).unwrap();
             if self.outputs.stopped() {
                 continue;
             }
+            let first = *self.first.get_or_insert(k.0);
+            report.line = numbered_from_start(&report.line, report.window, k.0 - first);
             if write_lines(sink, &self.outputs, &report, terminal_only) {
                 st.windows += 1;
                 st.incomplete += (!report.complete) as u64;
@@ -133,6 +158,17 @@ impl Printer {
             }
         }
         flush(sink, &self.outputs, terminal_only);
+    }
+}
+
+/// A terminal line (`window 3291 (250 ms) ...`) with the window numbered
+/// from the run's start (`window 4 (250 ms) ...`): the monotonic clock
+/// divided by the window length means nothing to a reader. (A compact
+/// line, for scripts, keeps its number.)
+fn numbered_from_start(line: &str, window: u64, from_start: u64) -> String {
+    match line.strip_prefix(&format!("window {window} ")) {
+        Some(rest) => format!("window {from_start} {rest}"),
+        None => line.to_string(),
     }
 }
 
@@ -200,5 +236,19 @@ impl Closing {
         let mut st = self.stats.lock().unwrap().clone();
         st.output_closed = self.outputs.stopped();
         Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered_from_start;
+
+    #[test]
+    fn terminal_lines_number_windows_from_the_run_start() {
+        let line = "window 3291 (250 ms)  complete  critical path 250 ms";
+        assert_eq!(numbered_from_start(line, 3291, 0), "window 0 (250 ms)  complete  critical path 250 ms");
+        assert_eq!(numbered_from_start(line, 3291, 7), "window 7 (250 ms)  complete  critical path 250 ms");
+        // A compact line (`[3291  47296] ok ...`) is left as it is.
+        assert_eq!(numbered_from_start("[3291  47296] ok", 3291, 0), "[3291  47296] ok");
     }
 }

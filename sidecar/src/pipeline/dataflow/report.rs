@@ -5,9 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
-
-use super::outputs::Outputs;
+use super::outputs::{Outputs, ReportLine};
 use super::{Inputs, RunStats, Shared};
 use crate::analysis::model::Ns;
 use crate::analysis::report::WindowReport;
@@ -15,21 +13,6 @@ use crate::io::now_unix_ns;
 use crate::output::http::Feed;
 use crate::output::sink::{SharedGraph, SharedPerfetto};
 use crate::pipeline::analyst::Done;
-
-/// A window's report as Print writes it (exchanged to worker 0).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct ReportLine {
-    /// The window's timely time and its host: Print writes in this order.
-    pub(super) time: u64,
-    pub(super) host: u64,
-    /// The JSON object (`--json`).
-    pub(super) json: String,
-    /// The terminal line.
-    pub(super) line: String,
-    /// `--http`: the window's lanes for the dashboard (JSON).
-    pub(super) lanes: Option<String>,
-    pub(super) complete: bool,
-}
 
 /// Turns a worker's analyzed windows into report lines.
 pub(super) struct Reporter {
@@ -99,7 +82,7 @@ impl Reporter {
             o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
         }
         let line = if self.compact_lines { report.line() } else { report.readable_line() };
-        ReportLine { time, host, json: json.to_string(), line, lanes, complete: report.complete }
+        ReportLine { time, host, window: report.window, json: json.to_string(), line, lanes, complete: report.complete }
     }
 
     /// Live: how late the window's line is. A window cut short (Ctrl-C) is

@@ -1,0 +1,124 @@
+//! Live: how long past a window's end a silent stream's data is waited for
+//! before the window closes without it. On a busy machine the probe's
+//! writer sends its frames later than on a quiet one, and a fixed grace
+//! then closes windows whose data is still on its way ("late data"). So
+//! the grace follows what the streams show: each window that lost data to
+//! lateness doubles it, up to a bound, and once raised it stays (a machine
+//! busy once is likely busy again). `--grace` given on the command line
+//! fixes it instead.
+
+use crate::analysis::model::Ns;
+
+/// The longest grace the adaptation reaches: windows held longer wait this
+/// long for their report, and hold their fragments in memory meanwhile.
+pub const MAX_GRACE_NS: Ns = 5_000_000_000;
+
+/// The grace a live run uses now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace {
+    /// Where it started: `--grace`, or the subcommand's default.
+    pub base: Ns,
+    /// The grace now.
+    pub now: Ns,
+    /// Whether it follows late data (false: `--grace` was given).
+    pub adaptive: bool,
+    /// Whether [`Grace::tell`] has said it.
+    told: bool,
+}
+
+impl Grace {
+    /// A grace that follows late data, from `base`.
+    pub fn adaptive(base: Ns) -> Grace {
+        Grace { base, now: base, adaptive: true, told: false }
+    }
+
+    /// A grace that stays `base` (`--grace` given).
+    pub fn fixed(base: Ns) -> Grace {
+        Grace { base, now: base, adaptive: false, told: false }
+    }
+
+    /// A window lost data that came too late: the grace doubles (to at
+    /// most [`MAX_GRACE_NS`], never below what it was). Whether it changed.
+    pub fn late(&mut self) -> bool {
+        if !self.adaptive {
+            return false;
+        }
+        let next = self.now.saturating_mul(2).clamp(self.now, MAX_GRACE_NS.max(self.base));
+        let changed = next != self.now;
+        self.now = next;
+        changed
+    }
+
+    /// What the closing line says of it, if it moved: `the grace rose
+    /// from 30 ms to 240 ms after late data`.
+    pub fn said(&self) -> Option<String> {
+        (self.now != self.base).then(|| {
+            format!(
+                "late data: the grace rose from {} ms to {} ms (--grace fixes it)",
+                self.base as f64 / 1e6,
+                self.now as f64 / 1e6
+            )
+        })
+    }
+}
+
+impl Grace {
+    /// [`Grace::said`], once (the run's end may be reached twice).
+    pub fn tell(&mut self) -> Option<String> {
+        if self.told {
+            return None;
+        }
+        self.told = true;
+        self.said()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grace_doubles_on_late_data_up_to_its_bound() {
+        let mut g = Grace::adaptive(30_000_000);
+        assert!(g.late());
+        assert_eq!(g.now, 60_000_000);
+        for _ in 0..20 {
+            g.late();
+        }
+        assert_eq!(g.now, MAX_GRACE_NS);
+        assert!(!g.late());
+        assert!(g.said().unwrap().contains("from 30 ms to 5000 ms"), "{:?}", g.said());
+        assert!(g.tell().is_some() && g.tell().is_none(), "said once");
+    }
+
+    #[test]
+    fn a_grace_given_on_the_command_line_stays() {
+        let mut g = Grace::fixed(30_000_000);
+        assert!(!g.late());
+        assert_eq!(g.now, 30_000_000);
+        assert_eq!(g.said(), None);
+        // (A base above the bound is kept, not lowered.)
+        let mut big = Grace::adaptive(2 * MAX_GRACE_NS);
+        big.late();
+        assert_eq!(big.now, 2 * MAX_GRACE_NS);
+    }
+
+    /// Property: whatever the sequence of late windows, the grace never
+    /// falls and stays within [base, max(base, bound)].
+    #[test]
+    fn the_grace_never_falls_and_stays_bounded() {
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let base = 1 + x % 10_000_000_000;
+            let mut g = Grace::adaptive(base);
+            for _ in 0..(x % 40) {
+                let before = g.now;
+                g.late();
+                assert!(g.now >= before && g.now >= base && g.now <= MAX_GRACE_NS.max(base), "{g:?}");
+            }
+        }
+    }
+}
