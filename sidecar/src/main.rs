@@ -58,9 +58,10 @@ enum Cmd {
     /// (cargo build --release first), not `cargo run`, whose build would be
     /// timed too and whose lines would mix with the sidecar's.
     Watch(watch::Args),
-    /// Convert recorded probe files into a Perfetto trace.
+    /// Convert recorded probe files into a Perfetto trace, or a Graphviz
+    /// drawing of the dataflow graph.
     ///
-    /// Example: sidecar export --perfetto trace.pftrace trace.rlog
+    /// Example: sidecar export --perfetto trace.pftrace --dot graph.dot trace.rlog
     Export(export::Args),
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).

@@ -322,6 +322,9 @@ pub struct Fragment {
     pub program: String,
     /// Metadata of the stream so far: operator names, channels, span names.
     pub ops: Vec<(u32, String)>,
+    /// Operators' addresses: the scope path timely gives each (empty when
+    /// the probe did not say).
+    pub op_addrs: Vec<(u32, Vec<u32>)>,
     pub channels: Vec<ChannelMeta>,
     pub spans: Vec<(u64, String)>,
     /// The stream's arrangements (differential), by operator: every one it
