@@ -58,7 +58,6 @@ pub fn with_capacity(capacity: usize) -> (Producer, Consumer) {
 /// taking them back costs a coherence round trip that a prefetch hides.
 const PREFETCH_AHEAD: usize = 16;
 
-///
 /// `prefetchw`, written out: `_mm_prefetch` with the write hint compiles
 /// to a plain `prefetcht0` unless the build enables the `prfchw` target
 /// feature (the default x86-64 target does not), and a read prefetch

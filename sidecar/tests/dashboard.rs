@@ -13,33 +13,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 
-/// target/<profile>, from this test's executable (target/<profile>/deps/x).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The `skew` example binary, built once (same profile and target dir).
-fn skew() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = profile_dir();
-    BUILT.get_or_init(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
-    });
-    dir.join("skew")
-}
+mod common;
+use common::{profile_dir, skew};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sidecar-dashboard-{}", std::process::id()));

@@ -6,33 +6,16 @@
 //! such windows are incomplete, and each says what to do.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn skew() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = profile_dir();
-    BUILT.get_or_init(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
-    });
-    dir.join("skew")
-}
+mod common;
+use common::skew;
 
 /// Threads that spin until dropped: a machine busy with other work.
 struct Hogs(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
