@@ -110,14 +110,32 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
     let n = inner.len();
     assert!(named * 10 >= n * 8, "w0 Consume tops the critical path in {named} of {n} windows");
     // Per window, most waits of workers 1-3 are open (they outlive the
-    // 25 ms windows) and are typed where they end, so the per-window count
-    // says little; the run's totals below carry the claim. Known defect: a
-    // carried wait goes to the sender of the message that ended it, which
-    // with more than two workers can be a peer that itself waited on w0
-    // (about a quarter of the waiting here), hence "most", not "all".
+    // 25 ms windows) and are counted where they end, carried. Where a
+    // worker's wait outlived a whole window, its largest cause is worker 0.
+    // The last message read after such a wait is often a peer's progress
+    // echo (the peer was itself waiting on worker 0), so this holds only
+    // because a wait on a waiting peer is charged to the peer's own cause;
+    // "three quarters": a chain is followed inside one window, and the
+    // peer's wait may have ended in the window before.
+    let (mut on_w0, mut reported) = (0, 0);
+    for w in inner {
+        for x in w["waiting"].as_array().unwrap().iter().filter(|x| x["worker"] != 0) {
+            let on = x["on"].as_array().unwrap();
+            let ns = |o: &Value| o["ns"].as_u64().unwrap() + o["carried_ns"].as_u64().unwrap_or(0);
+            if x.get("carried").is_some_and(|c| c["ns"].as_u64().unwrap() >= 25_000_000) {
+                reported += 1;
+                on_w0 += (on.iter().max_by_key(|o| ns(o)).unwrap()["worker"] == 0) as usize;
+            }
+        }
+    }
+    assert!(reported >= 3 && on_w0 * 4 >= reported * 3, "w0 is the largest cause in {on_w0} of {reported}");
+    // Over the run, worker 0 holds at least three quarters of every other
+    // worker's waiting (the rest: the peers' own progress work before they
+    // sent, and epoch boundaries).
     for k in 1..4u64 {
-        let most = total[&k].iter().max_by_key(|(_, ns)| **ns).map(|(on, _)| *on);
-        assert_eq!(most, Some(Some(0)), "worker {k} waited on: {:?}", total[&k]);
+        let all: u64 = total[&k].values().sum();
+        let w0 = total[&k].get(&Some(0)).copied().unwrap_or(0);
+        assert!(w0 * 4 >= all * 3, "worker {k} waited on: {:?}", total[&k]);
     }
     // Over the run: Consume on worker 0 is nearly all of the critical path.
     let (mut consume, mut len) = (0u64, 0u64);

@@ -13,7 +13,8 @@
 //! 5. [`timelines`]: each worker's executions and gaps laid into the window
 //!    graph (Sager §3.1),
 //! 6. each gap typed Waiting / Waiting-for-Input / unknown (Sager §5.1,
-//!    sager-notes §2.4),
+//!    sager-notes §2.4), and a wait on a peer that was itself waiting
+//!    charged to the peer's cause ([`root_causes`]),
 //! 7. and the window graph built.
 //! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed.
 //! 9. [`what_if`]: what speeding up the path's top operators would save
@@ -34,6 +35,7 @@ mod matching;
 mod participation;
 mod streams;
 pub use streams::LATE_DATA;
+mod root_causes;
 mod tables;
 mod timelines;
 mod trace_checks;
