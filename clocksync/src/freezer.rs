@@ -348,6 +348,32 @@ impl FreeZer {
     /// exchange inconsistent with the constant-rate model breaks the epoch
     /// ([`Error::ClockModel`]).
     pub fn observe(&mut self, q: Exchange) -> Result<(), Error> {
+        let max_r = self.admit(q)?;
+        if self.first.is_none() {
+            self.first = Some(q);
+            self.marks.add(q, self.sl.fu_fp);
+            return Ok(());
+        }
+        let carried = self.carried_ends(q.r);
+        let (upper, lower) = worth_pairing(&self.sl, &q, carried);
+        let bounds_moved = self.tighten_frequency(&q, upper, lower)?;
+        if self.sl.fu.is_infinite() {
+            // No upper bound yet (q too close to the first exchanges): nothing to convert.
+            self.marks.add(q, self.sl.fu_fp);
+            return Ok(());
+        }
+        let bq = self.sl.bracket_of(&q).ok_or(Error::Overflow)?;
+        let visited = self.tighten_anchors(bq, upper || lower)?;
+        let recent = self.move_recent(bq, carried, bounds_moved, upper || lower, visited)?;
+        self.place_anchor(&q, recent, max_r)?;
+        self.marks.add(q, self.sl.fu_fp);
+        Ok(())
+    }
+
+    /// `observe`'s first step: refuses an exchange that is malformed, out of order or
+    /// inconsistent with the previous one, else counts it. Returns the largest source
+    /// reading before it.
+    fn admit(&mut self, q: Exchange) -> Result<u64, Error> {
         if let Some(violation) = self.broken {
             return Err(Error::ClockModel { epoch: self.epoch, violation });
         }
@@ -368,24 +394,21 @@ impl FreeZer {
         self.n += 1;
         let max_r = self.max_r;
         self.max_r = max_r.max(q.r);
-        if self.first.is_none() {
-            self.first = Some(q);
-            self.marks.add(q, self.sl.fu_fp);
-            return Ok(());
-        }
+        Ok(max_r)
+    }
 
-        // Frequency: q against the best earlier exchanges of every stretch of the run
-        // (freezer-notes §2.4, compact form, one tick of slack per reading), so the bounds
-        // follow the best pairs of the whole run, not of its first exchanges.
-        let carried = self.carried_ends(q.r);
-        let (upper, lower) = worth_pairing(&self.sl, &q, carried);
+    /// Frequency: q against the best earlier exchanges of every stretch of the run
+    /// (freezer-notes §2.4, compact form, one tick of slack per reading), so the bounds
+    /// follow the best pairs of the whole run, not of its first exchanges. `upper`,
+    /// `lower`: the sides q is worth pairing on. Returns whether the bounds moved.
+    fn tighten_frequency(&mut self, q: &Exchange, upper: bool, lower: bool) -> Result<bool, Error> {
         let (mut fl, mut fu) = (self.sl.fl, self.sl.fu);
         if upper || lower {
             for m in self.marks.iter() {
-                if let Some(u) = upper.then(|| upper_bound(&m.below, &q)).flatten() {
+                if let Some(u) = upper.then(|| upper_bound(&m.below, q)).flatten() {
                     fu = fu.min(u);
                 }
-                if let Some(l) = lower.then(|| lower_bound(&m.above, &q)).flatten() {
+                if let Some(l) = lower.then(|| lower_bound(&m.above, q)).flatten() {
                     fl = fl.max(l);
                 }
             }
@@ -405,26 +428,24 @@ impl FreeZer {
         if fl > fu {
             return Err(self.fail(Violation::FrequencyBoundsCrossed { lower: fl, upper: fu }));
         }
-        let bounds_moved = fl != self.sl.fl || fu != self.sl.fu;
+        let moved = fl != self.sl.fl || fu != self.sl.fu;
         self.sl.set(fl, fu);
-        if fu.is_infinite() {
-            // No upper bound yet (q too close to the first exchanges): nothing to convert.
-            self.marks.add(q, self.sl.fu_fp);
-            return Ok(());
-        }
+        Ok(moved)
+    }
 
-        // The anchors (the zero first), at fixed positions: the newest tightened with q's
-        // bracket, and every few exchanges one of them in turn with the best exchanges of
-        // one landmark (its lower end from the one whose ping was fastest, its upper end
-        // from the one whose pong was) and with its neighbours, all carried through the
-        // current bounds (freezer-notes §2.9 "carry an old bracket ... and intersect").
-        // Anchors are visited again and again, so they keep improving as the bounds do.
+    /// The anchors (the zero first), at fixed positions: the newest tightened with q's
+    /// bracket `bq`, and every few exchanges one of them in turn with the best exchanges
+    /// of one landmark (its lower end from the one whose ping was fastest, its upper end
+    /// from the one whose pong was) and with its neighbours, all carried through the
+    /// current bounds (freezer-notes §2.9 "carry an old bracket ... and intersect").
+    /// Anchors are visited again and again, so they keep improving as the bounds do.
+    /// `paired`: q was worth pairing on some side. Returns whether an anchor was visited.
+    fn tighten_anchors(&mut self, bq: Bracket, paired: bool) -> Result<bool, Error> {
         let sl = self.sl;
-        let bq = sl.bracket_of(&q).ok_or(Error::Overflow)?;
         if self.anchors.is_empty() {
             self.anchors.start(sl.bracket_of(&self.first.expect("first is set")).ok_or(Error::Overflow)?);
         }
-        if upper || lower {
+        if paired {
             // (An exchange worth pairing on neither side holds the recent bracket, so it
             // tells the anchors nothing their sources did not.)
             let newest = self.anchors.tighten_newest(&sl, bq).ok_or(Error::Overflow)?;
@@ -439,18 +460,31 @@ impl FreeZer {
                 return Err(self.fail(Violation::ZeroEmpty { lo: a.lo, hi: a.hi }));
             }
         }
+        Ok(visit)
+    }
+
+    /// The recent bracket moves to q (`bq`, at source position `bq.pos`). Each end comes
+    /// from the bracket that gives the best end ahead of it (q's own, the newest anchor
+    /// if it was just `visited`, or the one kept from before), carried once: carrying the
+    /// previous recent bracket forward at every exchange would add a tick of rounding per
+    /// exchange. `carried`: the kept sources' ends at q, reused if nothing moved.
+    fn move_recent(
+        &mut self,
+        bq: Bracket,
+        carried: Option<(i128, i128)>,
+        bounds_moved: bool,
+        paired: bool,
+        visited: bool,
+    ) -> Result<Bracket, Error> {
+        let sl = self.sl;
         let newest = self.anchors.newest().expect("anchors started");
-        // The recent bracket moves to q. Each end comes from the bracket that gives the
-        // best end ahead of it (q's own, the newest anchor, or the one kept from before),
-        // carried once: carrying the previous recent bracket forward at every exchange
-        // would add a tick of rounding per exchange.
         let better_lo =
             |a: &Bracket, b: &Bracket| residual_cmp(a.lo, a.pos, b.lo, b.pos, sl.fl_fp) == Some(Ordering::Greater);
         let better_hi =
             |a: &Bracket, b: &Bracket| residual_cmp(a.hi, a.pos, b.hi, b.pos, sl.fu_fp) == Some(Ordering::Less);
         let (mut lo_src, mut hi_src) = (self.lo_src.unwrap_or(bq), self.hi_src.unwrap_or(bq));
         let mut moved = (bounds_moved, bounds_moved);
-        for (c, consider) in [(bq, lower || upper), (newest, visit)] {
+        for (c, consider) in [(bq, paired), (newest, visited)] {
             if consider && better_lo(&c, &lo_src) {
                 (lo_src, moved.0) = (c, true);
             }
@@ -458,28 +492,33 @@ impl FreeZer {
                 (hi_src, moved.1) = (c, true);
             }
         }
-        let qp = q.r as i128;
+        let qp = bq.pos as i128;
         let (lo, hi) = match carried {
             Some((lo, hi)) if !moved.0 && !moved.1 => (lo, hi),
             _ => (sl.lo_via(lo_src, qp).ok_or(Error::Overflow)?, sl.hi_via(hi_src, qp - 1).ok_or(Error::Overflow)?),
         };
-        let rb = bq.intersect(Bracket { pos: q.r, lo, hi });
+        let rb = bq.intersect(Bracket { pos: bq.pos, lo, hi });
         if rb.is_empty() {
             return Err(self.fail(Violation::ZeroEmpty { lo: rb.lo, hi: rb.hi }));
         }
         (self.lo_src, self.hi_src) = (Some(lo_src), Some(hi_src));
         self.recent = Some(rb);
-        // A new anchor at q once it is far enough beyond the newest (geometric spacing),
-        // at least as narrow as the newest carried to it; only past every earlier
-        // exchange, so the anchors around an event already passed never change.
+        Ok(rb)
+    }
+
+    /// A new anchor at q once it is far enough beyond the newest (geometric spacing), at
+    /// least as narrow as the newest carried to it; only past every earlier exchange
+    /// (`max_r`: the largest source reading before q), so the anchors around an event
+    /// already passed never change.
+    fn place_anchor(&mut self, q: &Exchange, recent: Bracket, max_r: u64) -> Result<(), Error> {
         if self.n >= self.warmup && q.r > max_r && self.anchors.due(q.r) {
-            let anchor = rb.intersect(sl.carry(newest, q.r).ok_or(Error::Overflow)?);
+            let newest = self.anchors.newest().expect("anchors started");
+            let anchor = recent.intersect(self.sl.carry(newest, q.r).ok_or(Error::Overflow)?);
             if anchor.is_empty() {
                 return Err(self.fail(Violation::ZeroEmpty { lo: anchor.lo, hi: anchor.hi }));
             }
             self.anchors.push(anchor);
         }
-        self.marks.add(q, self.sl.fu_fp);
         Ok(())
     }
 

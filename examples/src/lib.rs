@@ -178,6 +178,15 @@ impl Tracing {
         Ok(Tracing { probe, timely_log, drop_log: false })
     }
 
+    /// [`Tracing::attach`] for a differential program: the probe also
+    /// records differential's arrangements (`probe::differential::attach`).
+    pub fn attach_differential(&self, worker: &mut Worker) {
+        match &self.probe {
+            Some(p) if !self.drop_log && self.timely_log.is_none() => probe::differential::attach(worker, p),
+            _ => self.attach(worker),
+        }
+    }
+
     /// Attaches to a worker: first thing in the worker closure.
     pub fn attach(&self, worker: &mut Worker) {
         if self.drop_log && self.probe.is_none() && self.timely_log.is_none() {
@@ -289,7 +298,9 @@ pub fn main_with<O: std::fmt::Display>(
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help") {
         println!(
-            "usage: {name} [-w THREADS] [--no-probe] {usage}\n\
+            "usage: {name} [-w THREADS] [-n PROCESSES -p PROCESS [-h HOSTFILE]] [--no-probe] {usage}\n\
+             timely: -w worker threads per process; -n processes in all, -p this one's index (0..n),\n\
+             -h a file of host:port lines, one per process (default localhost:2101, 2102, ...)\n\
              env: PROBE_SINK, PROBE_ATTACH=0, TIMELY_LOG_FILE, TIMELY_LOG_DROP=1 (with --no-probe)"
         );
         return std::process::ExitCode::SUCCESS;

@@ -192,7 +192,7 @@ pub fn run(opts: &Opts, tracing: &Arc<Tracing>) -> Result<Output, String> {
     let hot = Arc::new(p.hot_nodes());
     let tracing = tracing.clone();
     let per_worker = join(timely::execute_from_args(opts.timely_args.clone().into_iter(), move |worker| {
-        tracing.attach(worker);
+        tracing.attach_differential(worker);
         let index = worker.index();
         let peers = worker.peers() as u64;
         let (jw, rw) = (join_work[index], reduce_work[index]);

@@ -46,6 +46,9 @@ mod writer;
 #[cfg(feature = "timely")]
 pub mod timely;
 
+#[cfg(feature = "differential")]
+pub mod differential;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -134,7 +134,9 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use ::timely::logging::{ParkEvent, StartStop, TimelyEvent, TimelyEventBuilder, TimelyProgressEventBuilder};
+use ::timely::logging::{
+    ParkEvent, StartStop, TimelyEvent, TimelyEventBuilder, TimelyProgressEventBuilder, TimelySummaryEventBuilder,
+};
 use ::timely::order::Product;
 use ::timely::worker::Worker;
 use ringlog::Event;
@@ -237,6 +239,7 @@ pub struct AdapterStats {
 #[derive(Clone)]
 pub struct Adapter {
     state: Rc<RefCell<State>>,
+    lazy: Rc<Lazy>,
 }
 
 impl Adapter {
@@ -285,12 +288,14 @@ impl Adapter {
             cost: Unreported::default(),
             engine_ps: engine_cost(),
             read_ticks,
+            #[cfg(feature = "differential")]
+            arrangements: Default::default(),
         };
-        Some(Adapter { state: Rc::new(RefCell::new(state)) })
+        Some(Adapter { state: Rc::new(RefCell::new(state)), lazy: Rc::default() })
     }
 
     /// Registers on the `"timely"` log and on the progress logs of the
-    /// common timestamp types ([`Adapter::register_common_progress`]).
+    /// timestamp types scopes use ([`Adapter::register_common_progress`]).
     /// Replaces any logger already bound to those names.
     pub fn register(&self, worker: &Worker) {
         if let Some(mut reg) = worker.log_register() {
@@ -300,43 +305,81 @@ impl Adapter {
         self.register_common_progress(worker);
     }
 
-    /// Registers on the progress logs of `()`, `usize`, `u64`, `u32`, `i64`,
-    /// `i32`, `isize`, and `Product<A, B>` for (A, B) in (usize, usize),
-    /// (u64, u64), (u32, u32), (usize, u64), (usize, u32), (u64, u32),
-    /// (u64, usize), as iterative scopes use them. Other timestamp types:
-    /// [`Adapter::register_progress`].
+    /// Registers on the progress logs of the timestamp types timely and
+    /// differential programs use: `()`, `usize`, `u64`, `u32`, `i64`,
+    /// `i32`, `isize`, and `Product<A, B>` nested to the left (as
+    /// `iterative` and differential's `iterate` nest scopes) with `B` in
+    /// `u32`, `u64`, `usize`: every such type up to four levels deep over
+    /// `u32` and `u64`, and two levels with `usize` (the list:
+    /// [`common_progress_names`]).
     ///
-    /// A log no scope uses still costs a flush call at every worker step
-    /// (~30–40 ns here, timely's and the adapter's), which a worker that
-    /// spins in `step()` pays millions of times a second.
-    /// `PROBE_TIMELY_PROGRESS` narrows the list to the types a program
-    /// uses: comma-separated names as above (`u64`, `Product<u64,u32>`;
-    /// spaces ignored; empty: none). An unknown name is reported on
-    /// standard error, once, and then all are registered.
+    /// A log no scope uses still costs a flush call at every worker step,
+    /// which a worker that spins in `step()` pays millions of times a
+    /// second. So the adapter learns which of these types the scopes use
+    /// and keeps only those: with each progress log it registers the
+    /// type's `"timely/summary/T"` log, which timely writes to while it
+    /// builds a scope of type `T` (one event per operator in it). Right
+    /// after the first dataflow is built (timely flushes the `"timely"` log
+    /// there, outside any borrow of its log registry, so the adapter may
+    /// change the registry), it reads those events, removes every summary
+    /// log, and removes the progress logs of the types no scope used,
+    /// keeping one level of nesting more of the used ones (`Product<U, B>`
+    /// for a used `U`: an `iterate` in a dataflow built later). A scope of a
+    /// type outside the list is named on standard error, once per name:
+    /// register its type with [`Adapter::register_progress`]. See
+    /// docs/timely.md.
+    ///
+    /// `PROBE_TIMELY_PROGRESS` replaces all this with a fixed list:
+    /// comma-separated names as [`common_progress_names`] gives them
+    /// (`u64`, `Product<u64,u32>`; spaces ignored; empty: none), nothing
+    /// learnt, nothing removed. An unknown name is reported on standard
+    /// error, once, and then the types are learnt as without the variable.
     pub fn register_common_progress(&self, worker: &Worker) {
         let chosen = match progress_selection(std::env::var("PROBE_TIMELY_PROGRESS").ok().as_deref()) {
             Ok(c) => c,
             Err(e) => {
                 static WARNED: std::sync::Once = std::sync::Once::new();
-                WARNED.call_once(|| eprintln!("probe: {e}; registering all of them"));
-                [true; COMMON_PROGRESS.len()]
+                WARNED.call_once(|| eprintln!("probe: {e}; learning the types the scopes use instead"));
+                None
             }
         };
-        for ((_, register), on) in COMMON_PROGRESS.iter().zip(chosen) {
-            if on {
-                register(self, worker);
+        let candidates = candidates();
+        match chosen {
+            Some(chosen) => {
+                for (c, on) in candidates.iter().zip(chosen) {
+                    if on {
+                        (c.register)(self, worker, false);
+                    }
+                }
+            }
+            None => {
+                self.lazy.learning.set(true);
+                for c in &candidates {
+                    (c.register)(self, worker, true);
+                }
+                // (Released when the adapter prunes, at the first dataflow
+                // built; see `Lazy`.)
+                PRUNER.with(|p| *p.borrow_mut() = Some(worker.clone()));
             }
         }
     }
 
     /// Registers on the progress log of scopes with timestamp `T`
-    /// (`"timely/progress/{type_name::<T>()}"`).
+    /// (`"timely/progress/{type_name::<T>()}"`). Call it before building
+    /// the dataflows that have such scopes.
     pub fn register_progress<T: ::timely::progress::Timestamp>(&self, worker: &Worker) {
+        self.register_progress_of::<T>(worker, false);
+    }
+
+    /// [`Self::register_progress`]; a `candidate` of the common list may be
+    /// removed again once the scopes' types are known.
+    fn register_progress_of<T: ::timely::progress::Timestamp>(&self, worker: &Worker, candidate: bool) {
         let Some(mut reg) = worker.log_register() else { return };
         let src = self.state.borrow_mut().new_source();
         let me = self.clone();
-        let name = format!("timely/progress/{}", std::any::type_name::<T>());
-        reg.insert::<TimelyProgressEventBuilder<T>, _>(&name, move |time, data| {
+        let full = std::any::type_name::<T>();
+        let progress_log = format!("timely/progress/{full}");
+        reg.insert::<TimelyProgressEventBuilder<T>, _>(&progress_log, move |time, data| {
             let mut s = me.state.borrow_mut();
             let mut timing = s.work_starts(data.as_ref().map(Vec::len));
             if let Some(batch) = data {
@@ -354,6 +397,52 @@ impl Adapter {
             s.advance(src, *time, &mut timing);
             s.work_ends(timing);
         });
+        if !self.lazy.learning.get() {
+            return;
+        }
+        // The type's summary log: which scopes have this type.
+        let summary_log = format!("timely/summary/{full}");
+        let mut regs = self.lazy.regs.borrow_mut();
+        let i = regs.len();
+        let seen = self.lazy.clone();
+        reg.insert::<TimelySummaryEventBuilder<<T as ::timely::progress::Timestamp>::Summary>, _>(
+            &summary_log,
+            move |_, data| {
+                if let Some(batch) = data {
+                    seen.seen.borrow_mut().extend(batch.drain(..).map(|(_, e)| (i, e.id)));
+                }
+            },
+        );
+        regs.push(Registration { name: short_type_name(full), progress_log, summary_log, src, candidate });
+    }
+
+    /// Registers on differential's `"differential/arrange"` log: each event
+    /// becomes the Arrangement records of the levels it changed (see
+    /// [`crate::differential`]). [`crate::differential::attach`] calls it.
+    #[cfg(feature = "differential")]
+    pub fn register_differential(&self, worker: &Worker) {
+        use differential_dataflow::logging::DifferentialEventBuilder;
+        let Some(mut reg) = worker.log_register() else { return };
+        let src = self.state.borrow_mut().new_source();
+        let me = self.clone();
+        reg.insert::<DifferentialEventBuilder, _>("differential/arrange", move |time, data| {
+            let mut s = me.state.borrow_mut();
+            let mut timing = s.work_starts(data.as_ref().map(Vec::len));
+            if let Some(batch) = data {
+                let s = &mut *s;
+                for (d, ev) in batch.drain(..) {
+                    s.stats.events += 1;
+                    s.activity = true;
+                    let (pending, len) = (&mut s.pending[src], &mut s.pending_len);
+                    s.arrangements.apply(&ev, |op, figure, value| {
+                        pending.push_back((d, Ev::Arrange { op, figure: figure as u32, value }));
+                        *len += 1;
+                    });
+                }
+            }
+            s.advance(src, *time, &mut timing);
+            s.work_ends(timing);
+        });
     }
 
     /// Handles one call of the `"timely"` log's action: a batch of events
@@ -365,6 +454,7 @@ impl Adapter {
             s.new_source();
         }
         let mut timing = s.work_starts(data.as_ref().map(Vec::len));
+        let mut safe_point = false;
         match data {
             Some(batch) => {
                 let mut operators = false;
@@ -414,6 +504,12 @@ impl Adapter {
                         TimelyEvent::Park(ParkEvent::Unpark) => Ev::Unpark,
                         TimelyEvent::Operates(o) => {
                             s.w.operator(o.id, &o.name, &o.addr);
+                            if self.lazy.learning.get() {
+                                // A dataflow's own Operates: timely logs it
+                                // once the dataflow is built, and flushes.
+                                safe_point |= o.addr.len() == 1;
+                                self.lazy.operators.borrow_mut().push((o.id, o.addr.clone(), o.name.clone()));
+                            }
                             s.addr_to_id.insert(o.addr, o.id);
                             operators = true;
                             continue;
@@ -458,6 +554,57 @@ impl Adapter {
         }
         s.advance(0, *time, &mut timing);
         s.work_ends(timing);
+        drop(s);
+        if safe_point {
+            self.prune();
+        }
+    }
+
+    /// Keeps the progress logs of the types the scopes built so far use
+    /// (and one level of nesting more), removes the rest and every summary
+    /// log, and names the scopes of types outside the list. Called where
+    /// timely does not hold its log registry: right after it built a
+    /// dataflow. Once.
+    fn prune(&self) {
+        let Some(worker) = PRUNER.with(|p| p.borrow_mut().take()) else { return };
+        self.lazy.learning.set(false);
+        let regs = std::mem::take(&mut *self.lazy.regs.borrow_mut());
+        let Some(mut reg) = worker.log_register() else { return };
+        // Removing a summary log drops its logger (no scope keeps one),
+        // which flushes the events of the scopes just built into `seen`.
+        for r in &regs {
+            drop(reg.remove(&r.summary_log));
+        }
+        let seen = std::mem::take(&mut *self.lazy.seen.borrow_mut());
+        let used: std::collections::BTreeSet<&str> = seen.iter().map(|(i, _)| regs[*i].name.as_str()).collect();
+        let nested =
+            |n: &str| used.iter().any(|u| ["u32", "u64", "usize"].iter().any(|b| n == format!("Product<{u},{b}>")));
+        let mut closed = Vec::new();
+        // The plain types stay whatever was seen: a dataflow's own scope
+        // (its top level) is not always among the summaries read here (the
+        // `skew` example's `u64` dataflow was not), and losing its progress
+        // would leave every wait of that dataflow unexplained. Only unused
+        // `Product` types, the many, are removed.
+        let plain = |n: &str| !n.starts_with("Product<");
+        for r in regs
+            .iter()
+            .filter(|r| r.candidate && !plain(&r.name) && !used.contains(r.name.as_str()) && !nested(&r.name))
+        {
+            // (Dropping the logger flushes it into the adapter one last
+            // time; the adapter's state is not borrowed here.)
+            drop(reg.remove(&r.progress_log));
+            closed.push(r.src);
+        }
+        drop(reg);
+        drop(worker);
+        let mut s = self.state.borrow_mut();
+        for src in closed {
+            // That log will say nothing more: it no longer holds back the
+            // others.
+            s.frontiers[src] = Duration::MAX;
+        }
+        drop(s);
+        warn_untraced_scopes(&self.lazy, &seen);
     }
 
     /// A snapshot of this adapter's counters.
@@ -467,40 +614,95 @@ impl Adapter {
     }
 }
 
-/// The timestamp types [`Adapter::register_common_progress`] registers: the
-/// name `PROBE_TIMELY_PROGRESS` takes for each, and its registration.
-const COMMON_PROGRESS: [(&str, fn(&Adapter, &Worker)); 14] = [
-    ("()", |a, w| a.register_progress::<()>(w)),
-    ("usize", |a, w| a.register_progress::<usize>(w)),
-    ("u64", |a, w| a.register_progress::<u64>(w)),
-    ("u32", |a, w| a.register_progress::<u32>(w)),
-    ("i64", |a, w| a.register_progress::<i64>(w)),
-    ("i32", |a, w| a.register_progress::<i32>(w)),
-    ("isize", |a, w| a.register_progress::<isize>(w)),
-    ("Product<usize,usize>", |a, w| a.register_progress::<Product<usize, usize>>(w)),
-    ("Product<u64,u64>", |a, w| a.register_progress::<Product<u64, u64>>(w)),
-    ("Product<u32,u32>", |a, w| a.register_progress::<Product<u32, u32>>(w)),
-    ("Product<usize,u64>", |a, w| a.register_progress::<Product<usize, u64>>(w)),
-    ("Product<usize,u32>", |a, w| a.register_progress::<Product<usize, u32>>(w)),
-    ("Product<u64,u32>", |a, w| a.register_progress::<Product<u64, u32>>(w)),
-    ("Product<u64,usize>", |a, w| a.register_progress::<Product<u64, usize>>(w)),
-];
+/// What [`Adapter::register_common_progress`] learns from (see there).
+#[derive(Default)]
+struct Lazy {
+    /// Until the first dataflow is built: summary logs are registered with
+    /// the progress logs, and the scopes' operators noted.
+    learning: std::cell::Cell<bool>,
+    /// The progress logs registered while learning.
+    regs: RefCell<Vec<Registration>>,
+    /// (registration, operator id) of each summary event: the operator is
+    /// in a scope of that registration's type.
+    seen: RefCell<Vec<(usize, usize)>>,
+    /// (id, address, name) of the operators built while learning.
+    operators: RefCell<Vec<(usize, Vec<usize>, String)>>,
+}
+
+/// One progress log registered while learning.
+struct Registration {
+    /// As `PROBE_TIMELY_PROGRESS` names it (`Product<u64,u32>`).
+    name: String,
+    progress_log: String,
+    summary_log: String,
+    /// The adapter's source for it.
+    src: usize,
+    /// From the common list (removed if unused), not registered by hand.
+    candidate: bool,
+}
+
+thread_local! {
+    /// The worker whose registry the adapter prunes, from
+    /// `register_common_progress` to the first dataflow built. Not in the
+    /// adapter's state: the registry holds the adapter, and a worker held
+    /// there would hold the registry, and neither would ever be dropped
+    /// (nor the stream end). Here it goes at the prune, or with the thread.
+    static PRUNER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+/// A timestamp type of the common list: its name and its registration.
+struct Candidate {
+    name: String,
+    register: fn(&Adapter, &Worker, bool),
+}
+
+fn candidate<T: ::timely::progress::Timestamp>() -> Candidate {
+    Candidate {
+        name: short_type_name(std::any::type_name::<T>()),
+        register: |a, w, c| a.register_progress_of::<T>(w, c),
+    }
+}
+
+/// `timely::order::product::Product<u64, u32>` → `Product<u64,u32>`.
+fn short_type_name(full: &str) -> String {
+    full.replace("timely::order::product::", "").replace("timely::order::", "").replace(' ', "")
+}
+
+/// The common list (see [`Adapter::register_common_progress`]).
+fn candidates() -> Vec<Candidate> {
+    type P<A, B> = Product<A, B>;
+    macro_rules! list {
+        ($($t:ty),* $(,)?) => { vec![$(candidate::<$t>()),*] };
+    }
+    list![
+        (), usize, u64, u32, i64, i32, isize,
+        P<usize, usize>, P<u64, u64>, P<u32, u32>, P<usize, u64>, P<usize, u32>, P<u64, u32>, P<u64, usize>,
+        P<u32, u64>, P<u32, usize>,
+        P<P<u32, u32>, u32>, P<P<u32, u32>, u64>, P<P<u32, u64>, u32>, P<P<u32, u64>, u64>,
+        P<P<u64, u32>, u32>, P<P<u64, u32>, u64>, P<P<u64, u64>, u32>, P<P<u64, u64>, u64>,
+        P<P<P<u32, u32>, u32>, u32>, P<P<P<u32, u32>, u32>, u64>, P<P<P<u32, u32>, u64>, u32>, P<P<P<u32, u32>, u64>, u64>,
+        P<P<P<u32, u64>, u32>, u32>, P<P<P<u32, u64>, u32>, u64>, P<P<P<u32, u64>, u64>, u32>, P<P<P<u32, u64>, u64>, u64>,
+        P<P<P<u64, u32>, u32>, u32>, P<P<P<u64, u32>, u32>, u64>, P<P<P<u64, u32>, u64>, u32>, P<P<P<u64, u32>, u64>, u64>,
+        P<P<P<u64, u64>, u32>, u32>, P<P<P<u64, u64>, u32>, u64>, P<P<P<u64, u64>, u64>, u32>, P<P<P<u64, u64>, u64>, u64>,
+    ]
+}
 
 /// The names `PROBE_TIMELY_PROGRESS` takes, in the order
 /// [`Adapter::register_common_progress`] registers their types.
-pub fn common_progress_names() -> impl Iterator<Item = &'static str> {
-    COMMON_PROGRESS.iter().map(|(n, _)| *n)
+pub fn common_progress_names() -> impl Iterator<Item = String> {
+    candidates().into_iter().map(|c| c.name)
 }
 
-/// Which of [`COMMON_PROGRESS`] to register: all without a list; else the
-/// ones it names (comma-separated outside `<>`, spaces ignored, empty
-/// entries skipped).
-fn progress_selection(list: Option<&str>) -> Result<[bool; COMMON_PROGRESS.len()], String> {
-    let Some(list) = list else { return Ok([true; COMMON_PROGRESS.len()]) };
-    let mut chosen = [false; COMMON_PROGRESS.len()];
+/// Which of [`candidates`] to register: `None` without a list (learn them);
+/// else the ones it names (comma-separated outside `<>`, spaces ignored,
+/// empty entries skipped).
+fn progress_selection(list: Option<&str>) -> Result<Option<Vec<bool>>, String> {
+    let Some(list) = list else { return Ok(None) };
+    let names: Vec<String> = common_progress_names().collect();
+    let mut chosen = vec![false; names.len()];
     // Commas inside `Product<A, B>` do not separate.
     let mut depth = 0i32;
-    let names = list.split(|c: char| {
+    let entries = list.split(|c: char| {
         depth += match c {
             '<' => 1,
             '>' => -1,
@@ -508,22 +710,48 @@ fn progress_selection(list: Option<&str>) -> Result<[bool; COMMON_PROGRESS.len()
         };
         c == ',' && depth == 0
     });
-    for name in names {
+    for name in entries {
         let name: String = name.chars().filter(|c| !c.is_whitespace()).collect();
         if name.is_empty() {
             continue;
         }
-        match common_progress_names().position(|k| k == name) {
+        match names.iter().position(|k| *k == name) {
             Some(i) => chosen[i] = true,
-            None => {
-                return Err(format!(
-                    "PROBE_TIMELY_PROGRESS: {name:?} is not one of {}",
-                    common_progress_names().collect::<Vec<_>>().join(", ")
-                ))
-            }
+            None => return Err(format!("PROBE_TIMELY_PROGRESS: {name:?} is not one of {}", names.join(", "))),
         }
     }
-    Ok(chosen)
+    Ok(Some(chosen))
+}
+
+/// Names, on standard error, each scope built while learning whose
+/// timestamp type has no progress log registered (no summary log saw an
+/// operator in it): once per scope name in the process.
+fn warn_untraced_scopes(lazy: &Lazy, seen: &[(usize, usize)]) {
+    use std::collections::BTreeSet;
+    let ops = std::mem::take(&mut *lazy.operators.borrow_mut());
+    let addr_of: HashMap<usize, &[usize]> = ops.iter().map(|(id, a, _)| (*id, a.as_slice())).collect();
+    let name_at: HashMap<&[usize], &str> = ops.iter().map(|(_, a, n)| (a.as_slice(), n.as_str())).collect();
+    let parent = |a: &[usize]| a.len().checked_sub(1).map(|n| a[..n].to_vec());
+    // A scope: an operator with operators inside it.
+    let scopes: BTreeSet<Vec<usize>> =
+        ops.iter().filter_map(|(_, a, _)| parent(a)).filter(|p| name_at.contains_key(p.as_slice())).collect();
+    let known: BTreeSet<Vec<usize>> =
+        seen.iter().filter_map(|(_, id)| addr_of.get(id).and_then(|a| parent(a))).collect();
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    for scope in scopes.difference(&known) {
+        let name = name_at[scope.as_slice()];
+        let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.iter().any(|n| n == name) {
+            continue;
+        }
+        warned.push(name.to_string());
+        eprintln!(
+            "probe: the scope `{name}` (address {scope:?}) has a timestamp type the probe does not listen to: its \
+             progress messages are not traced (the waits they end read as waiting for input). Register its type \
+             before building dataflows: `probe::timely::Adapter::register_progress::<T>(worker)`, T the scope's \
+             timestamp type (see docs/timely.md)"
+        );
+    }
 }
 
 /// Timely's own cost of logging, per event and per flush call of a logger,
@@ -625,6 +853,7 @@ enum Ev {
     Park(Option<Duration>),
     Unpark,
     Step,
+    Arrange { op: u32, figure: u32, value: u64 },
 }
 
 type PendingChannel = (usize, Vec<usize>, (usize, usize), (usize, usize));
@@ -681,6 +910,9 @@ struct State {
     engine_ps: EngineCost,
     /// The least distance of two back-to-back probe clock reads, in ticks.
     read_ticks: u64,
+    /// Differential's arrangements: the levels their events add up to.
+    #[cfg(feature = "differential")]
+    arrangements: crate::differential::Arrangements,
 }
 
 /// One in this many flush calls with nothing to write is timed, and counts
@@ -946,6 +1178,7 @@ impl State {
                 self.w.event_at(ts, Event::Park { hint })
             }
             Ev::Unpark => w.event_at(ts, Event::Unpark),
+            Ev::Arrange { op, figure, value } => w.event_at(ts, Event::Arrangement { op, figure, value }),
             Ev::Step => {
                 w.count_local_messages(std::mem::take(&mut self.local_uncounted));
                 w.event_at(ts, Event::Step { elided: 0, spin_ticks: 0 });
@@ -1006,16 +1239,28 @@ mod tests {
 
     #[test]
     fn progress_types_by_name() {
-        assert_eq!(progress_selection(None).unwrap(), [true; 14]);
-        assert_eq!(progress_selection(Some("")).unwrap(), [false; 14]);
-        let c = progress_selection(Some(" u64 , Product<u64, u32>,,")).unwrap();
-        let on: Vec<&str> = common_progress_names().zip(c).filter(|(_, on)| *on).map(|(n, _)| n).collect();
-        assert_eq!(on, ["u64", "Product<u64,u32>"]);
+        let n = common_progress_names().count();
+        assert_eq!(progress_selection(None).unwrap(), None);
+        assert_eq!(progress_selection(Some("")).unwrap(), Some(vec![false; n]));
+        let c = progress_selection(Some(" u64 , Product<u64, u32>,, Product<Product<u32,u64>,u64>")).unwrap().unwrap();
+        let on: Vec<String> = common_progress_names().zip(c).filter(|(_, on)| *on).map(|(n, _)| n).collect();
+        assert_eq!(on, ["u64", "Product<u64,u32>", "Product<Product<u32,u64>,u64>"]);
         let e = progress_selection(Some("u64,u128")).unwrap_err();
         assert!(
             e.contains("PROBE_TIMELY_PROGRESS") && e.contains("\"u128\"") && e.contains("Product<u64,usize>"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_common_list_names_each_type_once_and_nests_to_the_left() {
+        let names: Vec<String> = common_progress_names().collect();
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        // Every nesting over u32 and u64, four levels deep: 2 + 4 + 8 + 16.
+        let over = |n: &str| !n.contains("size") && !n.contains('i') && n != "()";
+        assert_eq!(names.iter().filter(|n| over(n)).count(), 30, "{names:?}");
+        assert!(names.iter().any(|n| n == "Product<Product<Product<u64,u32>,u64>,u32>"));
     }
 
     #[test]

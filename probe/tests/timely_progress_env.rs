@@ -1,5 +1,6 @@
-//! `PROBE_TIMELY_PROGRESS` narrows the progress logs `attach` registers
-//! (each costs a flush call at every worker step). Its own test binary: the
+//! The progress logs `attach` registers (each costs a flush call at every
+//! worker step): learnt from the scopes of the first dataflow built, or
+//! the fixed list of `PROBE_TIMELY_PROGRESS`. Its own test binary: the
 //! variable is process-wide.
 #![cfg(feature = "timely")]
 
@@ -13,6 +14,12 @@ use probe::{Probe, Sink};
 /// The log names a worker has after `attach`, with `PROBE_TIMELY_PROGRESS`
 /// set to `list` (or unset).
 fn names_after_attach(list: Option<&str>) -> Vec<String> {
+    names_after(list, |_| {})
+}
+
+/// The log names a worker has after `attach` and `build`, with
+/// `PROBE_TIMELY_PROGRESS` set to `list` (or unset).
+fn names_after(list: Option<&str>, build: fn(&mut timely::worker::Worker)) -> Vec<String> {
     // The tests of this binary run in parallel; the variable is shared.
     static ENV: Mutex<()> = Mutex::new(());
     let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
@@ -26,6 +33,7 @@ fn names_after_attach(list: Option<&str>) -> Vec<String> {
     let (p, n) = (probe.clone(), names.clone());
     timely::execute(timely::Config::thread(), move |worker| {
         probe::timely::attach(worker, &p);
+        build(worker);
         let mut got: Vec<String> = worker.log_register().unwrap().names().map(str::to_string).collect();
         got.sort();
         *n.lock().unwrap() = got;
@@ -41,7 +49,8 @@ fn names_after_attach(list: Option<&str>) -> Vec<String> {
 #[test]
 fn progress_logs_follow_the_variable() {
     let all = names_after_attach(None);
-    assert_eq!(all.len(), 15, "the timely log and 14 progress logs: {all:?}");
+    let n = probe::timely::common_progress_names().count();
+    assert_eq!(all.len(), 1 + 2 * n, "the timely log, {n} progress logs and their summary logs: {all:?}");
     assert!(all.iter().any(|n| n == "timely/progress/u64"), "{all:?}");
     let some = names_after_attach(Some("u64, Product<u64, u32>"));
     let want = [
@@ -51,8 +60,51 @@ fn progress_logs_follow_the_variable() {
     ];
     assert_eq!(some, want);
     assert_eq!(names_after_attach(Some("")), ["timely"]);
-    // An unknown name: all of them, rather than none.
+    // An unknown name: learnt, as without the variable.
     assert_eq!(names_after_attach(Some("u64,u128")), all);
+}
+
+/// Once the first dataflow is built, only the progress logs of the types
+/// its scopes use are left, with one level of nesting more (a later
+/// `iterate`), and no summary log.
+#[test]
+fn after_the_first_dataflow_only_the_types_its_scopes_use_are_left() {
+    use timely::dataflow::operators::Inspect;
+    let got = names_after(None, |worker| {
+        worker.dataflow::<u32, _, _>(|scope| {
+            scope.iterative::<u64, _, _>(|inner| {
+                timely::dataflow::operators::vec::ToStream::to_stream(0..3u8, inner).inspect(|_| {});
+            });
+        });
+    });
+    let progress: Vec<String> = got
+        .iter()
+        .filter_map(|n| n.strip_prefix("timely/progress/"))
+        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
+        .collect();
+    // The dataflow is u32, its iterative scope Product<u32,u64>; kept one
+    // level deeper: Product<u32,B> and Product<Product<u32,u64>,B> for B in
+    // u32, u64, usize (those in the list); the plain types are all kept
+    // (a dataflow's own scope is not always among the summaries read).
+    let mut want = vec![
+        "()",
+        "i32",
+        "i64",
+        "isize",
+        "u64",
+        "usize",
+        "u32",
+        "Product<u32,u32>",
+        "Product<u32,u64>",
+        "Product<u32,usize>",
+        "Product<Product<u32,u64>,u32>",
+        "Product<Product<u32,u64>,u64>",
+    ];
+    want.sort();
+    let mut progress = progress;
+    progress.sort();
+    assert_eq!(progress, want, "{got:?}");
+    assert!(!got.iter().any(|n| n.starts_with("timely/summary/")), "{got:?}");
 }
 
 /// Each name of the documented list registers the log of its own type (the
@@ -60,12 +112,12 @@ fn progress_logs_follow_the_variable() {
 #[test]
 fn each_name_registers_its_own_type() {
     for name in probe::timely::common_progress_names() {
-        let got = names_after_attach(Some(name));
+        let got = names_after_attach(Some(&name));
         let progress: Vec<String> = got
             .iter()
             .filter_map(|n| n.strip_prefix("timely/progress/"))
             .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
             .collect();
-        assert_eq!(progress, [name], "{name}: {got:?}");
+        assert_eq!(progress, [name.clone()], "{name}: {got:?}");
     }
 }

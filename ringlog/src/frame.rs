@@ -1071,7 +1071,7 @@ mod fast_path_tests {
         #[test]
         fn records_of_any_field_lengths_round_trip(
             raw in proptest::collection::vec(
-                (0u8..12, proptest::prelude::any::<[u64; 5]>(), proptest::prelude::any::<[u8; 5]>()),
+                (0u8..13, proptest::prelude::any::<[u64; 5]>(), proptest::prelude::any::<[u8; 5]>()),
                 1..200,
             )
         ) {
@@ -1094,7 +1094,8 @@ mod fast_path_tests {
                         8 => Event::Step { elided: a, spin_ticks: (c as u64) << 32 | d as u64 },
                         9 => Event::Park { hint: a },
                         10 => Event::Unpark,
-                        _ => Event::Mark { id: a },
+                        11 => Event::Mark { id: a },
+                        _ => Event::Arrangement { op: b, figure: c, value: a },
                     };
                     Record::from_event(ts, e)
                 })

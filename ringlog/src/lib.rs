@@ -37,7 +37,7 @@ pub use frame::{
     RecordDecoder, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
 };
 pub use host::{host_id, host_id_of, host_name, parse_host_id};
-pub use record::{Event, Kind, Record};
+pub use record::{Event, Figure, Kind, Record};
 
 /// Why bytes could not be read as frames. Every variant names the fault.
 #[derive(Debug, Clone, PartialEq, Eq)]

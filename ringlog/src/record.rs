@@ -16,10 +16,11 @@ pub enum Kind {
     Park = 10,
     Unpark = 11,
     Mark = 12,
+    Arrangement = 13,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::ScheduleStart,
         Kind::ScheduleStop,
         Kind::MessageSend,
@@ -32,10 +33,11 @@ impl Kind {
         Kind::Park,
         Kind::Unpark,
         Kind::Mark,
+        Kind::Arrangement,
     ];
 
     pub fn from_u8(v: u8) -> Option<Kind> {
-        if (1..=12).contains(&v) {
+        if (1..=13).contains(&v) {
             Some(Kind::ALL[v as usize - 1])
         } else {
             None
@@ -54,6 +56,7 @@ impl Kind {
             SpanStart | SpanStop | Mark => Fields { a: true, b: false, c: false, d: false },
             Step => Fields { a: true, b: false, c: true, d: true },
             Park | Unpark => Fields { a: true, b: false, c: false, d: false },
+            Arrangement => Fields { a: true, b: true, c: true, d: false },
         }
     }
 }
@@ -81,6 +84,7 @@ pub(crate) struct Fields {
 /// | Step | elided pairs | | spin ticks (low 32) | spin ticks (high 32) |
 /// | Park | park duration hint ticks (0 = unknown) | | | |
 /// | Unpark | 0 | | | |
+/// | Arrangement | value | operator | [`Figure`] | |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Record {
@@ -145,12 +149,76 @@ pub enum Event {
     Mark {
         id: u64,
     },
+    /// One figure of an arrangement (a differential trace and its batcher)
+    /// as it stands from now on: `figure` is a [`Figure`] value (a reader
+    /// skips values it does not know), `value` the figure's new level.
+    Arrangement {
+        op: u32,
+        figure: u32,
+        value: u64,
+    },
+}
+
+/// What an [`Event::Arrangement`] record measures (its `c` field). Each is
+/// a level, not a change: the record says what the figure is from its time
+/// on, so a reader needs no earlier record to read one.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Figure {
+    /// Updates held in the trace's batches.
+    Records = 1,
+    /// Batches the trace holds.
+    Batches = 2,
+    /// Merges started and not completed.
+    Merges = 3,
+    /// Updates in the batcher (received, not yet sealed into a batch).
+    BatcherRecords = 4,
+    /// Bytes the batcher's buffers use.
+    BatcherBytes = 5,
+    /// Bytes the batcher's buffers have allocated (capacity).
+    BatcherCapacity = 6,
+    /// Allocations the batcher holds.
+    BatcherAllocations = 7,
+    /// Handles sharing the trace.
+    Shares = 8,
+    /// Merge work the trace fell short of, summed since it started.
+    Shortfall = 9,
+}
+
+impl Figure {
+    pub const ALL: [Figure; 9] = [
+        Figure::Records,
+        Figure::Batches,
+        Figure::Merges,
+        Figure::BatcherRecords,
+        Figure::BatcherBytes,
+        Figure::BatcherCapacity,
+        Figure::BatcherAllocations,
+        Figure::Shares,
+        Figure::Shortfall,
+    ];
+
+    pub fn from_u32(v: u32) -> Option<Figure> {
+        Figure::ALL.get((v as usize).wrapping_sub(1)).copied()
+    }
 }
 
 impl Record {
     #[inline(always)]
     pub const fn new(kind: Kind, ts: u64, a: u64, b: u32, c: u32, d: u32) -> Record {
         Record { ts, a, b, c, d, kind: kind as u8, _pad: [0; 3] }
+    }
+
+    /// The record as the four little-endian words of its layout (`ts`,
+    /// `a`, `b | c << 32`, `d | kind << 32 | pad << 40`): what the ring
+    /// stores, built in registers. (A record assembled field by field in
+    /// memory and copied in 16-byte halves makes each half's load wait for
+    /// the narrow stores it spans: a failed store-to-load forward, some
+    /// ten cycles on the hot path.)
+    #[inline(always)]
+    pub const fn to_words(self) -> [u64; 4] {
+        let pad = self._pad[0] as u64 | (self._pad[1] as u64) << 8 | (self._pad[2] as u64) << 16;
+        [self.ts, self.a, self.b as u64 | (self.c as u64) << 32, self.d as u64 | (self.kind as u64) << 32 | pad << 40]
     }
 
     #[inline]
@@ -178,6 +246,7 @@ impl Record {
             Park { hint } => Record::new(Kind::Park, ts, hint, 0, 0, 0),
             Unpark => Record::new(Kind::Unpark, ts, 0, 0, 0, 0),
             Mark { id } => Record::new(Kind::Mark, ts, id, 0, 0, 0),
+            Arrangement { op, figure, value } => Record::new(Kind::Arrangement, ts, value, op, figure, 0),
         }
     }
 
@@ -197,6 +266,7 @@ impl Record {
             Kind::Park => Park { hint: self.a },
             Kind::Unpark => Unpark,
             Kind::Mark => Mark { id: self.a },
+            Kind::Arrangement => Arrangement { op: self.b, figure: self.c, value: self.a },
         })
     }
 }
@@ -213,11 +283,39 @@ mod tests {
             Event::ProgressRecv { channel: 3, from: 4, seq: 5 },
             Event::Step { elided: 10, spin_ticks: 0x1234_5678_9abc },
             Event::Unpark,
+            Event::Arrangement { op: 3, figure: Figure::Records as u32, value: 5_400_000 },
         ];
         for ev in evs {
             assert_eq!(Record::from_event(42, ev).event(), Some(ev));
         }
         assert_eq!(Record { kind: 0, ..Default::default() }.event(), None);
-        assert_eq!(Record { kind: 13, ..Default::default() }.event(), None);
+        assert_eq!(Record { kind: 14, ..Default::default() }.event(), None);
+    }
+
+    #[test]
+    fn figures_read_back_and_unknown_ones_are_none() {
+        for f in Figure::ALL {
+            assert_eq!(Figure::from_u32(f as u32), Some(f));
+        }
+        assert_eq!(Figure::from_u32(0), None);
+        assert_eq!(Figure::from_u32(10), None);
+    }
+
+    #[test]
+    fn a_records_words_are_its_bytes_in_memory() {
+        let r = Record {
+            ts: 1 << 63 | 5,
+            a: 0x0102_0304_0506_0708,
+            b: 9,
+            c: u32::MAX,
+            d: 11,
+            kind: 12,
+            _pad: [13, 14, 15],
+        };
+        // SAFETY: a Record is 32 initialized bytes (repr(C), no padding
+        // but `_pad`, which is a field).
+        let bytes: [u8; 32] = unsafe { std::mem::transmute(r) };
+        let words: Vec<u8> = r.to_words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(words, bytes);
     }
 }

@@ -53,10 +53,15 @@ enum Cmd {
     /// With the live dashboard on http://127.0.0.1:9090/ while it runs:
     ///
     /// sidecar watch --http 127.0.0.1:9090 -- target/release/skew -w 2 --epochs 100
-    Watch(watch::Args),
-    /// Convert recorded probe files into a Perfetto trace.
     ///
-    /// Example: sidecar export --perfetto trace.pftrace trace.rlog
+    /// COMMAND is timed from its start to its exit: give it a built program
+    /// (cargo build --release first), not `cargo run`, whose build would be
+    /// timed too and whose lines would mix with the sidecar's.
+    Watch(watch::Args),
+    /// Convert recorded probe files into a Perfetto trace, or a Graphviz
+    /// drawing of the dataflow graph.
+    ///
+    /// Example: sidecar export --perfetto trace.pftrace --dot graph.dot trace.rlog
     Export(export::Args),
     /// Print a file's frames, records and metadata as text (for debugging
     /// a probe integration).

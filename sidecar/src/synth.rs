@@ -65,108 +65,173 @@ const TICKS_PER_NS: u64 = 3; // a 3 GHz TSC
 
 /// Writes the trace through `write` in chunks; returns records written.
 pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<u64> {
-    let p = cfg.workers.max(1);
-    let dom = ClockDomain::Tsc;
-    let mut enc = Encoder::new();
-    enc.set_compression(cfg.compression);
-    let mut out = Vec::with_capacity(1 << 20);
-    let pw = StreamId { host: cfg.host, process: cfg.pid, worker: PROCESS_WIDE };
-    let hello = Hello {
-        host_name: "synth".into(),
-        program: "synth".into(),
-        pid: cfg.pid,
-        workers: p,
-        invariant_tsc: true,
-        ticks_per_sec: 1_000_000_000 * TICKS_PER_NS,
-    };
-    let mut pw_seq = 0;
-    enc.hello(pw, pw_seq, dom, &hello, &mut out);
-    pw_seq += 1;
-    let sample = |ns: u64| ClockSample {
-        ticks: ns * TICKS_PER_NS,
-        monotonic_ns: ns,
-        realtime_ns: ns + 1_700_000_000_000_000_000,
-    };
-    enc.clock(pw, pw_seq, dom, &[sample(cfg.t0_ns)], &mut out);
-    pw_seq += 1;
-    let sid = |w: u32| StreamId { host: cfg.host, process: cfg.pid, worker: w };
-    let mut seqs = vec![0u64; p as usize];
-    for w in 0..p {
-        enc.hello(sid(w), 0, dom, &hello, &mut out);
-        let meta = vec![
-            Meta::Operator { id: 1, name: "Exchange".into(), addr: vec![0, 1] },
-            Meta::Operator { id: 2, name: "Count".into(), addr: vec![0, 2] },
-            Meta::Channel { id: 7, src: (1, 0), dst: (2, 0) },
-        ];
-        enc.metadata(sid(w), 1, dom, &meta, &mut out);
-        seqs[w as usize] = 2;
-    }
-    write(&out)?;
-    out.clear();
-    let mut bufs: Vec<Vec<Record>> = vec![Vec::with_capacity(cfg.batch); p as usize];
-    let mut now: Vec<u64> = vec![cfg.t0_ns; p as usize];
-    // pending progress per destination: (send ns, from, seq)
-    let mut prog: Vec<Vec<(u64, u32, u64)>> = vec![Vec::new(); p as usize];
-    let mut pseq = vec![0u64; p as usize];
-    let mut msg_seq = vec![0u64; (p * p) as usize];
-    let mut rng = Rng(0x9e3779b97f4a7c15);
-    let mut total = 0u64;
-    let mut next_clock = cfg.t0_ns + 1_000_000_000;
-    let rec = |ns: u64, ev: Event| Record::from_event(ns * TICKS_PER_NS, ev);
-    let flush = |w: usize,
-                 bufs: &mut Vec<Vec<Record>>,
-                 seqs: &mut Vec<u64>,
-                 enc: &mut Encoder,
-                 out: &mut Vec<u8>,
-                 force: bool| {
-        if bufs[w].len() >= cfg.batch || (force && !bufs[w].is_empty()) {
-            enc.records(sid(w as u32), seqs[w], 0, dom, &[&bufs[w]], out);
-            seqs[w] += 1;
-            bufs[w].clear();
+    let mut s = Synth::new(cfg);
+    s.headers();
+    write(&s.out)?;
+    s.out.clear();
+    while s.total < cfg.records {
+        let had: Vec<usize> = s.bufs.iter().map(|b| b.len()).collect();
+        let sends = s.exchange_round();
+        s.count_round(&sends);
+        s.flush_round(&had);
+        s.clock_sample_if_due();
+        if s.out.len() > (1 << 20) {
+            write(&s.out)?;
+            s.out.clear();
         }
-    };
-    while total < cfg.records {
-        let had: Vec<usize> = bufs.iter().map(|b| b.len()).collect();
-        // Phase A: each worker reads progress that has arrived, runs op 1
-        // (sends one message to every worker).
-        let mut sends: Vec<(u32, u32, u64, u64)> = Vec::new(); // (from, to, seq, at)
+    }
+    s.finish();
+    write(&s.out)?;
+    Ok(s.total)
+}
+
+/// A message of the exchange round: (from, to, seq, sent at ns).
+type Message = (u32, u32, u64, u64);
+
+/// The generator's state between the steps of [`generate`].
+struct Synth<'a> {
+    cfg: &'a SynthConfig,
+    /// Workers.
+    p: u32,
+    enc: Encoder,
+    /// Encoded frames not yet written.
+    out: Vec<u8>,
+    hello: Hello,
+    /// The process-wide stream and its next frame number.
+    pw: StreamId,
+    pw_seq: u64,
+    /// Per worker: its next frame number, its records not yet framed, its clock (ns).
+    seqs: Vec<u64>,
+    bufs: Vec<Vec<Record>>,
+    now: Vec<u64>,
+    /// Progress pending per destination: (send ns, from, seq).
+    prog: Vec<Vec<(u64, u32, u64)>>,
+    /// Per worker, its next progress sequence number; per (from, to), the next message's.
+    pseq: Vec<u64>,
+    msg_seq: Vec<u64>,
+    rng: Rng,
+    /// Records generated so far.
+    total: u64,
+    /// When the next clock sample is due (ns).
+    next_clock: u64,
+}
+
+const DOMAIN: ClockDomain = ClockDomain::Tsc;
+
+/// A record at `ns` of the host's clock.
+fn rec(ns: u64, ev: Event) -> Record {
+    Record::from_event(ns * TICKS_PER_NS, ev)
+}
+
+/// The clock sample taken at `ns`.
+fn sample(ns: u64) -> ClockSample {
+    ClockSample { ticks: ns * TICKS_PER_NS, monotonic_ns: ns, realtime_ns: ns + 1_700_000_000_000_000_000 }
+}
+
+impl<'a> Synth<'a> {
+    fn new(cfg: &'a SynthConfig) -> Synth<'a> {
+        let p = cfg.workers.max(1);
+        let mut enc = Encoder::new();
+        enc.set_compression(cfg.compression);
+        let hello = Hello {
+            host_name: "synth".into(),
+            program: "synth".into(),
+            pid: cfg.pid,
+            workers: p,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000 * TICKS_PER_NS,
+        };
+        let n = p as usize;
+        Synth {
+            cfg,
+            p,
+            enc,
+            out: Vec::with_capacity(1 << 20),
+            hello,
+            pw: StreamId { host: cfg.host, process: cfg.pid, worker: PROCESS_WIDE },
+            pw_seq: 0,
+            seqs: vec![0; n],
+            bufs: vec![Vec::with_capacity(cfg.batch); n],
+            now: vec![cfg.t0_ns; n],
+            prog: vec![Vec::new(); n],
+            pseq: vec![0; n],
+            msg_seq: vec![0; n * n],
+            rng: Rng(0x9e3779b97f4a7c15),
+            total: 0,
+            next_clock: cfg.t0_ns + 1_000_000_000,
+        }
+    }
+
+    fn sid(&self, w: u32) -> StreamId {
+        StreamId { host: self.cfg.host, process: self.cfg.pid, worker: w }
+    }
+
+    /// The process's Hello and first clock sample, each worker's Hello and
+    /// metadata (two operators and the channel between them).
+    fn headers(&mut self) {
+        self.enc.hello(self.pw, self.pw_seq, DOMAIN, &self.hello, &mut self.out);
+        self.pw_seq += 1;
+        self.enc.clock(self.pw, self.pw_seq, DOMAIN, &[sample(self.cfg.t0_ns)], &mut self.out);
+        self.pw_seq += 1;
+        for w in 0..self.p {
+            self.enc.hello(self.sid(w), 0, DOMAIN, &self.hello, &mut self.out);
+            let meta = vec![
+                Meta::Operator { id: 1, name: "Exchange".into(), addr: vec![0, 1] },
+                Meta::Operator { id: 2, name: "Count".into(), addr: vec![0, 2] },
+                Meta::Channel { id: 7, src: (1, 0), dst: (2, 0) },
+            ];
+            self.enc.metadata(self.sid(w), 1, DOMAIN, &meta, &mut self.out);
+            self.seqs[w as usize] = 2;
+        }
+    }
+
+    /// Phase A of a round: each worker runs op 1, which sends one message to
+    /// every worker (the straggler's execution `slow` times longer), then
+    /// broadcasts progress (Sager PC4). Returns the messages sent.
+    fn exchange_round(&mut self) -> Vec<Message> {
+        let p = self.p;
+        let mut sends = Vec::new();
         for w in 0..p as usize {
-            let mut t = now[w];
-            bufs[w].push(rec(t, Event::ScheduleStart { op: 1 }));
-            let mut dur = rng.range(20_000, 40_000);
-            if cfg.straggler == Some(w as u32) {
-                dur *= cfg.slow.max(1);
+            let mut t = self.now[w];
+            self.bufs[w].push(rec(t, Event::ScheduleStart { op: 1 }));
+            let mut dur = self.rng.range(20_000, 40_000);
+            if self.cfg.straggler == Some(w as u32) {
+                dur *= self.cfg.slow.max(1);
             }
             for to in 0..p {
                 t += dur / (p as u64 + 1);
                 let k = (w as u32 * p + to) as usize;
-                let q = msg_seq[k];
-                msg_seq[k] += 1;
-                bufs[w].push(rec(t, Event::MessageSend { channel: 7, to, seq: q, records: 100 }));
+                let q = self.msg_seq[k];
+                self.msg_seq[k] += 1;
+                self.bufs[w].push(rec(t, Event::MessageSend { channel: 7, to, seq: q, records: 100 }));
                 sends.push((w as u32, to, q, t));
             }
             t += dur / (p as u64 + 1);
-            bufs[w].push(rec(t, Event::ScheduleStop { op: 1 }));
-            // progress after an active operator (Sager PC4), broadcast
+            self.bufs[w].push(rec(t, Event::ScheduleStop { op: 1 }));
             t += 100;
-            let q = pseq[w];
-            pseq[w] += 1;
-            bufs[w].push(rec(t, Event::ProgressSend { channel: 0, seq: q }));
+            let q = self.pseq[w];
+            self.pseq[w] += 1;
+            self.bufs[w].push(rec(t, Event::ProgressSend { channel: 0, seq: q }));
             for d in 0..p as usize {
                 if d != w {
-                    prog[d].push((t, w as u32, q));
+                    self.prog[d].push((t, w as u32, q));
                 }
             }
-            now[w] = t;
+            self.now[w] = t;
         }
-        // Phase B: op 2 reads the messages that have arrived; if the last
-        // one (the straggler's) is late, the worker steps idly until it
-        // arrives and reads it in a second execution: a wait on the sender.
-        for w in 0..p as usize {
+        sends
+    }
+
+    /// Phase B of a round: on each worker, op 2 reads the messages that have
+    /// arrived; if the last one (the straggler's) is late, the worker steps
+    /// idly until it arrives and reads it in a second execution: a wait on
+    /// the sender.
+    fn count_round(&mut self, sends: &[Message]) {
+        for w in 0..self.p as usize {
             let mut mine: Vec<(u64, u32, u64)> =
                 sends.iter().filter(|s| s.1 as usize == w).map(|&(from, _, q, at)| (at, from, q)).collect();
             mine.sort_unstable();
-            let mut t = now[w] + 100;
+            let mut t = self.now[w] + 100;
             let mut i = 0;
             while i < mine.len() {
                 if mine[i].0 > t {
@@ -174,62 +239,86 @@ pub fn generate(cfg: &SynthConfig, write: &mut dyn FnMut(&[u8]) -> std::io::Resu
                     let idle = t;
                     t = mine[i].0 + 300;
                     if t - idle > 2_000 {
-                        bufs[w].push(rec(idle + 500, Event::Step { elided: 5, spin_ticks: 1_500 }));
+                        self.bufs[w].push(rec(idle + 500, Event::Step { elided: 5, spin_ticks: 1_500 }));
                     }
                 }
-                bufs[w].push(rec(t, Event::ScheduleStart { op: 2 }));
-                // progress that has arrived is read while scheduling
-                let mut keep = Vec::new();
-                for &(s, from, q) in &prog[w] {
-                    if s <= t {
-                        t += 50;
-                        bufs[w].push(rec(t, Event::ProgressRecv { channel: 0, from, seq: q }));
-                    } else {
-                        keep.push((s, from, q));
-                    }
-                }
-                prog[w] = keep;
+                self.bufs[w].push(rec(t, Event::ScheduleStart { op: 2 }));
+                t = self.read_progress(w, t);
                 while i < mine.len() && mine[i].0 <= t {
                     t += 200;
-                    bufs[w]
-                        .push(rec(t, Event::MessageRecv { channel: 7, from: mine[i].1, seq: mine[i].2, records: 100 }));
+                    let (_, from, seq) = mine[i];
+                    self.bufs[w].push(rec(t, Event::MessageRecv { channel: 7, from, seq, records: 100 }));
                     i += 1;
                 }
-                t += rng.range(1_000, 2_500);
-                bufs[w].push(rec(t, Event::ScheduleStop { op: 2 }));
+                t += self.rng.range(1_000, 2_500);
+                self.bufs[w].push(rec(t, Event::ScheduleStop { op: 2 }));
                 t += 100;
             }
-            bufs[w].push(rec(t, Event::Step { elided: 3, spin_ticks: 600 }));
-            now[w] = t + rng.range(500, 2_000);
-        }
-        for w in 0..p as usize {
-            total += (bufs[w].len() - had[w]) as u64;
-            flush(w, &mut bufs, &mut seqs, &mut enc, &mut out, false);
-        }
-        let tmax = *now.iter().max().unwrap();
-        if tmax >= next_clock {
-            enc.clock(pw, pw_seq, dom, &[sample(next_clock)], &mut out);
-            pw_seq += 1;
-            next_clock += 1_000_000_000;
-        }
-        if out.len() > (1 << 20) {
-            write(&out)?;
-            out.clear();
+            self.bufs[w].push(rec(t, Event::Step { elided: 3, spin_ticks: 600 }));
+            self.now[w] = t + self.rng.range(500, 2_000);
         }
     }
-    // Progress still pending is read at the very end (no unmatched halves).
-    for w in 0..p as usize {
-        let t = now[w].max(prog[w].iter().map(|x| x.0).max().unwrap_or(0));
-        for &(_, from, q) in &prog[w] {
-            bufs[w].push(rec(t, Event::ProgressRecv { channel: 0, from, seq: q }));
+
+    /// Worker `w` reads the progress that has arrived by `t`, as it is
+    /// scheduled; returns its clock after.
+    fn read_progress(&mut self, w: usize, mut t: u64) -> u64 {
+        let mut keep = Vec::new();
+        for &(s, from, q) in &self.prog[w] {
+            if s <= t {
+                t += 50;
+                self.bufs[w].push(rec(t, Event::ProgressRecv { channel: 0, from, seq: q }));
+            } else {
+                keep.push((s, from, q));
+            }
         }
-        total += prog[w].len() as u64;
-        flush(w, &mut bufs, &mut seqs, &mut enc, &mut out, true);
-        enc.end(sid(w as u32), seqs[w], 0, dom, &EndStats { produced: 0, lost: 0, elided: 0 }, &mut out);
+        self.prog[w] = keep;
+        t
     }
-    enc.end(pw, pw_seq, 0, dom, &EndStats::default(), &mut out);
-    write(&out)?;
-    Ok(total)
+
+    /// Counts the round's records and frames every worker's full batches.
+    fn flush_round(&mut self, had: &[usize]) {
+        for w in 0..self.p as usize {
+            self.total += (self.bufs[w].len() - had[w]) as u64;
+            self.flush(w, false);
+        }
+    }
+
+    /// Frames worker `w`'s records once a batch is full (`force`: any).
+    fn flush(&mut self, w: usize, force: bool) {
+        if self.bufs[w].len() >= self.cfg.batch || (force && !self.bufs[w].is_empty()) {
+            let sid = self.sid(w as u32);
+            self.enc.records(sid, self.seqs[w], 0, DOMAIN, &[&self.bufs[w]], &mut self.out);
+            self.seqs[w] += 1;
+            self.bufs[w].clear();
+        }
+    }
+
+    /// A clock sample every second of the trace.
+    fn clock_sample_if_due(&mut self) {
+        let tmax = *self.now.iter().max().unwrap();
+        if tmax >= self.next_clock {
+            self.enc.clock(self.pw, self.pw_seq, DOMAIN, &[sample(self.next_clock)], &mut self.out);
+            self.pw_seq += 1;
+            self.next_clock += 1_000_000_000;
+        }
+    }
+
+    /// Progress still pending is read at the very end (no unmatched
+    /// halves); then every stream's End frame.
+    fn finish(&mut self) {
+        for w in 0..self.p as usize {
+            let t = self.now[w].max(self.prog[w].iter().map(|x| x.0).max().unwrap_or(0));
+            for i in 0..self.prog[w].len() {
+                let (_, from, q) = self.prog[w][i];
+                self.bufs[w].push(rec(t, Event::ProgressRecv { channel: 0, from, seq: q }));
+            }
+            self.total += self.prog[w].len() as u64;
+            self.flush(w, true);
+            let sid = self.sid(w as u32);
+            self.enc.end(sid, self.seqs[w], 0, DOMAIN, &EndStats { produced: 0, lost: 0, elided: 0 }, &mut self.out);
+        }
+        self.enc.end(self.pw, self.pw_seq, 0, DOMAIN, &EndStats::default(), &mut self.out);
+    }
 }
 
 #[cfg(test)]

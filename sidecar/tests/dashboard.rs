@@ -13,33 +13,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 
-/// target/<profile>, from this test's executable (target/<profile>/deps/x).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The `skew` example binary, built once (same profile and target dir).
-fn skew() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = profile_dir();
-    BUILT.get_or_init(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
-    });
-    dir.join("skew")
-}
+mod common;
+use common::{profile_dir, skew};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sidecar-dashboard-{}", std::process::id()));
@@ -250,9 +231,29 @@ fn metrics_agree_with_the_json_reports_of_the_same_run() {
         assert!(t.packet.len() > 10, "{} packets", t.packet.len());
         assert!(trace.windows(7).any(|w| w == b"Consume"), "the operators are named");
     }
+    check_graph_api(&addr);
     let _ = child.kill();
     let _ = child.wait();
     check_figures(&samples, &windows);
+}
+
+/// `/api/graph`: the dataflow graph of the last windows laid out, Consume
+/// its hot operator; a window not kept and a nonsense query refused with
+/// their reasons.
+fn check_graph_api(addr: &str) {
+    let g: Value = serde_json::from_str(&get_text(addr, "/api/graph?last=5")).unwrap();
+    let nodes = g["nodes"].as_array().unwrap();
+    let hot: Vec<&Value> = nodes.iter().filter(|n| n["hot"] == json!(true)).collect();
+    assert_eq!(hot.len(), 1, "{g}");
+    assert_eq!(hot[0]["name"], json!("Consume"), "{g}");
+    assert!(hot[0]["share"].as_f64().unwrap() > 0.5, "{g}");
+    assert!(g["edges"].as_array().unwrap().iter().all(|e| e["points"].as_array().unwrap().len() >= 2), "{g}");
+    let (status, _, body) = get(addr, "/api/graph?window=999999999");
+    assert_eq!(status, 404);
+    assert!(String::from_utf8_lossy(&body).contains("not kept"));
+    let (status, _, body) = get(addr, "/api/graph?last=0");
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("between 1 and"));
 }
 
 /// The metrics' figures, recomputed from the windows' JSON.
@@ -424,6 +425,11 @@ const PROBE_DOM: &str = r##"JSON.stringify({
   lanes: document.querySelectorAll("#lanes rect.critical").length,
   cost: document.getElementById("cost").textContent,
   whatif: document.getElementById("whatif").textContent,
+  graphNodes: document.querySelectorAll("#graph .gnode").length,
+  graphHot: [...document.querySelectorAll("#graph .gnode.hot")].map(e => e.dataset.name),
+  graphCritical: [...document.querySelectorAll("#graph .gnode.critical")].map(e => e.dataset.name),
+  graphEdges: document.querySelectorAll("#graph .gedge").length,
+  graphScopes: document.querySelectorAll("#graph .gscope").length,
   whatifFits: document.getElementById("whatif").scrollWidth <= document.getElementById("whatif").parentElement.clientWidth,
   properties: document.getElementById("properties").textContent,
   lateIsNoFault: !faulty({streams: [{faults: ["late data for a window already analyzed"]}]}) &&
@@ -450,14 +456,21 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
         let dom: Value = page.eval(PROBE_DOM).as_str().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
         // (For the docs' screenshot, a fuller timeline.)
         let bars = if std::env::var("SIDECAR_SCREENSHOT").as_deref() == Ok("docs") { 24 } else { 4 };
-        if dom["bars"].as_u64().unwrap_or(0) >= bars && !dom["waitCols"].as_array().is_none_or(|a| a.is_empty()) {
+        if dom["bars"].as_u64().unwrap_or(0) >= bars
+            && !dom["waitCols"].as_array().is_none_or(|a| a.is_empty())
+            && dom["graphNodes"].as_u64().unwrap_or(0) > 0
+        {
             break dom;
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "the page never showed the windows: {dom}");
         std::thread::sleep(Duration::from_millis(250));
     };
     let shot = page.call("Page.captureScreenshot", json!({"format": "png"}));
-    save_screenshot(shot["data"].as_str().unwrap());
+    save_screenshot(shot["data"].as_str().unwrap(), "dashboard.png");
+    let clip = section(&mut page, "graph-section");
+    let shot =
+        page.call("Page.captureScreenshot", json!({"format": "png", "clip": clip, "captureBeyondViewport": true}));
+    save_screenshot(shot["data"].as_str().unwrap(), "dashboard-graph.png");
     let running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();
@@ -480,18 +493,34 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     // The what-if ranking of the selected window (issue 32): w0's Consume.
     let whatif = dom["whatif"].as_str().unwrap();
     assert!(whatif.contains("Consume 2× faster") && whatif.contains("taking no time"), "what-if: {dom}");
+    // The dataflow graph (skew: input → exchange → Consume → probe, in a
+    // dataflow's box): drawn, with w0's Consume the hot operator.
+    assert!(dom["graphNodes"].as_u64().unwrap() >= 3, "graph: {dom}");
+    assert!(dom["graphEdges"].as_u64().unwrap() >= 2, "graph: {dom}");
+    assert!(dom["graphScopes"].as_u64().unwrap() >= 1, "graph: {dom}");
+    assert_eq!(dom["graphHot"], json!(["Consume"]), "the hot operator highlighted: {dom}");
+    assert!(dom["graphCritical"].as_array().unwrap().contains(&json!("Consume")), "{dom}");
     assert_eq!(dom["errors"], json!(""), "errors caught by the page");
     assert_eq!(page.errors(), Vec::<String>::new(), "errors on the console");
 }
 
-/// The browser's screenshot, to target/ (and docs/ on request).
-fn save_screenshot(b64: &str) {
+/// The browser's screenshot, to target/NAME (and docs/NAME on request).
+fn save_screenshot(b64: &str, name: &str) {
     use base64::Engine as _;
     let png = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    std::fs::write(profile_dir().parent().unwrap().join("dashboard.png"), &png).unwrap();
+    std::fs::write(profile_dir().parent().unwrap().join(name), &png).unwrap();
     if std::env::var("SIDECAR_SCREENSHOT").as_deref() == Ok("docs") {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(name);
         std::fs::write(docs, &png).unwrap();
     }
+}
+
+/// A section of the page as a screenshot's clip (page coordinates).
+fn section(page: &mut Cdp, id: &str) -> Value {
+    let expr = format!(
+        "(() => {{ const r = document.getElementById({id:?}).getBoundingClientRect(); \
+         return JSON.stringify({{x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height, scale: 1}}); }})()"
+    );
+    serde_json::from_str(page.eval(&expr).as_str().expect("the section's box")).unwrap()
 }

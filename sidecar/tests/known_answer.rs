@@ -250,6 +250,16 @@ fn pipeline_four_workers() {
         vec![WaitedOn { worker: Some(3), channel: Some(9), kind: "data_message", ns: 790, count: 1, carried_ns: 0 }]
     );
     assert_eq!(r.waiting[3].waiting_ns, 570);
+    // Root causes: w2 waited 20..390 for w1's send, but w1 was itself
+    // waiting on w0 until 190, so 20..190 (170) is charged to w0 and only
+    // 190..390 (200, w1's own stage) to w1; the wait's count stays with
+    // its largest share (and 610..1000, cut, on w3's feedback: 390). w3 waited 20..590 for w2: 20..190 on w0 (through
+    // w2 and w1), 190..390 on w1 (through w2), 390..590 on w2.
+    let on = |k: usize| -> Vec<(Option<u32>, Option<u32>, u64, u64)> {
+        r.waiting[k].on.iter().map(|o| (o.worker, o.channel, o.ns, o.count)).collect()
+    };
+    assert_eq!(on(2), vec![(Some(3), Some(9), 390, 1), (Some(1), Some(6), 200, 1), (Some(0), Some(5), 170, 0)]);
+    assert_eq!(on(3), vec![(Some(1), Some(6), 200, 0), (Some(2), Some(7), 200, 1), (Some(0), Some(5), 170, 0)]);
     let pr = &r.properties;
     assert!(pr.min_in_degree.ok && pr.communication_existence.ok && pr.wait_termination.ok);
 }

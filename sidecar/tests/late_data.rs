@@ -6,33 +6,16 @@
 //! such windows are incomplete, and each says what to do.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn skew() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = profile_dir();
-    BUILT.get_or_init(|| {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
-    });
-    dir.join("skew")
-}
+mod common;
+use common::skew;
 
 /// Threads that spin until dropped: a machine busy with other work.
 struct Hogs(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
@@ -76,7 +59,7 @@ fn the_readme_workload_beside_cpu_hogs_gives_complete_windows() {
     let mut child = Command::new(BIN)
         .args(["watch", "--window", "250ms", "-q", "--json", json.to_str().unwrap(), "--"])
         .arg(&skew)
-        .args(["-w", "2", "--epochs", "60"])
+        .args(["-w", "2", "--epochs", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -95,9 +78,11 @@ fn the_readme_workload_beside_cpu_hogs_gives_complete_windows() {
         })
         .collect();
     eprintln!("{} windows, {} incomplete for late data", windows.len(), late.len());
-    // Each late window raises the grace: at most the first ones are late,
-    // and each says what to do.
-    assert!(late.len() <= 2, "{} of {} windows late: {:#?}", late.len(), windows.len(), late);
+    // Each late window doubles the grace, from 500 ms up to its 5 s bound:
+    // at most four raises, so at most four late windows (with a fixed grace
+    // the same run had about one window in five late); each says what to do.
+    // (Measured here beside three hogs on a loaded 2-core machine: 3 of 553.)
+    assert!(late.len() <= 4, "{} of {} windows late: {:#?}", late.len(), windows.len(), late);
     for w in &late {
         assert!(w["incomplete_reasons"].to_string().contains("raise --grace"), "{w}");
     }

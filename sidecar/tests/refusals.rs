@@ -90,7 +90,7 @@ fn a_missing_input_says_what_was_not_written() {
     let o = sidecar(&["export", "--perfetto", out.to_str().unwrap()], &[&gone]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
-    assert!(e.contains("missing.rlog: cannot open") && e.contains("no Perfetto trace written"), "{e}");
+    assert!(e.contains("missing.rlog: cannot open") && e.contains("nothing written"), "{e}");
     assert!(!e.contains("Perfetto trace written to"), "{e}");
     assert!(!out.exists());
     let o = sidecar(&["whatif", "--speedup", "A=2"], &[&gone]);

@@ -78,10 +78,14 @@ fn a_full_stderr_does_not_stop_the_analysis() {
         return;
     }
     let good = trace("good.rlog");
-    let missing = tmp("missing.rlog");
+    // A file that is not a trace: its error line must be written while the
+    // good file is still analyzed (a missing file is refused before any
+    // analysis starts, so it would not exercise the analysis).
+    let missing = tmp("garbage.rlog");
+    std::fs::write(&missing, b"not a ringlog trace, only words").unwrap();
     let json = tmp("full.jsonl");
     let _ = std::fs::remove_file(&json);
-    // The error line for the missing file cannot be written (ENOSPC).
+    // The error line for the garbage file cannot be written (ENOSPC).
     let child = Command::new(env!("CARGO_BIN_EXE_sidecar"))
         .args(["analyze", missing.to_str().unwrap(), good.to_str().unwrap(), "--window", "20ms", "-q", "-w", "2"])
         .arg("--json")
@@ -91,7 +95,7 @@ fn a_full_stderr_does_not_stop_the_analysis() {
         .spawn()
         .unwrap();
     let status = common::wait_exit(child, "the sidecar with standard error full");
-    // A missing input is an error: status 1, as with a working stderr (the
+    // A bad input is an error: status 1, as with a working stderr (the
     // closing line to stderr fails, and must not turn it into a panic's 101).
     assert_eq!(status.code(), Some(1), "{status}");
     let reps = std::fs::read_to_string(&json).unwrap_or_default();

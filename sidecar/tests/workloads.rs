@@ -75,17 +75,6 @@ fn lines(p: &Path) -> Vec<Value> {
     std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// Workers whose largest "waited on" entry is `on`, and the waiting ns.
-fn waits_on(w: &Value) -> BTreeMap<u64, (Option<u64>, u64)> {
-    let mut m = BTreeMap::new();
-    for x in w["waiting"].as_array().unwrap() {
-        if let Some(top) = x["on"].as_array().unwrap().first() {
-            m.insert(x["worker"].as_u64().unwrap(), (top["worker"].as_u64(), top["ns"].as_u64().unwrap()));
-        }
-    }
-    m
-}
-
 /// Sized so that worker 0's Consume dominates the windows in either
 /// profile (about a second).
 const SKEW: &[&str] = if cfg!(debug_assertions) {
@@ -104,16 +93,13 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
     let inner = &full[1..full.len() - 1];
     // Per window: epoch boundaries (a progress round in which the idle
     // workers also wait on each other, and worker 0's `Dataflow` scope runs
-    // the hand-over) can tip a window; the rest name worker 0's Consume
-    // and every other worker waiting on worker 0.
-    let (mut named, mut all_wait_on_0) = (0, 0);
+    // the hand-over) can tip a window; the rest name worker 0's Consume.
+    let mut named = 0;
     let mut total: BTreeMap<u64, BTreeMap<Option<u64>, u64>> = BTreeMap::new();
     for w in inner {
         assert_eq!(w["complete"], true, "{w}");
         let top = &w["critical_path"]["top_operators"][0];
         named += (top["worker"] == 0 && top["name"] == "Consume") as usize;
-        let on = waits_on(w);
-        all_wait_on_0 += (1..4u64).all(|k| on.get(&k).map(|x| x.0) == Some(Some(0))) as usize;
         for x in w["waiting"].as_array().unwrap() {
             for o in x["on"].as_array().unwrap() {
                 *total.entry(x["worker"].as_u64().unwrap()).or_default().entry(o["worker"].as_u64()).or_default() +=
@@ -123,10 +109,33 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
     }
     let n = inner.len();
     assert!(named * 10 >= n * 8, "w0 Consume tops the critical path in {named} of {n} windows");
-    assert!(all_wait_on_0 * 10 >= n * 8, "workers 1-3 wait most on w0 in {all_wait_on_0} of {n} windows");
+    // Per window, most waits of workers 1-3 are open (they outlive the
+    // 25 ms windows) and are counted where they end, carried. Where a
+    // worker's wait outlived a whole window, its largest cause is worker 0.
+    // The last message read after such a wait is often a peer's progress
+    // echo (the peer was itself waiting on worker 0), so this holds only
+    // because a wait on a waiting peer is charged to the peer's own cause;
+    // "three quarters": a chain is followed inside one window, and the
+    // peer's wait may have ended in the window before.
+    let (mut on_w0, mut reported) = (0, 0);
+    for w in inner {
+        for x in w["waiting"].as_array().unwrap().iter().filter(|x| x["worker"] != 0) {
+            let on = x["on"].as_array().unwrap();
+            let ns = |o: &Value| o["ns"].as_u64().unwrap() + o["carried_ns"].as_u64().unwrap_or(0);
+            if x.get("carried").is_some_and(|c| c["ns"].as_u64().unwrap() >= 25_000_000) {
+                reported += 1;
+                on_w0 += (on.iter().max_by_key(|o| ns(o)).unwrap()["worker"] == 0) as usize;
+            }
+        }
+    }
+    assert!(reported >= 3 && on_w0 * 4 >= reported * 3, "w0 is the largest cause in {on_w0} of {reported}");
+    // Over the run, worker 0 holds at least three quarters of every other
+    // worker's waiting (the rest: the peers' own progress work before they
+    // sent, and epoch boundaries).
     for k in 1..4u64 {
-        let most = total[&k].iter().max_by_key(|(_, ns)| **ns).map(|(on, _)| *on);
-        assert_eq!(most, Some(Some(0)), "worker {k} waited on: {:?}", total[&k]);
+        let all: u64 = total[&k].values().sum();
+        let w0 = total[&k].get(&Some(0)).copied().unwrap_or(0);
+        assert!(w0 * 4 >= all * 3, "worker {k} waited on: {:?}", total[&k]);
     }
     // Over the run: Consume on worker 0 is nearly all of the critical path.
     let (mut consume, mut len) = (0u64, 0u64);
@@ -412,7 +421,8 @@ fn check_perfetto(path: &Path) {
 
 /// The skewed run with long executions, live, at the default flags (1 s
 /// windows, the default grace): `skew` on 2 workers, every record on
-/// worker 0, whose `Consume` runs for about a second per epoch while
+/// worker 0, whose `Consume` runs for a few hundred ms to seconds per epoch (the
+/// machine's load decides) while
 /// worker 1 waits for its progress. Worker 1's waits outlive their windows
 /// (the live deadline hands them over open): they are carried to worker 0
 /// where they end, so the top operator is worker 0's `Consume`, at least
@@ -425,7 +435,7 @@ fn a_skewed_run_with_long_executions_charges_the_waits_to_the_hot_worker() {
     let skew = example("skew");
     let work = if cfg!(debug_assertions) { "64" } else { "1024" };
     let mut args = vec!["watch", "-q", "--summary-json", summary.to_str().unwrap(), "--", skew.to_str().unwrap()];
-    args.extend(["-w", "2", "--epochs", "3", "--records", "1000000", "--work", work]);
+    args.extend(["-w", "2", "--epochs", "3", "--records", "400000", "--work", work]);
     let o = Command::new(BIN).args(&args).output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();

@@ -1,11 +1,11 @@
 //! What-if predictions against real reruns (issue 32): for each scenario,
-//! a workload (`skew`, `pagerank`) runs traced with an operator slowed
-//! (`--slow`), the
-//! sidecar predicts from that trace alone what speeding the operator up
+//! a workload (`skew`, `pagerank`, differential's `reach`) runs traced
+//! with an operator slowed (`--slow`), the sidecar predicts from that trace alone what speeding the operator up
 //! would give (`sidecar whatif`), and the workload runs again with the
 //! operator actually that much lighter; the rerun's own trace gives the
-//! measured time. Rounds alternate the two runs; medians are reported,
-//! with the error of the prediction and of the naive reading of the
+//! measured time. The prediction is made on the whole run as one window
+//! and in 1 s windows (their saved share applied to the whole run).
+//! Rounds alternate the two runs; medians are reported, with the error of the prediction and of the naive reading of the
 //! critical path's shares (the operator's time on the path × (1 − 1/f)).
 //!
 //! ```text
@@ -38,7 +38,7 @@ struct Args {
 /// One scenario: the slowed run, the speedup predicted, the rerun.
 struct Scenario {
     name: &'static str,
-    /// `skew` or `pagerank`.
+    /// `skew`, `pagerank` or `reach`.
     workload: &'static str,
     workers: usize,
     /// skew's `--spread 1`: every worker consumes.
@@ -88,6 +88,24 @@ const SCENARIOS: &[Scenario] = &[
         speedup: "w1:Consume=2",
     },
     Scenario {
+        name: "reach (differential) -w 2, skewed: w0 Reduce's arrangement 2× lighter",
+        workload: "reach",
+        workers: 2,
+        spread: false,
+        slow: "Reduce@0=2",
+        faster: "",
+        speedup: "w0:Reduce=2",
+    },
+    Scenario {
+        name: "reach (differential) -w 2: w0 Join inside iterate 2× faster",
+        workload: "reach",
+        workers: 2,
+        spread: false,
+        slow: "Join@0=2",
+        faster: "",
+        speedup: "w0:Join=2",
+    },
+    Scenario {
         name: "pagerank -w 2: w0 PageRank 2× faster",
         workload: "pagerank",
         workers: 2,
@@ -103,6 +121,8 @@ fn size(workload: &str, smoke: bool) -> &'static [&'static str] {
     match (workload, smoke) {
         ("skew", true) => &["--epochs", "3", "--records", "20000"],
         ("skew", false) => &["--epochs", "6", "--records", "200000"],
+        ("reach", true) => &["--nodes", "5000", "--edges", "20000", "--rounds", "3", "--batch", "500"],
+        ("reach", false) => &[],
         (_, true) => &["--nodes", "20000", "--edges", "200000", "--iters", "5"],
         (_, false) => &["--iters", "20"],
     }
@@ -131,10 +151,12 @@ fn traced_run(bin: &Path, tmp: &Path, s: &Scenario, slow: &str, size: &[&str], t
     (wall, trace)
 }
 
-/// `sidecar whatif --json` on `trace`: (measured, predicted, naive saved) ns.
-fn whatif(bin: &Path, trace: &Path, speedup: &str) -> (f64, f64, f64) {
+/// `sidecar whatif --json` on `trace`, the whole run as one window (`window`
+/// None) or in windows of that length: (measured, predicted, naive saved) ns.
+fn whatif(bin: &Path, trace: &Path, speedup: &str, window: Option<&str>) -> (f64, f64, f64) {
     let out = Command::new(bin.join("sidecar"))
         .args(["whatif", "--json", "--speedup", speedup])
+        .args(window.map(|w| ["--window", w]).iter().flatten())
         .arg(trace)
         .output()
         .expect("run sidecar whatif");
@@ -154,42 +176,53 @@ fn main() {
     let tmp = std::env::temp_dir().join(format!("whatif-accuracy-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let rounds = if a.smoke { 1 } else { a.rounds.max(1) };
-    println!("| scenario | predicted | measured (rerun) | error | naive error | slowed run | wall: slowed / rerun |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut errors = Vec::new();
+    println!(
+        "| scenario | predicted | measured (rerun) | error | naive error | per-window (1 s) error | slowed run | wall: \
+         slowed / rerun |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let (mut errors, mut window_errors) = (Vec::new(), Vec::new());
     for s in SCENARIOS {
         let (mut pred, mut meas, mut naive, mut slowed, mut walls) = (vec![], vec![], vec![], vec![], vec![]);
+        let mut per_window = vec![];
         for r in 0..rounds {
             let size = size(s.workload, a.smoke);
             let (w0, t0) = traced_run(&bin, &tmp, s, s.slow, size, &format!("slow{r}"));
-            let (m0, p0, n0) = whatif(&bin, &t0, s.speedup);
+            let (m0, p0, n0) = whatif(&bin, &t0, s.speedup, None);
+            // Per window: the share saved, applied to the whole run's span.
+            let (mw, pw, _) = whatif(&bin, &t0, s.speedup, Some("1s"));
+            per_window.push(m0 * pw / mw.max(1.0));
             let (w1, t1) = traced_run(&bin, &tmp, s, s.faster, size, &format!("fast{r}"));
             // (A factor of 1 predicts the measured span: the rerun's time.)
-            let (m1, _, _) = whatif(&bin, &t1, &s.speedup.replace("=2", "=1"));
+            let (m1, _, _) = whatif(&bin, &t1, &s.speedup.replace("=2", "=1"), None);
             pred.push(p0);
             naive.push(m0 - n0);
             slowed.push(m0);
             meas.push(m1);
             walls.push((w0, w1));
         }
-        let (p, m, n) = (median(pred), median(meas), median(naive));
+        let (p, m, n, pw) = (median(pred), median(meas), median(naive), median(per_window));
         let err = (p - m).abs() / m;
         let nerr = (n - m).abs() / m;
+        let werr = (pw - m).abs() / m;
         errors.push(err);
+        window_errors.push(werr);
         let (ws, wf) = (median(walls.iter().map(|w| w.0).collect()), median(walls.iter().map(|w| w.1).collect()));
         println!(
-            "| {} | {:.1} ms | {:.1} ms | {:.1} % | {:.1} % | {:.1} ms | {ws:.0} / {wf:.0} ms |",
+            "| {} | {:.1} ms | {:.1} ms | {:.1} % | {:.1} % | {:.1} % | {:.1} ms | {ws:.0} / {wf:.0} ms |",
             s.name,
             p / 1e6,
             m / 1e6,
             err * 100.0,
             nerr * 100.0,
+            werr * 100.0,
             median(slowed) / 1e6
         );
     }
     println!(
-        "\nmedian absolute error: {:.1} % of the measured time ({rounds} rounds per scenario)",
-        median(errors) * 100.0
+        "\nmedian absolute error: {:.1} % of the measured time, {:.1} % per window ({rounds} rounds per scenario)",
+        median(errors) * 100.0,
+        median(window_errors) * 100.0
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }

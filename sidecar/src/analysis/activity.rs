@@ -235,7 +235,7 @@ impl Builder {
                 self.elided = self.elided.saturating_add(elided);
                 self.step(t)
             }
-            Event::Park { .. } | Event::Unpark | Event::Mark { .. } => {}
+            Event::Park { .. } | Event::Unpark | Event::Mark { .. } | Event::Arrangement { .. } => {}
         }
     }
 

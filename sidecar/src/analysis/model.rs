@@ -262,6 +262,25 @@ pub struct SeqMark {
     pub at: Ns,
 }
 
+/// Figures an arrangement record can carry (ringlog's `Figure` values
+/// 1..=FIGURES).
+pub const FIGURES: usize = 9;
+
+/// One arrangement of a stream (a differential trace and its batcher, by
+/// operator) as a window leaves it: the levels its Arrangement records set
+/// (each figure the last value set at or before the window's end), and the
+/// most records it held during the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrangementLevel {
+    pub op: u32,
+    /// Figures set inside the window (bit `i`: figure `i + 1`), until the
+    /// window is handed over (then the levels are whole and this is 0).
+    pub set: u16,
+    /// By figure (ringlog's `Figure` value − 1).
+    pub values: [u64; FIGURES],
+    pub peak_records: u64,
+}
+
 /// A channel's metadata: id, (source operator, port), (target operator, port).
 pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
 
@@ -303,8 +322,14 @@ pub struct Fragment {
     pub program: String,
     /// Metadata of the stream so far: operator names, channels, span names.
     pub ops: Vec<(u32, String)>,
+    /// Operators' addresses: the scope path timely gives each (empty when
+    /// the probe did not say).
+    pub op_addrs: Vec<(u32, Vec<u32>)>,
     pub channels: Vec<ChannelMeta>,
     pub spans: Vec<(u64, String)>,
+    /// The stream's arrangements (differential), by operator: every one it
+    /// has reported so far, as the window leaves them.
+    pub arrangements: Vec<ArrangementLevel>,
     /// realtime − monotonic ns of the host (first clock sample), to report
     /// windows as UNIX times.
     pub realtime_offset: Option<i64>,

@@ -42,6 +42,39 @@ pub struct WindowReport {
     /// (`crate::analysis::whatif`), the largest saving first; with
     /// `sidecar whatif`, the speedup asked for.
     pub what_if: Vec<WhatIf>,
+    /// Differential arrangements as the window leaves them, by worker and
+    /// operator, the most records first (absent when no stream reports
+    /// any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arrangements: Vec<ArrangementReport>,
+}
+
+/// One arrangement (a differential trace and its batcher) of one worker at
+/// the end of a window: the levels the probe's Arrangement records set.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ArrangementReport {
+    pub worker: u32,
+    /// The operator that holds the trace (its id and name).
+    pub operator: u32,
+    pub name: String,
+    /// Updates held in the trace's batches at the window's end, and the
+    /// most it held during the window.
+    pub records: u64,
+    pub peak_records: u64,
+    /// Batches the trace holds; merges started and not completed.
+    pub batches: u64,
+    pub merges: u64,
+    /// The batcher (updates received, not yet sealed into a batch): its
+    /// updates, the bytes its buffers use and have allocated, its
+    /// allocations.
+    pub batcher_records: u64,
+    pub batcher_bytes: u64,
+    pub batcher_capacity_bytes: u64,
+    pub batcher_allocations: u64,
+    /// Handles sharing the trace.
+    pub shares: u64,
+    /// Merge work the trace fell short of, summed since it started.
+    pub merge_shortfall: u64,
 }
 
 /// One what-if prediction for the window (DProf §5.2: the window replayed
@@ -552,10 +585,27 @@ pub struct RunTotals {
     /// Windows whose top operator tied across workers, by the tie in words
     /// (`ArrangeByKey on w0, w1 (tie)`).
     pub ties: std::collections::BTreeMap<String, u64>,
+    /// Differential arrangements by (worker, operator id): the last level
+    /// of records they held (before a drop to nothing, which is the trace
+    /// going away) and the most they ever held, the first
+    /// [`RunTotals::ARRANGEMENTS_KEPT`] of them (in the summary as
+    /// [`RunTotals::largest_arrangements`]).
+    #[serde(skip)]
+    pub arrangements: std::collections::BTreeMap<(u32, u32), ArrangementTotal>,
+}
+
+/// One arrangement over a run: what [`RunTotals`] keeps of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArrangementTotal {
+    pub name: String,
+    /// The last nonzero level of records held.
+    pub records: u64,
+    pub peak_records: u64,
 }
 
 impl RunTotals {
     pub const STREAMS_KEPT: usize = 4096;
+    pub const ARRANGEMENTS_KEPT: usize = 4096;
 
     pub fn add(&mut self, r: &WindowReport) {
         self.windows += 1;
@@ -597,6 +647,30 @@ impl RunTotals {
             e.0 += w.saved_ns;
             e.1 += w.measured_ns;
         }
+        for a in &r.arrangements {
+            let key = (a.worker, a.operator);
+            if !self.arrangements.contains_key(&key) && self.arrangements.len() >= Self::ARRANGEMENTS_KEPT {
+                continue;
+            }
+            let t = self.arrangements.entry(key).or_default();
+            if t.name.is_empty() {
+                t.name.clone_from(&a.name);
+            }
+            if a.records > 0 {
+                t.records = a.records;
+            }
+            t.peak_records = t.peak_records.max(a.peak_records).max(a.records);
+        }
+    }
+
+    /// The run's largest arrangements: (worker, name, last level held,
+    /// peak), the largest peak first, at most `n`.
+    pub fn largest_arrangements(&self, n: usize) -> Vec<(u32, String, u64, u64)> {
+        let mut v: Vec<(u32, String, u64, u64)> =
+            self.arrangements.iter().map(|((w, _), t)| (*w, t.name.clone(), t.records, t.peak_records)).collect();
+        v.sort_by(|a, b| b.3.cmp(&a.3).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v
     }
 
     /// The job-level what-if predictions, the largest saving first:
@@ -625,7 +699,14 @@ mod tests {
         r.critical_path.length_ns = 250_000_000;
         let op = |name: &str, ns, share| OpShare { worker: 0, operator: 2, name: name.into(), ns, share };
         r.critical_path.top_operators = vec![op("Consume", 247_500_000, 0.99), op("Probe", 100_000, 0.0004)];
-        let on = WaitedOn { worker: Some(0), channel: Some(6), kind: "data_message", ns: 249_000_000, count: 3 };
+        let on = WaitedOn {
+            worker: Some(0),
+            channel: Some(6),
+            kind: "data_message",
+            ns: 249_000_000,
+            count: 3,
+            carried_ns: 0,
+        };
         r.waiting = vec![WorkerWaiting { worker: 1, waiting_ns: 249_000_000, on: vec![on], ..Default::default() }];
         for c in [&mut r.properties.min_in_degree, &mut r.properties.communication_existence] {
             c.ok = true;

@@ -27,6 +27,12 @@
 //!   wait whose ending nothing in the trace explains, end no earlier than
 //!   they did. (A waiting-for-input gap shorter than [`INPUT_MIN`] is the
 //!   engine's scheduling, not input: it keeps its duration.)
+//! - **Input the program makes itself moves with it** (a closed loop): a
+//!   waiting-for-input gap that the worker's own push ends (a send outside
+//!   any execution: the driver loop's `input.send` once `step_while`
+//!   returned) is the driver making its next input; it keeps its duration.
+//!   DProf §5.2 keeps the outside world's edges inelastic; this one follows
+//!   the worker's own progress, so it moves like its other work.
 //!
 //! The replay visits every point (vertex, send, read) once in the order of
 //! its measured time, which is a topological order of the DAG (program
@@ -233,18 +239,32 @@ impl<'g> Replay<'g> {
 
     /// The window replayed with `scales`.
     pub fn run(&self, scales: &Scales) -> Prediction {
+        // Before the first sped-up piece of work starts, every point keeps
+        // its measured time: the replay starts there, each worker at its
+        // last point before it.
+        self.replay_from(scales, self.first_change(scales))
+    }
+
+    /// [`Replay::run`] with the points before `from` taken as measured.
+    fn replay_from(&self, scales: &Scales, from: Ns) -> Prediction {
         let g = self.g;
-        let mut times = vec![0; g.len()];
-        let mut sent = vec![0; self.links.len()];
+        let mut times = g.t.clone();
+        let mut sent: Vec<Ns> = self.links.iter().map(|l| l.sent).collect();
         let mut at: Vec<Cursor> = g
             .chains
             .iter()
             .map(|&(s, e)| {
-                let t0 = if e > s { g.t[s as usize] } else { 0 };
-                Cursor { a: t0, b: t0, next: s, end: e }
+                let before = g.t[s as usize..e as usize].partition_point(|&t| t < from) as u32;
+                let t0 = match before {
+                    0 if e > s => g.t[s as usize],
+                    0 => 0,
+                    k => g.t[(s + k - 1) as usize],
+                };
+                Cursor { a: t0, b: t0, next: s + before, end: e }
             })
             .collect();
-        for &p in &self.order {
+        let first = self.order.partition_point(|&p| self.time_of(p) < from);
+        for &p in &self.order[first..] {
             let ix = (p & 0xffff_ffff) as usize;
             match p >> 62 {
                 WORK | WAIT_END => {
@@ -270,6 +290,33 @@ impl<'g> Replay<'g> {
             }
         }
         Prediction { measured_ns: self.measured_ns, predicted_ns: self.span(&times), times }
+    }
+
+    /// The measured time of point `p`.
+    #[inline]
+    fn time_of(&self, p: u64) -> Ns {
+        let ix = (p & 0xffff_ffff) as usize;
+        match p >> 62 {
+            WORK | WAIT_END => self.g.t[ix],
+            SEND => self.links[ix].sent,
+            _ => self.links[ix].read.max(self.links[ix].sent),
+        }
+    }
+
+    /// Where the first piece of work that `scales` shrinks starts (`Ns::MAX`:
+    /// none): each sped-up worker's chain read until its first such piece.
+    fn first_change(&self, scales: &Scales) -> Ns {
+        let g = self.g;
+        let mut from = Ns::MAX;
+        for (w, &(s, e)) in g.chains.iter().enumerate() {
+            if scales.0.get(w).is_none_or(|k| k.iter().all(|&(_, x)| x == 1.0)) {
+                continue;
+            }
+            if let Some(v) = (s as usize + 1..e as usize).find(|&v| scales.of(w, g.kind[v]) != 1.0) {
+                from = from.min(g.t[v - 1]);
+            }
+        }
+        from
     }
 
     /// From the earliest chain start to the latest end of work (an
@@ -303,8 +350,12 @@ impl<'g> Replay<'g> {
                 let src = g.comms[g.term[v] as usize].src as usize;
                 times[v - 1].max(times[src].saturating_add(g.t[v] - g.t[src]))
             }
-            // A gap too short to be input: the engine's own scheduling.
-            EKind::WaitingForInput if g.t[v] - g.t[v - 1] < INPUT_MIN => times[v - 1] + (g.t[v] - g.t[v - 1]),
+            // A gap too short to be input: the engine's own scheduling. A
+            // gap the worker's own push ended: the program's driver making
+            // its next input (closed loop): both keep their duration.
+            EKind::WaitingForInput if g.t[v] - g.t[v - 1] < INPUT_MIN || own_push(g, v) => {
+                times[v - 1] + (g.t[v] - g.t[v - 1])
+            }
             // Waiting for input, or a wait nothing here ended: the outside
             // world keeps its time.
             EKind::Wait | EKind::WaitingForInput => times[v - 1].max(g.t[v]),
@@ -326,6 +377,20 @@ impl<'g> Replay<'g> {
             _ => c.b,
         }
     }
+}
+
+/// An operator execution or a span ends at `v`.
+fn is_execution(g: &Graph, v: usize) -> bool {
+    matches!(g.kind[v], EKind::Op(_) | EKind::Span(_))
+}
+
+/// The gap into `v` was ended by its worker's own push outside any
+/// execution (a message or progress sent by the program's driver: input
+/// fed, advanced, flushed): the next stretch of its chain is another gap,
+/// not an execution starting at `v`.
+fn own_push(g: &Graph, v: usize) -> bool {
+    let w = g.w[v] as usize;
+    v + 1 < g.chains[w].1 as usize && !is_execution(g, v + 1)
 }
 
 fn is_work(g: &Graph, v: usize) -> bool {
@@ -490,6 +555,33 @@ mod tests {
         assert_eq!(p.times[g.chains[1].1 as usize - 1], 50);
     }
 
+    /// A closed loop: w0 works 4 ms (op 1), then its driver makes the next
+    /// input for 2 ms and pushes it (a send outside any execution: the gap
+    /// is followed by another gap, not by an execution), then works 4 ms
+    /// more (op 1). Op 1 2× faster: 2 + 2 + 2 = 6 ms, the driver's gap
+    /// moving with the work before it. The same gap ended by op 1's start
+    /// (input from outside) keeps its end at 6 ms: 6 + 2 = 8 ms.
+    #[test]
+    fn input_the_driver_pushes_moves_with_the_replay() {
+        const MS: Ns = 1_000_000;
+        let layout = |pushed: bool| {
+            let mut b = GraphBuilder::new((0, 100 * MS), 1);
+            b.segment(0, 0, 4 * MS, EKind::Op(1));
+            b.segment(0, 4 * MS, 6 * MS, EKind::WaitingForInput);
+            let at = if pushed { 6 * MS + 1_000 } else { 6 * MS };
+            if pushed {
+                // The gap after the push, up to the next execution.
+                b.segment(0, 6 * MS, at, EKind::Unknown);
+            }
+            b.segment(0, at, at + 4 * MS, EKind::Op(1));
+            b.build()
+        };
+        let g = layout(true);
+        assert_eq!(Replay::new(&g, &[]).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 6 * MS + 1_000);
+        let g = layout(false);
+        assert_eq!(Replay::new(&g, &[]).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 8 * MS);
+    }
+
     /// Waiting for input keeps its end: w0 works 1 ms (op 2), waits for
     /// input until 4 ms, then works [4, 10) ms (op 1). Nothing before the
     /// input gets faster, so only op 1 itself can gain. A gap shorter than
@@ -601,6 +693,20 @@ mod tests {
                 }
                 let none = r.run(&scales(n, &(0..n).map(|w| (w, 99, 4.0)).collect::<Vec<_>>()));
                 prop_assert_eq!(none.predicted_ns, same.predicted_ns);
+            }
+
+            /// Starting the replay at the first sped-up piece of work gives
+            /// what replaying every point does, for one worker's speedup
+            /// as for every worker's.
+            #[test]
+            fn replaying_from_the_first_change_is_exact(n in 2usize..5, seed in any::<u64>(), op in 1u32..4, f in 1.0f64..8.0, w in 0usize..5) {
+                let (g, links) = window(n, seed);
+                let r = Replay::new(&g, &links);
+                for s in [scales(n, &[(w % n, op, f)]), scales(n, &(0..n).map(|w| (w, op, f)).collect::<Vec<_>>())] {
+                    let (a, b) = (r.run(&s), r.replay_from(&s, 0));
+                    prop_assert_eq!(&a.times, &b.times);
+                    prop_assert_eq!(a.predicted_ns, b.predicted_ns);
+                }
             }
         }
     }

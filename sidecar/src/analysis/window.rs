@@ -9,7 +9,9 @@
 
 use std::collections::VecDeque;
 
-use crate::analysis::model::{mark_horizon, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid};
+use crate::analysis::model::{
+    mark_horizon, ArrangementLevel, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid, FIGURES,
+};
 
 /// The groups of the window messages last went to, by (half, channel, other
 /// worker): direct-mapped, a miss asks the fragment. Most messages of a
@@ -98,7 +100,17 @@ pub struct Windower {
     seq_marks: Vec<SeqMark>,
     /// See `Fragment::clean_since`.
     clean_since: Ns,
+    /// The stream's arrangements as the last window handed over left them
+    /// (by operator), at most `MAX_ARRANGEMENTS`.
+    arrangements: Vec<ArrangementLevel>,
+    /// Arrangement records of operators past `MAX_ARRANGEMENTS` (ignored).
+    pub arrangements_refused: u64,
 }
+
+/// Arrangements a stream may report at most (a program has a few per
+/// worker; a corrupt stream could name millions of operators). Records of
+/// further operators are counted and ignored.
+pub const MAX_ARRANGEMENTS: usize = 4096;
 
 /// Windows an item is placed in at most (a corrupt clock can make one span
 /// absurdly many); the rest of a longer one is silence, skipped.
@@ -126,6 +138,8 @@ impl Windower {
             last_seq: Default::default(),
             seq_marks: Vec::new(),
             clean_since: 0,
+            arrangements: Vec::new(),
+            arrangements_refused: 0,
         }
     }
 
@@ -426,6 +440,73 @@ impl Windower {
         }
     }
 
+    /// An arrangement record at `t`: `figure` (ringlog's `Figure` value) of
+    /// operator `op`'s arrangement is `value` from now on. Unknown figures
+    /// are skipped (a newer probe's).
+    pub fn arrangement(&mut self, t: Ns, op: u32, figure: u32, value: u64) {
+        let Some(i) = (figure as usize).checked_sub(1).filter(|&i| i < FIGURES) else { return };
+        let known = self.arrangements.binary_search_by_key(&op, |a| a.op).is_ok();
+        let k = self.index(t).max(self.next);
+        let started = self.started;
+        let frag = if started { self.slot(k) } else { None };
+        let refused = &mut self.arrangements_refused;
+        let list = match frag.and_then(|off| self.open[off].as_deref_mut()) {
+            Some(f) => &mut f.arrangements,
+            // (Before the stream's first window, or a window past reach:
+            // the level the next window starts from.)
+            None => &mut self.arrangements,
+        };
+        let at = match list.binary_search_by_key(&op, |a| a.op) {
+            Ok(at) => at,
+            Err(_) if !known && list.len() >= MAX_ARRANGEMENTS => {
+                *refused += 1;
+                return;
+            }
+            Err(at) => {
+                list.insert(at, ArrangementLevel { op, ..Default::default() });
+                at
+            }
+        };
+        let a = &mut list[at];
+        a.set |= 1 << i;
+        a.values[i] = value;
+        if i == 0 {
+            a.peak_records = a.peak_records.max(value);
+        }
+    }
+
+    /// Window `f` is handed over: its arrangements become whole (the
+    /// levels before it, updated with what it set) and the levels the next
+    /// window starts from.
+    fn settle_arrangements(&mut self, f: &mut Fragment) {
+        // Each level enters the window at what the last window left.
+        for l in &mut self.arrangements {
+            l.peak_records = l.values[0];
+            l.set = 0;
+        }
+        for a in std::mem::take(&mut f.arrangements) {
+            let at = match self.arrangements.binary_search_by_key(&a.op, |x| x.op) {
+                Ok(at) => at,
+                Err(at) if self.arrangements.len() < MAX_ARRANGEMENTS => {
+                    self.arrangements.insert(at, ArrangementLevel { op: a.op, ..Default::default() });
+                    at
+                }
+                Err(_) => {
+                    self.arrangements_refused += 1;
+                    continue;
+                }
+            };
+            let l = &mut self.arrangements[at];
+            for i in 0..FIGURES {
+                if a.set & 1 << i != 0 {
+                    l.values[i] = a.values[i];
+                }
+            }
+            l.peak_records = l.peak_records.max(a.peak_records).max(l.values[0]);
+        }
+        f.arrangements.clone_from(&self.arrangements);
+    }
+
     /// Marks the windows overlapping `[from, to]` with a fault (before the
     /// stream's first record: its first window).
     pub fn fault(&mut self, from: Ns, to: Ns, why: &str) {
@@ -491,17 +572,20 @@ impl Windower {
                 f.seq_before = self.seq_marks.clone();
                 f.clean_since = self.clean_since;
                 self.note_seqs(&f.msgs);
+                self.settle_arrangements(&mut f);
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
             } else if empty_run < MAX_SKIP && self.silent_to.is_none_or(|s| k > s) {
                 self.age_seqs(k);
-                out.push(Fragment {
+                let mut f = Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),
                     seq_before: self.seq_marks.clone(),
                     clean_since: self.clean_since,
                     ..self.fragment(k)
-                });
+                };
+                self.settle_arrangements(&mut f);
+                out.push(f);
                 empty_run += 1;
                 k += 1;
             } else {

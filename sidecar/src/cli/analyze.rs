@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::pipeline::dataflow::{Inputs, Settings};
 
-use super::common::{check_inputs, run_dataflow, timely_args, Common};
+use sidecar::output::sink::Sink;
+
+use super::common::{check_inputs, outputs, run_dataflow_into, timely_args, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,9 +33,20 @@ pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
         sidecar::say!("sidecar: error: {e}{nothing}");
         return 1;
     }
+    match outputs(common) {
+        Ok(sink) => analyze_files_into(files, common, sink),
+        Err(e) => {
+            sidecar::say!("sidecar: error: {e}");
+            2
+        }
+    }
+}
+
+/// [`analyze_files`] into outputs already set up (the inputs checked).
+pub fn analyze_files_into(files: Vec<PathBuf>, common: &Common, sink: Sink) -> i32 {
     let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);
-    run_dataflow(settings, Inputs::Files(files), common).0
+    run_dataflow_into(settings, Inputs::Files(files), common, sink).0
 }
 
 /// The settings of an offline analysis: a progress bar on a terminal, the

@@ -234,24 +234,12 @@ pub fn outputs(c: &Common) -> Result<Sink, String> {
             .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         perfetto = Some(Arc::new(Mutex::new(e)));
     }
-    Ok(Sink { json, terminal, perfetto, http: None, compact_lines: c.compact_lines })
+    Ok(Sink { json, terminal, perfetto, graph: None, http: None, compact_lines: c.compact_lines })
 }
 
-/// Runs the dataflow on `inputs` into the outputs the flags name: the exit
-/// status (0, 1 with decode errors, 2 when it could not run) and the run's
-/// totals.
-pub fn run_dataflow(settings: Settings, inputs: Inputs, common: &Common) -> (i32, Option<RunStats>) {
-    let sink = match outputs(common) {
-        Ok(s) => s,
-        Err(e) => {
-            sidecar::say!("sidecar: error: {e}");
-            return (2, None);
-        }
-    };
-    run_dataflow_into(settings, inputs, common, sink)
-}
-
-/// [`run_dataflow`] with its outputs already set up.
+/// Runs the dataflow on `inputs` into `sink` (the outputs the flags name,
+/// set up by [`outputs`]): the exit status (0, 1 with decode errors, 2
+/// when it could not run) and the run's totals.
 pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, sink: Sink) -> (i32, Option<RunStats>) {
     let t0 = std::time::Instant::now();
     // (Live: what the connection limits did goes in the closing line.)

@@ -1,16 +1,27 @@
-//! `sidecar export`: recorded probe files into a Perfetto trace; an
-//! `analyze` whose only output is the trace.
+//! `sidecar export`: recorded probe files into a Perfetto trace, a Graphviz
+//! drawing of the dataflow, or both; an `analyze` whose only outputs are
+//! those.
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use super::analyze::analyze_files;
-use super::common::{parse_window, parse_workers, Common};
+use sidecar::output::graph::{dot::write_dot, Dataflow};
+
+use super::analyze::analyze_files_into;
+use super::common::{check_inputs, outputs, parse_window, parse_workers, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The Perfetto trace to write.
-    #[arg(long, value_name = "OUT", required = true)]
-    perfetto: PathBuf,
+    #[arg(long, value_name = "OUT", required_unless_present = "dot")]
+    perfetto: Option<PathBuf>,
+    /// The dataflow graph of the whole run to write as Graphviz DOT: the
+    /// operators with their share of the critical path, the channels with
+    /// their messages and share of the waits, the scopes as clusters
+    /// (`dot -Tsvg FILE -o graph.svg` draws it).
+    #[arg(long, value_name = "FILE")]
+    dot: Option<PathBuf>,
     /// Recorded probe files, as for `analyze`.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -22,8 +33,49 @@ pub struct Args {
     workers: usize,
 }
 
-pub fn export(Args { perfetto, files, window, workers }: Args) -> i32 {
+pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     // (A trace has no place for predictions.)
-    let common = Common { perfetto: Some(perfetto), ..Common::offline(window, workers, "off") };
-    analyze_files(files, &common)
+    let common = Common { perfetto, ..Common::offline(window, workers, "off") };
+    if let Err(e) = check_inputs(&files) {
+        sidecar::say!("sidecar: error: {e}; nothing written");
+        return 1;
+    }
+    let mut sink = match outputs(&common) {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: error: {e}");
+            return 2;
+        }
+    };
+    // Created before the analysis: a path that cannot be written is said
+    // at once, not after minutes of it.
+    let dot = match dot.map(|p| std::fs::File::create(&p).map(|f| (p.clone(), f)).map_err(|e| (p, e))).transpose() {
+        Ok(d) => d,
+        Err((p, e)) => {
+            sidecar::say!("sidecar: error: cannot create {}: {e}", p.display());
+            return 2;
+        }
+    };
+    let flow = Arc::new(Mutex::new(Dataflow::default()));
+    if dot.is_some() {
+        sink.graph = Some(flow.clone());
+    }
+    let code = analyze_files_into(files, &common, sink);
+    if let (Some((path, file)), true) = (dot, code != 2) {
+        let graph = flow.lock().unwrap().graph();
+        let mut w = std::io::BufWriter::new(file);
+        if let Err(e) = write_dot(&graph, &mut w).and_then(|_| w.flush()) {
+            sidecar::say!("sidecar: error: {}: {e}", path.display());
+            return 2;
+        }
+        sidecar::say!(
+            "sidecar: dataflow graph ({} operators, {} edges, {} scopes) written to {} (draw it: dot -Tsvg {} -o graph.svg)",
+            graph.nodes.len(),
+            graph.edges.len(),
+            graph.scopes.len(),
+            path.display(),
+            path.display()
+        );
+    }
+    code
 }

@@ -477,6 +477,8 @@ mod tests {
             programs: vec!["p".into()],
             op_names: vec![ops],
             span_names: vec![Default::default()],
+            op_addrs: vec![Default::default()],
+            channels: vec![Vec::new()],
             counters: vec![Default::default()],
             activities: vec![
                 Activity { stream: 0, start: 0, end: 10, what: ActivityKind::Operator(1) },
@@ -520,6 +522,8 @@ mod tests {
             programs: vec!["p".into()],
             op_names: vec![ops.clone()],
             span_names: vec![Default::default()],
+            op_addrs: vec![Default::default()],
+            channels: vec![Vec::new()],
             counters: vec![Default::default()],
             activities: vec![Activity { stream: 0, start, end, what: ActivityKind::Operator(1) }],
             messages: vec![],

@@ -12,6 +12,9 @@ pub struct Sink {
     pub terminal: Option<Box<dyn Write + Send>>,
     /// Timeline export; windows are written by their owners as analyzed.
     pub perfetto: Option<SharedPerfetto>,
+    /// The dataflow graph (`export --dot`): every window's detail folded
+    /// in by its owner.
+    pub graph: Option<SharedGraph>,
     /// `--http`: the dashboard's and `/metrics`' feed (never blocks).
     pub http: Option<super::http::Feed>,
     /// The terminal lines in their compact form (`--compact-lines`).
@@ -19,6 +22,9 @@ pub struct Sink {
 }
 
 pub use super::named::NamedOutput;
+
+/// The dataflow graph of the run, shared by the workers that own windows.
+pub type SharedGraph = Arc<Mutex<super::graph::Dataflow>>;
 
 /// The Perfetto export, shared by the workers that own windows.
 pub type SharedPerfetto = Arc<Mutex<super::export::PerfettoExport<Box<dyn Write + Send>>>>;

@@ -321,6 +321,34 @@ pub struct Summary {
     pub ties: Vec<(String, u64)>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
+    /// The largest differential arrangements: (worker, operator, records
+    /// at the last level held, peak), the largest peak first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arrangements: Vec<(u32, String, u64, u64)>,
+}
+
+/// A count in words a person reads at a glance: `5.4 M`, `12.0 k`, `731`.
+pub fn count_words(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{:.1} k", n as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} M", n as f64 / 1e6),
+        _ => format!("{:.1} G", n as f64 / 1e9),
+    }
+}
+
+/// The summary's arrangements line (empty without arrangements).
+fn arrangements_line(a: &[(u32, String, u64, u64)]) -> String {
+    if a.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = a
+        .iter()
+        .map(|(w, name, records, peak)| {
+            format!("w{w} {name} {} records (peak {})", count_words(*records), count_words(*peak))
+        })
+        .collect();
+    format!("  arrangements: {}\n", parts.join(", "))
 }
 
 impl Summary {
@@ -371,6 +399,7 @@ impl Summary {
             what_if,
             cost,
             probe_line: probe.cloned(),
+            arrangements: t.largest_arrangements(4),
         }
     }
 
@@ -416,6 +445,7 @@ impl Summary {
             })
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
+        s += &arrangements_line(&self.arrangements);
         for (_, words, _) in &self.what_if {
             s += &format!("  what-if: {words}\n");
         }
@@ -643,6 +673,37 @@ mod tests {
         let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, c).text();
         assert!(text.contains("w0 Count 99.0%"), "{text}");
         assert!(!text.contains("Probe"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_names_the_largest_arrangements_with_their_last_level_and_peak() {
+        use crate::analysis::report::{ArrangementReport, WindowReport};
+        let a = |worker, operator, name: &str, records, peak_records| ArrangementReport {
+            worker,
+            operator,
+            name: name.into(),
+            records,
+            peak_records,
+            ..Default::default()
+        };
+        let mut t = RunTotals::default();
+        // w0's arrangement peaks at 6.1 M inside a window, holds 5.4 M, and
+        // is dropped (0) when the program ends; w1's stays at 12,000.
+        for arr in [
+            vec![a(0, 4, "ArrangeByKey", 5_000_000, 6_100_000), a(1, 4, "ArrangeByKey", 12_000, 12_000)],
+            vec![a(0, 4, "ArrangeByKey", 5_400_000, 5_400_000), a(1, 4, "ArrangeByKey", 12_000, 12_000)],
+            vec![a(0, 4, "ArrangeByKey", 0, 5_400_000)],
+        ] {
+            t.add(&WindowReport { arrangements: arr, ..Default::default() });
+        }
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0)).text();
+        assert!(
+            text.contains("  arrangements: w0 ArrangeByKey 5.4 M records (peak 6.1 M), w1 ArrangeByKey 12.0 k records (peak 12.0 k)\n"),
+            "{text}"
+        );
+        assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), None, Cost::default())
+            .text()
+            .contains("arrangements"));
     }
 
     #[test]

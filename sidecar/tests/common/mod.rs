@@ -165,3 +165,25 @@ pub fn live_sidecar(sock: &std::path::Path, args: &[&str]) -> std::process::Chil
     wait_for(sock);
     child
 }
+
+/// target/<profile>, from the test's executable (target/<profile>/deps/x).
+pub fn profile_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The `skew` example binary, built once per test binary (same profile and
+/// target dir).
+pub fn skew() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    let dir = profile_dir();
+    BUILT.get_or_init(|| {
+        let mut c = std::process::Command::new(env!("CARGO"));
+        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
+    });
+    dir.join("skew")
+}

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::model::{Fragment, MsgKind, Ns, Sid};
+use crate::analysis::model::{ChannelMeta, Fragment, MsgKind, Ns, Sid};
 
 /// What a timeline export (Perfetto) needs of one window, beyond the report:
 /// every worker's activities and waits, the messages between workers, and
@@ -21,6 +21,10 @@ pub struct WindowDetail {
     /// Per stream: operator names and span names known so far.
     pub op_names: Vec<FxHashMap<u32, String>>,
     pub span_names: Vec<FxHashMap<u64, String>>,
+    /// Per stream: its operators' addresses (scope paths) and its channels,
+    /// for the dataflow graph.
+    pub op_addrs: Vec<FxHashMap<u32, Vec<u32>>>,
+    pub channels: Vec<Vec<ChannelMeta>>,
     /// Per stream: its instrumentation counters in this window.
     pub counters: Vec<crate::analysis::model::Counters>,
     /// Operator executions, spans, waits (clipped to the window).
@@ -96,6 +100,8 @@ impl WindowDetail {
             d.programs.push(f.program.clone());
             d.op_names.push(f.ops.iter().cloned().collect());
             d.span_names.push(f.spans.iter().cloned().collect());
+            d.op_addrs.push(f.op_addrs.iter().cloned().collect());
+            d.channels.push(f.channels.clone());
             d.counters.push(f.counters);
         }
         d

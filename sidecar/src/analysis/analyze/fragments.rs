@@ -36,6 +36,9 @@ pub(super) fn merge_fragments(index: u64, width: Ns, mut frags: Vec<Fragment>) -
                 m.faults.extend(f.faults);
                 m.covered = (m.covered.0.min(f.covered.0), m.covered.1.max(f.covered.1));
                 m.ended |= f.ended;
+                if m.arrangements.is_empty() {
+                    m.arrangements = f.arrangements;
+                }
             }
             _ => merged.push(f),
         }

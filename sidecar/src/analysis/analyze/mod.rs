@@ -13,17 +13,21 @@
 //! 5. [`timelines`]: each worker's executions and gaps laid into the window
 //!    graph (Sager §3.1),
 //! 6. each gap typed Waiting / Waiting-for-Input / unknown (Sager §5.1,
-//!    sager-notes §2.4),
+//!    sager-notes §2.4), and a wait on a peer that was itself waiting
+//!    charged to the peer's cause ([`root_causes`]),
 //! 7. and the window graph built.
 //! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed.
 //! 9. [`what_if`]: what speeding up the path's top operators would save
 //!    (DProf §5.2, [`crate::analysis::whatif`]).
 //! 10. [`participation`]: critical participation (SnailTrail).
 //! 11. [`trace_checks`]: Sager's trace properties (§3.3).
-//! 12. The report's last facts: other timelines, completeness.
+//! 12. [`arrangements`]: differential's arrangements, as the window leaves
+//!     them.
+//! 13. The report's last facts: other timelines, completeness.
 
 use rustc_hash::FxHashMap;
 
+mod arrangements;
 mod critical;
 mod detail;
 mod fragments;
@@ -31,6 +35,7 @@ mod matching;
 mod participation;
 mod streams;
 pub use streams::LATE_DATA;
+mod root_causes;
 mod tables;
 mod timelines;
 mod trace_checks;
@@ -119,6 +124,7 @@ pub fn analyze_detail(
     rep.participation = participation::rank_participation(&g, &streams.sids, &names);
     rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
     rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
+    rep.arrangements = arrangements::list_arrangements(&frags, &names);
     other_timelines(&mut rep, &frags, &mut reasons);
     for f in frags {
         crate::analysis::model::give_items(f.items);

@@ -9,6 +9,7 @@ use rustc_hash::FxHashMap;
 
 use super::detail::{Activity, ActivityKind, WindowDetail};
 use super::matching::Matched;
+use super::root_causes::{root_causes, ChainedWait};
 use super::{kind_name, TOP};
 use crate::analysis::graph::{EKind, Graph, GraphBuilder};
 use crate::analysis::model::{give_items, Busy, GapEnd, Item, Ns, Sid};
@@ -31,6 +32,7 @@ pub(super) fn lay_out_timelines(
     let mut gb = GraphBuilder::new(window, n);
     let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
     let present = present_workers(sids);
+    let mut lanes: Vec<LaneWaits> = Vec::with_capacity(n);
     for j in 0..n {
         // The intervals nearly always come in order; sorted otherwise.
         let (iv, sorted) = &mut intervals[j];
@@ -46,6 +48,7 @@ pub(super) fn lay_out_timelines(
             finder: WaitFinder::new(&arrivals[j], &inbox[j], window),
             waiting: WorkerWaiting { worker: sids[j].worker, ..Default::default() },
             on: FxHashMap::default(),
+            chained: Vec::new(),
         };
         for (k, it) in iv.iter().enumerate() {
             // The execution after a gap (its reads are what the gap awaited).
@@ -55,8 +58,10 @@ pub(super) fn lay_out_timelines(
             };
             lane.item(*it, read_until, &mut gb, detail.as_deref_mut());
         }
-        waiting.push(lane.finish());
+        lanes.push(LaneWaits { waiting: lane.waiting, on: lane.on, chained: lane.chained });
     }
+    charge_root_causes(&mut lanes, window.0);
+    waiting.extend(lanes.into_iter().map(LaneWaits::finish));
     for (iv, _) in intervals {
         give_items(iv);
     }
@@ -90,6 +95,9 @@ struct Lane<'a> {
     /// Waits by what ended them: (ns, count, ns carried from earlier
     /// windows).
     on: FxHashMap<OnKey, (Ns, u64, Ns)>,
+    /// The waits ended by a message from a worker in the window, for
+    /// [`charge_root_causes`].
+    chained: Vec<ChainedWait<OnKey>>,
 }
 
 impl Lane<'_> {
@@ -130,13 +138,22 @@ impl Lane<'_> {
                         // The wait began where its gap's local causes
                         // expired, maybe in an earlier window.
                         let since = cause_until.max(start).min(w.start);
-                        if w.cut {
+                        // Open: cut at the window's end and a wait on a
+                        // message (or on what the live deadline left open)
+                        // by what the stream's builder saw next. (A cut
+                        // gap whose next work read nothing is
+                        // Waiting-for-Input at once: nothing later makes it
+                        // a wait on a sender.)
+                        if w.cut && matches!(w.kind, WaitKind::Waiting(_)) {
                             self.open(&w, since, gb, detail);
                         } else {
-                            if since < w.start && w.start == self.window.0 {
+                            let began = if since < w.start && w.start == self.window.0 {
                                 self.carry(&w, since);
-                            }
-                            self.wait(&w, gb, detail);
+                                since
+                            } else {
+                                w.start
+                            };
+                            self.wait(&w, began, gb, detail);
                         }
                         gb.segment(self.j, w.end, end, EKind::Unknown);
                     }
@@ -161,9 +178,11 @@ impl Lane<'_> {
         }
     }
 
-    /// The wait inside a gap: a Waiting-for-Input segment, or a Waiting one
-    /// tied (when the finder named one) to the message that ended it.
-    fn wait(&mut self, w: &Wait, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+    /// The wait inside a gap (which began at `began`, before the window
+    /// when earlier windows had it open): a Waiting-for-Input segment, or a
+    /// Waiting one tied (when the finder named one) to the message that
+    /// ended it.
+    fn wait(&mut self, w: &Wait, began: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
         let d = w.end - w.start;
         match w.kind {
             WaitKind::WaitingForInput => {
@@ -187,6 +206,8 @@ impl Lane<'_> {
                 e.1 += 1;
                 if let Some(a) = w.terminator {
                     gb.terminated_wait(self.j, w.end, a.src as usize, a.sent, a.channel, a.kind);
+                    let chained = ChainedWait { start: began, end: w.end, sent: a.sent, key, sender: a.src as usize };
+                    self.chained.push(chained);
                 }
             }
         }
@@ -236,7 +257,16 @@ impl Lane<'_> {
         let (start, end) = (start.max(self.window.0), end.min(self.window.1));
         d.activities.push(Activity { stream: self.j as u32, start, end, what });
     }
+}
 
+/// One worker's waits once its lane is laid, before they are reported.
+struct LaneWaits {
+    waiting: WorkerWaiting,
+    on: FxHashMap<OnKey, (Ns, u64, Ns)>,
+    chained: Vec<ChainedWait<OnKey>>,
+}
+
+impl LaneWaits {
     /// The worker's waits, the largest causes first.
     fn finish(self) -> WorkerWaiting {
         let mut on: Vec<WaitedOn> = self
@@ -256,5 +286,56 @@ impl Lane<'_> {
         });
         on.truncate(TOP);
         WorkerWaiting { on, ..self.waiting }
+    }
+}
+
+/// Charges each wait's stretches during which its sender was itself
+/// waiting to that wait's root cause ([`super::root_causes`]): the time
+/// (split at the window's start `ws` into this window's and the carried
+/// part) moves between the `on` entries; the wait's count goes with its
+/// largest share, and a carried wait is named after the root of its
+/// carried part.
+fn charge_root_causes(lanes: &mut [LaneWaits], ws: Ns) {
+    let chained: Vec<Vec<ChainedWait<OnKey>>> = lanes.iter_mut().map(|l| std::mem::take(&mut l.chained)).collect();
+    let moved = root_causes(&chained);
+    // Per wait: the time each root took from it (in this window, carried).
+    let mut shares: FxHashMap<(usize, usize), Vec<(OnKey, Ns, Ns)>> = FxHashMap::default();
+    for m in &moved {
+        let carried = m.end.min(ws).saturating_sub(m.start);
+        let inside = m.end - m.start - carried;
+        let list = shares.entry((m.lane, m.wait)).or_default();
+        match list.iter_mut().find(|s| s.0 == m.to) {
+            Some(s) => (s.1, s.2) = (s.1 + inside, s.2 + carried),
+            None => list.push((m.to, inside, carried)),
+        }
+    }
+    for ((lane, i), list) in shares {
+        let w = chained[lane][i];
+        let l = &mut lanes[lane];
+        let (mut left_in, mut left_carried) = (w.end - w.start.max(ws), ws.saturating_sub(w.start));
+        for &(to, inside, carried) in &list {
+            let e = l.on.entry(to).or_default();
+            (e.0, e.2) = (e.0 + inside, e.2 + carried);
+            (left_in, left_carried) = (left_in - inside, left_carried - carried);
+        }
+        let from = l.on.get_mut(&w.key).expect("a chained wait is counted under its key");
+        from.0 -= list.iter().map(|s| s.1).sum::<Ns>();
+        from.2 -= list.iter().map(|s| s.2).sum::<Ns>();
+        // The count and a carried wait's name follow the largest share.
+        let most = list.iter().max_by_key(|s| s.1 + s.2).expect("a moved wait has a share");
+        if most.1 + most.2 > left_in + left_carried {
+            from.1 -= 1;
+            l.on.entry(most.0).or_default().1 += 1;
+        }
+        if w.start < ws {
+            let most = list.iter().max_by_key(|s| s.2).expect("a moved wait has a share");
+            if let Some(c) = l.waiting.carried.as_mut().filter(|_| most.2 > left_carried) {
+                (c.worker, c.channel, c.message) = (most.0 .0, most.0 .1, Some(most.0 .2));
+            }
+        }
+    }
+    for l in lanes.iter_mut() {
+        // Entries emptied by the moves are not reported.
+        l.on.retain(|_, e| e.0 + e.2 > 0 || e.1 > 0);
     }
 }

@@ -196,9 +196,11 @@ impl Ingest {
             Body::Metadata(m) => {
                 for e in m {
                     match e {
-                        Meta::Operator { id, name, .. } => {
+                        Meta::Operator { id, name, addr } => {
                             st.ops.retain(|(i, _)| *i != id);
                             st.ops.push((id, name));
+                            st.op_addrs.retain(|(i, _)| *i != id);
+                            st.op_addrs.push((id, addr));
                         }
                         Meta::Channel { id, src, dst } => st.channels.push((id, src, dst)),
                         Meta::Span { id, name } => {

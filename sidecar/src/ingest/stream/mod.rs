@@ -51,6 +51,8 @@ struct Stream {
     /// than a frame number, as in `Proc`).
     next_seq: Option<u128>,
     ops: Vec<(u32, String)>,
+    /// Operators' addresses (their scopes), as `ops`.
+    op_addrs: Vec<(u32, Vec<u32>)>,
     channels: Vec<crate::analysis::model::ChannelMeta>,
     spans: Vec<(u64, String)>,
     /// Last record time (ns): where lost records would have been.
@@ -123,6 +125,7 @@ impl Ingest {
             windower: Windower::new(sid, width),
             next_seq: None,
             ops: Vec::new(),
+            op_addrs: Vec::new(),
             channels: Vec::new(),
             spans: Vec::new(),
             last_ts: None,
@@ -146,6 +149,7 @@ impl Ingest {
             }
             for f in &mut out[before..] {
                 f.ops = st.ops.clone();
+                f.op_addrs = st.op_addrs.clone();
                 f.channels = st.channels.clone();
                 f.spans = st.spans.clone();
             }
@@ -157,6 +161,7 @@ impl Ingest {
             if let Some(st) = f.stream.and_then(|s| self.streams.get(&s)) {
                 if f.ops.is_empty() {
                     f.ops = st.ops.clone();
+                    f.op_addrs = st.op_addrs.clone();
                     f.channels = st.channels.clone();
                     f.spans = st.spans.clone();
                 }

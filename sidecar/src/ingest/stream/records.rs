@@ -31,6 +31,7 @@ pub(super) fn event_of(r: &ringlog::Record) -> Option<ringlog::Event> {
     const PK: u8 = Kind::Park as u8;
     const UP: u8 = Kind::Unpark as u8;
     const MK: u8 = Kind::Mark as u8;
+    const AR: u8 = Kind::Arrangement as u8;
     Some(match r.kind {
         SS => ScheduleStart { op: r.b },
         SP => ScheduleStop { op: r.b },
@@ -44,6 +45,7 @@ pub(super) fn event_of(r: &ringlog::Record) -> Option<ringlog::Event> {
         PK => Park { hint: r.a },
         UP => Unpark,
         MK => Mark { id: r.a },
+        AR => Arrangement { op: r.b, figure: r.c, value: r.a },
         _ => return None,
     })
 }
@@ -299,6 +301,11 @@ pub(super) fn take_event(st: &mut Stream, c: &mut Counters, clock: &Clock, t: Ns
         MessageRecv { channel, from, seq, .. } => w.message(t, Half::Recv, channel, from, seq),
         ProgressSend { channel, seq } => w.message(t, Half::PSend, channel, 0, seq),
         ProgressRecv { channel, from, seq } => w.message(t, Half::PRecv, channel, from, seq),
+        Arrangement { op, figure, value } => {
+            // (A level, not a point of the timeline: the builder need not see it.)
+            w.arrangement(t, op, figure, value);
+            return;
+        }
         _ => {}
     }
     st.builder.push_ordered(t, ev);

@@ -252,7 +252,10 @@ mod tests {
     use super::*;
 
     fn update(window: u64) -> Update {
-        let json = serde_json::json!({"window": window, "complete": true, "critical_path": {"length_ns": 5}});
+        update_of(serde_json::json!({"window": window, "complete": true, "critical_path": {"length_ns": 5}}))
+    }
+
+    fn update_of(json: Value) -> Update {
         Update::Window(Box::new(WindowUpdate {
             json: json.to_string(),
             lanes: None,
@@ -274,15 +277,7 @@ mod tests {
         let h = hub(500);
         let (_backlog, rx) = h.subscribe().unwrap();
         for (w, ms) in [(0, 390.0), (1, 410.0), (2, 380.0), (3, 0.0), (4, 0.0)] {
-            let json = serde_json::json!({"window": w, "complete": true, "emitted_after_end_ms": ms});
-            h.apply(Update::Window(Box::new(WindowUpdate {
-                json: json.to_string(),
-                lanes: None,
-                totals: Default::default(),
-                errors: 0,
-                connections: 1,
-                refused: [0; 3],
-            })));
+            h.apply(update_of(serde_json::json!({"window": w, "complete": true, "emitted_after_end_ms": ms})));
         }
         let last = rx.try_iter().last().unwrap();
         let data: Value = serde_json::from_str(last.trim_start_matches("event: window\ndata: ").trim()).unwrap();

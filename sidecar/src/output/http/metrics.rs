@@ -18,24 +18,36 @@
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
 //! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps), as the summary's cost account |
 //! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
+//! | `sidecar_arrangement_records` | gauge | `worker`, `operator`, `id` (differential: updates the trace holds, at the latest window's end) |
+//! | `sidecar_arrangement_batches` | gauge | the same |
+//! | `sidecar_arrangement_merges` | gauge | the same (merges in flight) |
+//! | `sidecar_arrangement_batcher_records` | gauge | the same |
+//! | `sidecar_arrangement_batcher_bytes` | gauge | the same |
+//! | `sidecar_arrangement_batcher_allocations` | gauge | the same |
 //!
 //! Label cardinality is bounded: per window, only its top
 //! [`TOP_OPERATORS`] critical-path operators keep their names, the rest of
 //! its path is booked as `operator="other"`; and over the whole run at most
 //! [`MAX_SERIES`] (worker, operator) pairs, waits triples and streams get a
-//! series of their own, later ones going to `other` too.
+//! series of their own, later ones going to `other` too. The arrangement
+//! gauges follow each window's [`TOP_ARRANGEMENTS`] largest arrangements,
+//! at most [`MAX_SERIES`] (worker, operator) pairs over the run; a level
+//! cannot be summed into `other`, so the rest get no series.
 
 use std::collections::HashSet;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::Value;
 
 /// Operators of a window that keep their name (the rest: `other`).
 pub const TOP_OPERATORS: usize = 5;
+/// Arrangements of a window whose levels the gauges show (the largest).
+pub const TOP_ARRANGEMENTS: usize = 10;
 /// Series per labelled family, at most (the rest: `other`).
 pub const MAX_SERIES: usize = 64;
 
@@ -58,9 +70,22 @@ pub struct Metrics {
     dropped: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
     tracing_cost: Family<Labels, FloatGauge>,
-    /// Label sets given a series so far, per family.
-    admitted: [HashSet<Labels>; 3],
+    /// The arrangement gauges, by the report field each shows.
+    arrangements: Vec<(&'static str, Family<Labels, Gauge>)>,
+    /// Label sets given a series so far, per family (0: operators, 1:
+    /// waits, 2: streams, 3: arrangements).
+    admitted: [HashSet<Labels>; 4],
 }
+
+/// The arrangement gauges: (metric name, report field, help).
+const ARRANGEMENT_GAUGES: [(&str, &str, &str); 6] = [
+    ("arrangement_records", "records", "Updates a differential arrangement holds, by worker and operator"),
+    ("arrangement_batches", "batches", "Batches a differential arrangement holds"),
+    ("arrangement_merges", "merges", "Merges in flight in a differential arrangement"),
+    ("arrangement_batcher_records", "batcher_records", "Updates in an arrangement's batcher, not yet in a batch"),
+    ("arrangement_batcher_bytes", "batcher_bytes", "Bytes an arrangement's batcher uses"),
+    ("arrangement_batcher_allocations", "batcher_allocations", "Allocations an arrangement's batcher holds"),
+];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -85,6 +110,7 @@ impl Metrics {
             dropped: Family::default(),
             refusals: Family::default(),
             tracing_cost: Family::default(),
+            arrangements: ARRANGEMENT_GAUGES.iter().map(|(_, field, _)| (*field, Family::default())).collect(),
             admitted: Default::default(),
         };
         let r = &mut m.registry;
@@ -126,6 +152,9 @@ impl Metrics {
              a buffer at --max-buffered",
             m.refusals.clone(),
         );
+        for ((name, _, help), (_, family)) in ARRANGEMENT_GAUGES.iter().zip(&m.arrangements) {
+            r.register(*name, *help, family.clone());
+        }
         m
     }
 
@@ -176,6 +205,28 @@ impl Metrics {
         }
         if let Some(ms) = w["emitted_after_end_ms"].as_f64() {
             self.latency.observe(ms.max(0.0) / 1e3);
+        }
+        self.arrangements(w);
+    }
+
+    /// The window's largest arrangements' levels (the report lists them
+    /// largest first).
+    fn arrangements(&mut self, w: &Value) {
+        for a in w["arrangements"].as_array().into_iter().flatten().take(TOP_ARRANGEMENTS) {
+            let labels = vec![
+                ("worker", a["worker"].as_u64().unwrap_or(0).to_string()),
+                ("operator", a["name"].as_str().unwrap_or("?").to_string()),
+                ("id", a["operator"].as_u64().unwrap_or(0).to_string()),
+            ];
+            let set = &mut self.admitted[3];
+            if !set.contains(&labels) && set.len() >= MAX_SERIES {
+                continue;
+            }
+            set.insert(labels.clone());
+            for (field, family) in &self.arrangements {
+                let v = a[*field].as_u64().unwrap_or(0).min(i64::MAX as u64) as i64;
+                family.get_or_create(&labels).set(v);
+            }
         }
     }
 
@@ -302,6 +353,26 @@ mod tests {
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_connections\"} 52"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"hello_timeout\"} 40"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered\"} 2"), "{t}");
+    }
+
+    #[test]
+    fn a_windows_arrangements_become_gauges_that_follow_the_latest_window() {
+        let mut m = Metrics::new();
+        let w = |records: u64| {
+            serde_json::json!({"arrangements": [
+                {"worker": 0, "operator": 7, "name": "ArrangeByKey", "records": records, "batches": 3,
+                 "merges": 1, "batcher_records": 10, "batcher_bytes": 640, "batcher_allocations": 2},
+            ]})
+        };
+        m.window(&w(6_100_000), &[]);
+        m.window(&w(5_400_000), &[]);
+        let t = m.text();
+        let l = "{worker=\"0\",operator=\"ArrangeByKey\",id=\"7\"}";
+        assert!(t.contains(&format!("sidecar_arrangement_records{l} 5400000")), "{t}");
+        assert!(t.contains(&format!("sidecar_arrangement_batches{l} 3")), "{t}");
+        assert!(t.contains(&format!("sidecar_arrangement_merges{l} 1")), "{t}");
+        assert!(t.contains(&format!("sidecar_arrangement_batcher_bytes{l} 640")), "{t}");
+        assert!(t.contains(&format!("sidecar_arrangement_batcher_allocations{l} 2")), "{t}");
     }
 
     #[test]

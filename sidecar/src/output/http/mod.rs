@@ -6,7 +6,9 @@
 //! * `GET /metrics`: Prometheus / OpenMetrics text ([`metrics`]);
 //! * `GET /api/windows?since=N`: the kept windows' `--json` objects, from
 //!   window N on; `GET /api/summary`: the `--summary-json` object so far;
-//! * `GET /perfetto`: the kept windows as a Perfetto trace.
+//! * `GET /perfetto`: the kept windows as a Perfetto trace;
+//! * `GET /api/graph?window=N` or `?last=K`: the dataflow graph of a window
+//!   or of the last windows, laid out ([`crate::output::graph`]).
 //!
 //! The analysis never waits for any of it: the pipeline hands each window
 //! to a [`Feed`] (a bounded channel, `try_send`: a full channel drops the

@@ -78,6 +78,7 @@ fn answer(rq: Request, state: &State) {
         },
         "/api/summary" => text(state.inner.lock().unwrap().summary.to_string(), "application/json"),
         "/perfetto" => perfetto(state),
+        "/api/graph" => graph(state, query),
         _ => text("not found\n", "text/plain").with_status_code(404),
     };
     // Every body whole, with its Content-Length: tiny_http would send one
@@ -122,6 +123,61 @@ mod tests {
         assert!(since("since=abc").unwrap_err().contains("since=abc: expected a window number"));
         assert!(since("since=-1").is_err());
         assert!(since("until=3").unwrap_err().contains("unknown parameter"));
+    }
+}
+
+/// `GET /api/graph?window=N` (that window), `?last=K` (the last K windows
+/// kept, 60 at most; the default: the last one): the dataflow graph laid
+/// out, with its figures ([`crate::output::graph::Graph::layout_json`]),
+/// built from the windows' details outside the hub's lock. A window not
+/// kept is a 404, a query that is not understood a 400; both say why.
+fn graph(state: &State, query: &str) -> Response<std::io::Cursor<Vec<u8>>> {
+    let error = |code: u16, why: String| {
+        text(serde_json::json!({ "error": why }).to_string(), "application/json").with_status_code(code)
+    };
+    let (mut window, mut last) = (None, None);
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let n = match v.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => return error(400, format!("{k}={v}: expected a number")),
+        };
+        match k {
+            "window" => window = Some(n),
+            "last" if (1..=MAX_GRAPH_WINDOWS).contains(&n) => last = Some(n),
+            "last" => return error(400, format!("last={n}: between 1 and {MAX_GRAPH_WINDOWS} windows")),
+            _ => return error(400, format!("{k}: unknown parameter (window=N or last=K)")),
+        }
+    }
+    let details: Vec<_> = state.inner.lock().unwrap().details.iter().cloned().collect();
+    let mut kept: Vec<u64> = details.iter().map(|d| d.window).collect();
+    kept.sort_unstable();
+    kept.dedup();
+    let chosen: Vec<u64> = match window {
+        Some(w) if kept.binary_search(&w).is_ok() => vec![w],
+        Some(w) => return error(404, format!("window {w} is not kept (kept: {})", range_of(&kept))),
+        None => kept[kept.len().saturating_sub(last.unwrap_or(1) as usize)..].to_vec(),
+    };
+    let mut flow = crate::output::graph::Dataflow::default();
+    for d in details.iter().filter(|d| chosen.binary_search(&d.window).is_ok()) {
+        flow.add(d);
+    }
+    match flow.graph().layout_json() {
+        Ok(mut v) => {
+            v["kept"] = serde_json::json!(kept);
+            text(v.to_string(), "application/json")
+        }
+        Err(why) => error(422, why),
+    }
+}
+
+/// Windows the graph view folds together at most (`last=K`).
+const MAX_GRAPH_WINDOWS: u64 = 60;
+
+fn range_of(kept: &[u64]) -> String {
+    match (kept.first(), kept.last()) {
+        (Some(a), Some(b)) => format!("{a}–{b}"),
+        _ => "none yet".into(),
     }
 }
 

@@ -147,6 +147,8 @@ struct Shared {
     /// apart, written by each window's owner.
     sink: Arc<Mutex<Sink>>,
     perfetto: Option<SharedPerfetto>,
+    /// The dataflow graph (`export --dot`), folded by each window's owner.
+    graph: Option<crate::output::sink::SharedGraph>,
     /// `--http`'s feed.
     feed: Option<crate::output::http::Feed>,
     /// The terminal lines' form (`--compact-lines`).
@@ -164,6 +166,7 @@ struct Shared {
 impl Shared {
     fn new(settings: Settings, inputs: Inputs, mut sink: Sink, prints_reports: bool) -> Shared {
         let perfetto = sink.perfetto.take();
+        let graph = sink.graph.take();
         let feed = sink.http.take();
         let compact_lines = sink.compact_lines;
         let total_bytes: u64 = match &inputs {
@@ -175,6 +178,7 @@ impl Shared {
             inputs: Arc::new(inputs),
             sink: Arc::new(Mutex::new(sink)),
             perfetto,
+            graph,
             feed,
             compact_lines,
             stats: Arc::new(Mutex::new(RunStats::default())),

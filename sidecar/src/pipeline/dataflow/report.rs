@@ -11,7 +11,7 @@ use crate::analysis::model::Ns;
 use crate::analysis::report::WindowReport;
 use crate::io::now_unix_ns;
 use crate::output::http::Feed;
-use crate::output::sink::SharedPerfetto;
+use crate::output::sink::{SharedGraph, SharedPerfetto};
 use crate::pipeline::analyst::Done;
 
 /// Turns a worker's analyzed windows into report lines.
@@ -20,6 +20,7 @@ pub(super) struct Reporter {
     /// Live input's stop flag (`None`: files).
     stop: Option<Arc<AtomicBool>>,
     perfetto: Option<SharedPerfetto>,
+    graph: Option<SharedGraph>,
     feed: Option<Feed>,
     compact_lines: bool,
     stats: Arc<Mutex<RunStats>>,
@@ -35,6 +36,7 @@ impl Reporter {
                 _ => None,
             },
             perfetto: shared.perfetto.clone(),
+            graph: shared.graph.clone(),
             feed: shared.feed.clone(),
             compact_lines: shared.compact_lines,
             stats: shared.stats.clone(),
@@ -42,10 +44,11 @@ impl Reporter {
         }
     }
 
-    /// Whether windows need their detail (for the Perfetto trace, or the
-    /// dashboard's lanes and Perfetto download).
+    /// Whether windows need their detail (for the Perfetto trace, the
+    /// dataflow graph, or the dashboard's lanes, graph and Perfetto
+    /// download).
     pub(super) fn wants_detail(&self) -> bool {
-        self.perfetto.is_some() || self.feed.is_some()
+        self.perfetto.is_some() || self.graph.is_some() || self.feed.is_some()
     }
 
     /// A window analyzed: its Perfetto part written, its report added to
@@ -58,6 +61,9 @@ impl Reporter {
                     self.outputs.fail("the Perfetto trace", &e);
                 }
             }
+        }
+        if let (Some(g), Some(detail)) = (&self.graph, &detail) {
+            g.lock().unwrap().add(detail);
         }
         // The dashboard's lanes travel with the line; the detail itself
         // goes to the feed (for its Perfetto download).
