@@ -342,13 +342,19 @@ fn programs_sharing_worker_indices_on_one_host_are_matched_apart() {
 
 /// A timely cluster of two processes on one host (process 1 runs worker 0,
 /// process 2 worker 1): worker 0 broadcasts progress at 900; worker 1, idle
-/// from 110, reads it at 1510, in the next 1000 ns window. On one host a
-/// message arrives when it is sent, as data messages in flight do: worker
-/// 1 waits [110, 900] on worker 0, whatever the window width. (Progress in
-/// flight reached only the sender's own process: with 1000 ns windows the
-/// wait ran on to the window's end, 890 ns; one 2000 ns window saw 790.)
+/// from 110, starts the execution that reads it at 1500. Between processes
+/// a message is in flight from its send until its reader could read it;
+/// worker 1 polls while idle, so it arrived at 1500, the end of the gap
+/// (docs/analysis.md, "Transit between processes"): worker 1 waits [110,
+/// 1500] on worker 0's progress, and the transit [900, 1500] is on the
+/// critical path. In 1000 ns windows: window 0 holds 890 ns of the wait
+/// (open at its end, typed where it ends and, offline, counted back there)
+/// and window 1 the other 500, with the transit's part in it, [1000, 1500],
+/// on its path. In one 2000 ns window: 1390 ns of waiting and 600 of
+/// transit. (Before the transit rule the message arrived at its send: 790
+/// ns of waiting, no transit.)
 #[test]
-fn progress_in_flight_between_processes_of_a_cluster_arrives_when_sent() {
+fn progress_between_processes_of_a_cluster_arrives_when_its_reader_could_read_it() {
     let w0 = vec![
         (0, start(1)),
         (850, stop(1)),
@@ -368,22 +374,19 @@ fn progress_in_flight_between_processes_of_a_cluster_arrives_when_sent() {
     ];
     let a = encode_host(HOST, 1, 0, &[w0], true, &[]);
     let b = encode_host(HOST, 2, 1, &[w1], true, &[]);
-    let on = vec![WaitedOn {
-        worker: Some(0),
-        channel: Some(0),
-        kind: "progress_message",
-        ns: 790,
-        count: 1,
-        carried_ns: 0,
-    }];
-    for width in [1000, 2000] {
+    let on = |ns| {
+        vec![WaitedOn { worker: Some(0), channel: Some(0), kind: "progress_message", ns, count: 1, carried_ns: 0 }]
+    };
+    // (window width, window, w1's waiting in it, transit on its path)
+    for (width, k, waited, transit) in [(1000, 0, 890, 0), (1000, 1, 500, 500), (2000, 0, 1390, 600)] {
         let (reps, errs) = analyze_bytes(&[("a", &a), ("b", &b)], width);
         assert!(errs.is_empty(), "{errs:?}");
-        let r = &reps[0];
+        let r = reps.iter().find(|r| r.window == k).unwrap();
         assert!(r.complete, "{:?}", r.incomplete_reasons);
-        assert_eq!((r.waiting[1].waiting_ns, &r.waiting[1].on), (790, &on), "{width} ns windows");
+        assert_eq!((r.waiting[1].waiting_ns, &r.waiting[1].on), (waited, &on(waited)), "{width} ns windows, {k}");
         let cp = &r.critical_path;
         assert!(cp.equals_span && cp.stuck.is_none(), "{cp:?}");
+        assert_eq!(cp.by_kind.progress_message, transit, "{width} ns windows, {k}: {cp:?}");
     }
 }
 

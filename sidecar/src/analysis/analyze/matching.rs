@@ -314,7 +314,9 @@ impl<'a> Matching<'a> {
         for &(i, sender, marks) in senders {
             for m in marks.iter().filter(|m| m.half == Half::Send) {
                 let Some(j) = self.streams.resolve(self.streams.key_of(sender), m.other) else { continue };
-                if m.at < frags[j].clean_since {
+                // Between processes a message unread here has no known
+                // arrival: not buffered ([`Stretches::arrival`]).
+                if m.at < frags[j].clean_since || self.streams.pk[j] != self.streams.key_of(sender) {
                     continue;
                 }
                 let read_before = seq_before(frags, j, Half::Recv, m.channel, sender.worker);
@@ -424,11 +426,19 @@ impl<'a> Matching<'a> {
                     } else {
                         mc.data_unmatched += 1;
                     }
-                    // From another process: in flight at the window's start.
+                    // From another process: in flight at the window's start,
+                    // arrived when its receiver could read it; the part of
+                    // its transit inside the window is on the path.
                     let read = self.inbox[j].reads[r.at as usize];
-                    let crossed = src.is_some_and(|i| self.crosses(i, j));
-                    let at = if crossed { self.stretches.arrival(j, ws, read) } else { ws };
-                    self.inbox[j].arrived[r.at as usize] = at;
+                    match src.filter(|&i| self.crosses(i, j)) {
+                        Some(i) => {
+                            let at = self.stretches.arrival(j, ws, read);
+                            self.inbox[j].arrived[r.at as usize] = at;
+                            let kind = MsgKind::Data;
+                            self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind, sent: ws });
+                        }
+                        None => self.inbox[j].arrived[r.at as usize] = ws,
+                    }
                     b += 1;
                 }
                 _ => break,
@@ -489,12 +499,23 @@ impl<'a> Matching<'a> {
                         }
                     }
                     _ => {
-                        if streams.resolve(streams.pk[j], from).is_some() || streams.own_worker(j, from) {
+                        let i = group.map(|g| g.2).or_else(|| streams.resolve(streams.pk[j], from));
+                        if i.is_some() || streams.own_worker(j, from) {
                             mc.progress_from_before += 1;
                         } else {
                             mc.progress_unmatched += 1;
                         }
-                        self.inbox[j].arrived[slot as usize] = ws;
+                        // From another process, sent before the window: as
+                        // data in `merge_data_group`.
+                        match i.filter(|&i| streams.pk[i] != streams.pk[j]) {
+                            Some(i) => {
+                                let at = self.stretches.arrival(j, ws, r);
+                                self.inbox[j].arrived[slot as usize] = at;
+                                let kind = MsgKind::Progress;
+                                self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind, sent: ws });
+                            }
+                            None => self.inbox[j].arrived[slot as usize] = ws,
+                        }
                     }
                 }
             }
@@ -502,21 +523,18 @@ impl<'a> Matching<'a> {
     }
 
     /// Progress buffered all through the window (as data in
-    /// [`Self::buffered_data`]): every worker of the sender's process, and of
-    /// the cluster's other processes on its host, gets each progress
-    /// message. (A sender that ended, of a process with no stream left here,
-    /// has no known worker block: its progress reaches its own process only.)
+    /// [`Self::buffered_data`]): every other worker of the sender's process
+    /// gets each progress message. (The cluster's other processes get it
+    /// too, but a message between processes unread here has no known
+    /// arrival: [`Stretches::arrival`].)
     fn buffered_progress(&mut self, frags: &[Fragment], senders: &[SenderMarks]) {
         let streams = self.streams;
         let ws = self.window.0;
         for &(i, sender, marks) in senders {
             for m in marks.iter().filter(|m| m.half == Half::PSend) {
                 let p = streams.key_of(sender);
-                let cluster =
-                    streams.processes().filter(|&q| streams.peers(p, q)).flat_map(|q| streams.procs[q as usize].iter());
                 let own = streams.procs.get(p as usize).map_or(&[][..], |v| &v[..]);
-                let receivers =
-                    own.iter().chain(cluster).copied().filter(|&j| Some(j) != i && streams.sids[j].host == sender.host);
+                let receivers = own.iter().copied().filter(|&j| Some(j) != i);
                 for j in receivers.filter(|&j| m.at >= frags[j].clean_since) {
                     let read_before = seq_before(frags, j, Half::PRecv, m.channel, sender.worker);
                     let read_here = self
