@@ -7,7 +7,8 @@
 
 mod common;
 use common::*;
-use sidecar::analysis::report::WindowReport;
+use sidecar::analysis::report::{RunTotals, WindowReport};
+use sidecar::output::watch::{Cost, Summary};
 use sidecar::pipeline::analyze_bytes;
 
 /// Window width (ns) and the schedule's figures: operator A computes for
@@ -163,9 +164,20 @@ fn a_slow_link_between_processes_is_transit_on_the_path_and_waits_on_both_sides(
             .iter()
             .all(|o| o.worker == Some(on) && o.kind == "data_message" && o.channel == Some(CH[on as usize])));
     }
-    // The window line says it.
+    // The window line says it, and so does the run's summary (`sidecar
+    // watch`, `--summary-json`'s `transit_share`): the path's transit over
+    // its length.
     let line = r.readable_line();
-    assert!(line.contains("transit"), "{line}");
+    let pct = |x: f64| format!("{:.0}%", 100.0 * x);
+    let share = transit as f64 / length as f64;
+    assert!(line.contains(&format!("(transit between processes {})", pct(share))), "{line}");
+    let mut t = RunTotals::default();
+    t.add(&r);
+    let cost = Cost::new(&t, None, 12.0, 10.0);
+    let summary = Summary::new(&["x".into()], 0, 1.0, &t, None, cost);
+    assert!((summary.transit_share - share).abs() < 1e-9, "{}", summary.transit_share);
+    let text = summary.text();
+    assert!(text.contains(&format!("; transit between processes {:.1}%", 100.0 * share)), "{text}");
 }
 
 /// Within one process a message arrives as it is sent: each worker's

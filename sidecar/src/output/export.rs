@@ -552,6 +552,61 @@ mod tests {
         }
     }
 
+    /// A critical path that crosses processes: worker 1 (process 8) runs A
+    /// over [0, 20] and sends at 20; its message is in flight until 60,
+    /// where worker 0 (process 7) runs B to 70. The critical-path track
+    /// holds A, the transit [20, 60] named after its channel and sender,
+    /// and B; a message within one process (start = end) has no transit
+    /// slice.
+    #[test]
+    fn a_message_in_flight_between_processes_is_a_transit_slice_on_the_critical_path() {
+        let (s0, s1) = (Sid { host: 1, process: 7, worker: 0 }, Sid { host: 1, process: 8, worker: 1 });
+        let mut ops = rustc_hash::FxHashMap::default();
+        ops.insert(1u32, "A".to_string());
+        ops.insert(2u32, "B".to_string());
+        let message = |start| CriticalPiece {
+            stream: 0,
+            start,
+            end: 60,
+            what: CriticalKind::Message { from: 1, channel: 5, kind: MsgKind::Data },
+        };
+        for (sent, transit) in [(20, true), (60, false)] {
+            let d = WindowDetail {
+                host: 1,
+                window: 0,
+                span: (0, 100),
+                streams: vec![s0, s1],
+                programs: vec!["p".into(), "p".into()],
+                op_names: vec![ops.clone(), ops.clone()],
+                span_names: vec![Default::default(), Default::default()],
+                op_addrs: vec![Default::default(), Default::default()],
+                channels: vec![Vec::new(), Vec::new()],
+                counters: vec![Default::default(), Default::default()],
+                activities: vec![
+                    Activity { stream: 1, start: 0, end: sent, what: ActivityKind::Operator(1) },
+                    Activity { stream: 0, start: 60, end: 70, what: ActivityKind::Operator(2) },
+                ],
+                messages: vec![],
+                critical: vec![
+                    CriticalPiece { stream: 0, start: 60, end: 70, what: CriticalKind::Operator(2) },
+                    message(sent),
+                    CriticalPiece { stream: 1, start: 0, end: sent, what: CriticalKind::Operator(1) },
+                ],
+            };
+            let mut x = PerfettoExport::new(Vec::new());
+            x.window(&d).unwrap();
+            let cp = x.procs[&(1, 7)].1;
+            let got: Vec<(String, u64, u64)> =
+                slices(&x.finish().unwrap()).into_iter().filter(|s| s.0 == cp).map(|s| (s.1, s.2, s.3)).collect();
+            let mut want = vec![("w1: A".to_string(), 1, sent)];
+            if transit {
+                want.push(("w0: transit ch5 from w1".to_string(), 20, 60));
+            }
+            want.push(("w0: B".to_string(), 60, 70));
+            assert_eq!(got, want, "sent at {sent}");
+        }
+    }
+
     /// Worker thread ids are unique and in i32's range whatever the worker
     /// indices: the readable pid·1000 + worker + 1 for low indices, spare
     /// ones above for the rest. An index near 2³² overflowed the tid (a
