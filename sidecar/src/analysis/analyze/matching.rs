@@ -137,6 +137,31 @@ fn seq_before(frags: &[Fragment], j: usize, half: Half, channel: u32, other: u32
     marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
 }
 
+/// A message read by stream `j` (its read's `slot`, its channel and kind)
+/// and sent before the window. Within one process it arrived by the
+/// window's start. From another process (`crossed`: the sender's stream)
+/// it was in flight at the window's start and arrived when `j` could read
+/// it ([`Stretches::arrival`]): an arrival from that sender, the part of
+/// its transit inside the window on the path.
+fn arrived_from_before(
+    stretches: &mut Stretches,
+    j: usize,
+    crossed: Option<usize>,
+    inbox: &mut Inbox,
+    arrivals: &mut ArrivalRuns,
+    (slot, channel, kind): (usize, u32, MsgKind),
+) {
+    let ws = stretches.start;
+    match crossed {
+        Some(i) => {
+            let at = stretches.arrival(j, ws, inbox.reads[slot]);
+            inbox.arrived[slot] = at;
+            arrivals.push(Arrival { at, src: i as u32, channel, kind, sent: ws });
+        }
+        None => inbox.arrived[slot] = ws,
+    }
+}
+
 /// Each stream's intervals in the window, and (when first asked) where its
 /// busy stretches begin: when its messages from other processes arrived.
 struct Stretches {
@@ -360,7 +385,6 @@ impl<'a> Matching<'a> {
     fn merge_data_group(&mut self, group: &DataGroup, mc: &mut MessageCounts, mut detail: Option<&mut WindowDetail>) {
         let DataGroup { key: (channel, from, to), si, ref sends, ri, ref reads } = *group;
         let streams = self.streams;
-        let ws = self.window.0;
         // The worker each side is on (the reader may be absent: another host).
         let src = si.or_else(|| ri.and_then(|j| streams.resolve(streams.pk[j], from)));
         let dst = ri.or_else(|| si.and_then(|i| streams.resolve(streams.pk[i], to)));
@@ -426,19 +450,10 @@ impl<'a> Matching<'a> {
                     } else {
                         mc.data_unmatched += 1;
                     }
-                    // From another process: in flight at the window's start,
-                    // arrived when its receiver could read it; the part of
-                    // its transit inside the window is on the path.
-                    let read = self.inbox[j].reads[r.at as usize];
-                    match src.filter(|&i| self.crosses(i, j)) {
-                        Some(i) => {
-                            let at = self.stretches.arrival(j, ws, read);
-                            self.inbox[j].arrived[r.at as usize] = at;
-                            let kind = MsgKind::Data;
-                            self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind, sent: ws });
-                        }
-                        None => self.inbox[j].arrived[r.at as usize] = ws,
-                    }
+                    let crossed = src.filter(|&i| self.crosses(i, j));
+                    let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
+                    let msg = (r.at as usize, channel, MsgKind::Data);
+                    arrived_from_before(&mut self.stretches, j, crossed, inbox, arrivals, msg);
                     b += 1;
                 }
                 _ => break,
@@ -450,7 +465,6 @@ impl<'a> Matching<'a> {
     /// §4.2.2). A read of another process's progress is an arrival from it.
     fn match_progress_reads(&mut self, mc: &mut MessageCounts) {
         let streams = self.streams;
-        let ws = self.window.0;
         let pg_strict: Vec<bool> = self.pg.iter().map(|g| g.3.windows(2).all(|p| p[0].seq < p[1].seq)).collect();
         for g in self.pr.iter_mut() {
             let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
@@ -505,17 +519,10 @@ impl<'a> Matching<'a> {
                         } else {
                             mc.progress_unmatched += 1;
                         }
-                        // From another process, sent before the window: as
-                        // data in `merge_data_group`.
-                        match i.filter(|&i| streams.pk[i] != streams.pk[j]) {
-                            Some(i) => {
-                                let at = self.stretches.arrival(j, ws, r);
-                                self.inbox[j].arrived[slot as usize] = at;
-                                let kind = MsgKind::Progress;
-                                self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind, sent: ws });
-                            }
-                            None => self.inbox[j].arrived[slot as usize] = ws,
-                        }
+                        let crossed = i.filter(|&i| streams.pk[i] != streams.pk[j]);
+                        let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
+                        let msg = (slot as usize, channel, MsgKind::Progress);
+                        arrived_from_before(&mut self.stretches, j, crossed, inbox, arrivals, msg);
                     }
                 }
             }
