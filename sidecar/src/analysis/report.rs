@@ -584,6 +584,46 @@ pub struct RunTotals {
     /// [`RunTotals::largest_arrangements`]).
     #[serde(skip)]
     pub arrangements: std::collections::BTreeMap<(u32, u32), ArrangementTotal>,
+    /// The probes' figures about themselves, by (host, process): the last
+    /// Stats frame each process sent (running totals), the first
+    /// [`RunTotals::STREAMS_KEPT`] processes.
+    #[serde(skip)]
+    pub probes: std::collections::BTreeMap<(u64, u32), ProcessFigures>,
+}
+
+/// A probe's figures about itself, as its Stats frames carry them (running
+/// totals since it started, summed over its workers; None: the probe did
+/// not say, as one without an engine adapter says nothing of the
+/// adapter's cost).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProbeFigures {
+    pub workers: Option<u64>,
+    pub produced: Option<u64>,
+    pub written: Option<u64>,
+    pub lost: Option<u64>,
+    pub elided: Option<u64>,
+    pub local_messages: Option<u64>,
+    pub bytes: Option<u64>,
+    pub writer_cpu_ns: Option<u64>,
+    pub adapter_ns: Option<u64>,
+    pub engine_events: Option<u64>,
+    pub engine_log_ns: Option<u64>,
+    pub engine_flushes: Option<u64>,
+    pub engine_flush_ns: Option<u64>,
+    pub idle_flushes: Option<u64>,
+    pub idle_engine_ns: Option<u64>,
+    pub idle_adapter_ns: Option<u64>,
+    /// The probe sent them at its shutdown: final.
+    pub last: bool,
+}
+
+/// One process's latest figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessFigures {
+    pub program: String,
+    /// The process-wide frame number of the Stats frame they came from.
+    pub seq: u64,
+    pub figures: ProbeFigures,
 }
 
 /// One arrangement over a run: what [`RunTotals`] keeps of it.
@@ -650,6 +690,23 @@ impl RunTotals {
                 t.records = a.records;
             }
             t.peak_records = t.peak_records.max(a.peak_records).max(a.records);
+        }
+    }
+
+    /// A process's Stats frame (its frame number `seq`): kept if it is the
+    /// process's latest (the figures are running totals: the last says
+    /// all).
+    pub fn probe_figures(&mut self, host: u64, process: u32, f: ProcessFigures) {
+        let key = (host, process);
+        if !self.probes.contains_key(&key) && self.probes.len() >= Self::STREAMS_KEPT {
+            return;
+        }
+        match self.probes.get_mut(&key) {
+            Some(old) if old.seq > f.seq => {}
+            Some(old) => *old = f,
+            None => {
+                self.probes.insert(key, f);
+            }
         }
     }
 

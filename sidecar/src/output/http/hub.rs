@@ -207,12 +207,13 @@ impl Hub {
     }
 
     /// The `--summary-json` object of the run so far: what the closing
-    /// summary would say now, without the probe's line (it comes at the
-    /// command's exit) and with a null exit status.
+    /// summary would say now, with the probes' figures their streams have
+    /// sent so far (a command's `probe:` line, for older probes, comes only
+    /// at its exit) and a null exit status.
     fn live_summary(&self, w: &WindowUpdate) -> Value {
         let cost = Cost::new(&w.totals, None, NS_PER_RECORD, NS_PER_ELIDED);
         let wall_ms = self.started.elapsed().as_secs_f64() * 1e3;
-        let s = Summary::new(&self.opts.command, 0, wall_ms, &w.totals, None, cost);
+        let s = Summary::new(&self.opts.command, 0, wall_ms, &w.totals, cost);
         let mut v = serde_json::to_value(&s).unwrap_or(Value::Null);
         v["exit_status"] = Value::Null;
         v
