@@ -19,7 +19,7 @@ const MAX_BATCH: usize = 1 << 14;
 const FLUSH_BYTES: usize = 1 << 20;
 const CLOCK_EVERY: Duration = Duration::from_secs(1);
 /// How often the probe's figures go into the stream (a Stats frame of
-/// about 60 bytes; one more at shutdown).
+/// about 150 bytes; one more at shutdown).
 const STATS_EVERY: Duration = Duration::from_secs(1);
 /// The start-up calibration's interval (see `Writer::calibrate`), and the
 /// shorter one it ends at when the probe is stopped meanwhile.
