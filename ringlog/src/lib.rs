@@ -20,7 +20,7 @@
 //! The byte layout is documented in `FORMAT.md` next to this crate's
 //! `Cargo.toml`. [`frame::VERSION`] is bumped on a change that readers of
 //! the current version would misread; new frame kinds (ClockSync, Stats) left it
-//! at 1, since older readers stop at it with a named error (FORMAT.md,
+//! at 1, since older readers stop at them with a named error (FORMAT.md,
 //! *Version*).
 
 pub mod decode;
