@@ -79,7 +79,13 @@ impl Ingest {
             Some(Body::Stats(s)) => {
                 let program = p.program.clone();
                 let figures = ProcessFigures { program, seq: h.seq, figures: probe_figures(&s) };
-                self.probe_figures.push((sid.host, sid.process, figures));
+                // Running totals: a process's newer frame replaces its
+                // older one not yet taken (bounded by the processes).
+                match self.probe_figures.iter_mut().find(|(h, p, _)| (*h, *p) == (sid.host, sid.process)) {
+                    Some(e) if e.2.seq <= figures.seq => e.2 = figures,
+                    Some(_) => {}
+                    None => self.probe_figures.push((sid.host, sid.process, figures)),
+                }
             }
             _ => {}
         }
