@@ -23,8 +23,7 @@ fn tmp(name: &str) -> PathBuf {
 /// The `probe:` line the program wrote to `file` (its standard error, which
 /// the sidecar never saw).
 fn probe_line_in(file: &std::path::Path) -> ProbeLine {
-    let text = std::fs::read_to_string(file).unwrap();
-    text.lines().find_map(ProbeLine::parse).unwrap_or_else(|| panic!("no probe: line in {text}"))
+    probe_line_in_text(&std::fs::read_to_string(file).unwrap())
 }
 
 /// `watch` on a command whose standard error goes to a file: the summary's
@@ -144,4 +143,29 @@ fn analyze_reports_the_figures_the_probe_counted() {
     let last = dump.lines().filter(|l| l.starts_with("Stats #")).last().expect(&dump);
     assert!(last.contains(" last ") && last.contains(&format!("Written={}", s.written())), "{last}");
     let _ = std::fs::remove_file(&file);
+}
+
+/// A probe that sends no figures (as older probes; here turned off with
+/// `PROBE_STATS=off`): `watch` falls back on its `probe:` line on the
+/// command's standard error, and says so.
+#[test]
+fn watch_falls_back_on_the_probe_line_of_a_probe_that_sends_no_figures() {
+    let summary = tmp("watch-fallback.json");
+    let skew = common::skew();
+    let mut args = vec!["watch", "-q", "--window", "50ms", "--summary-json", summary.to_str().unwrap(), "--"];
+    args.push(skew.to_str().unwrap());
+    args.extend(SKEW);
+    let o = Command::new(BIN).args(&args).env("PROBE_STATS", "off").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let c = &s["cost"];
+    assert_eq!(c["source"], "stderr", "{s}");
+    assert!(c["source_words"].as_str().unwrap().contains("`probe:` line on stderr"), "{s}");
+    let mine = probe_line_in_text(&String::from_utf8_lossy(&o.stderr));
+    assert_eq!(c["records"].as_u64(), mine.written, "{s}");
+    assert_eq!(c["writer_cpu_ms"].as_f64(), mine.writer_cpu_ms, "{s}");
+}
+
+fn probe_line_in_text(text: &str) -> ProbeLine {
+    text.lines().find_map(ProbeLine::parse).unwrap_or_else(|| panic!("no probe: line in {text}"))
 }
