@@ -138,6 +138,13 @@ impl ProbeLine {
             let one = ProbeLine::of_figures(&p.figures);
             sum.get_or_insert_with(Default::default).add(&one);
         }
+        for (folded, figures) in t.probes_folded.iter().filter(|f| f.0 > 0) {
+            // (Summed when they were folded: read whole, counted as the
+            // processes they were.)
+            let mut f = ProbeLine::of_figures(figures);
+            f.lines = *folded;
+            sum.get_or_insert_with(Default::default).add(&f);
+        }
         sum
     }
 
@@ -364,7 +371,7 @@ impl Cost {
 fn source_words(t: &RunTotals, source: &str, p: Option<&ProbeLine>) -> String {
     match source {
         "stream" => {
-            let n = t.probes.len();
+            let n = t.probes.len() + t.probes_folded.iter().map(|f| f.0 as usize).sum::<usize>();
             let running = t.probes.values().filter(|p| !p.figures.last).count();
             let of = if n == 1 { "1 process".to_string() } else { format!("{n} processes") };
             let when = match running {
@@ -940,5 +947,37 @@ mod tests {
         assert!((c.idle_steps_ms - 770.0).abs() < 1e-9, "{c:?}");
         assert_eq!(c.account, "tracing cost the worker threads ~30.03 ms = 3.00% of their time while they worked (measured, with the engine's logging)");
         assert_eq!(c.source_words, "the probe's figures from its stream (1 process, final)");
+    }
+
+    /// A live sidecar serving process after process keeps at most
+    /// `STREAMS_KEPT` of them; past that, ended processes' final figures are
+    /// folded into a sum, and the account stays whole.
+    #[test]
+    fn figures_of_ended_processes_past_the_bound_are_folded_not_lost() {
+        use crate::analysis::report::ProcessFigures;
+        let mut t = RunTotals::default();
+        let n = RunTotals::STREAMS_KEPT as u32 + 10;
+        for pid in 0..n {
+            // Every process but the last wrote 10 records; the last, 1000,
+            // and is still running.
+            let last = pid + 1 < n;
+            t.probe_figures(
+                1,
+                pid,
+                ProcessFigures {
+                    seq: 1,
+                    figures: figures(if last { 10 } else { 1000 }, 1, last),
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(t.probes.len(), RunTotals::STREAMS_KEPT);
+        assert_eq!((t.probes_folded[0].0, t.probes_folded[1].0), (10, 0));
+        let c = Cost::new(&t, None, 12.0, 10.0);
+        // 4,105 processes of 10 records and one of 1,000.
+        assert_eq!(c.records, (n as u64 - 1) * 10 + 1000);
+        assert_eq!(c.writer_cpu_ms, Some(n as f64));
+        assert_eq!(c.probe.as_ref().unwrap().lines, n as u64);
+        assert!(c.source_words.contains(&format!("({n} processes, 1 still running: so far)")), "{}", c.source_words);
     }
 }
