@@ -174,7 +174,7 @@ fn a_slow_link_between_processes_is_transit_on_the_path_and_waits_on_both_sides(
     let mut t = RunTotals::default();
     t.add(&r);
     let cost = Cost::new(&t, None, 12.0, 10.0);
-    let summary = Summary::new(&["x".into()], 0, 1.0, &t, None, cost);
+    let summary = Summary::new(&["x".into()], 0, 1.0, &t, cost);
     assert!((summary.transit_share - share).abs() < 1e-9, "{}", summary.transit_share);
     let text = summary.text();
     assert!(text.contains(&format!("; transit between processes {:.1}%", 100.0 * share)), "{text}");
