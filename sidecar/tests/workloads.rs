@@ -115,7 +115,7 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
     // The last message read after such a wait is often a peer's progress
     // echo (the peer was itself waiting on worker 0), so this holds only
     // because a wait on a waiting peer is charged to the peer's own cause;
-    // "three quarters": a chain is followed inside one window, and the
+    // "two thirds": a chain is followed inside one window, and the
     // peer's wait may have ended in the window before.
     let (mut on_w0, mut reported) = (0, 0);
     for w in inner {
@@ -128,14 +128,17 @@ fn skew_names_worker_0_and_everyone_waits_on_it() {
             }
         }
     }
-    assert!(reported >= 3 && on_w0 * 4 >= reported * 3, "w0 is the largest cause in {on_w0} of {reported}");
-    // Over the run, worker 0 holds at least three quarters of every other
-    // worker's waiting (the rest: the peers' own progress work before they
-    // sent, and epoch boundaries).
+    assert!(reported >= 3 && on_w0 * 3 >= reported * 2, "w0 is the largest cause in {on_w0} of {reported}");
+    // Over the run, worker 0 is every other worker's largest cause and holds
+    // most of its waiting (~95 % on a quiet machine; 71 % was seen beside
+    // four compilers, where more long waits end just after a window's
+    // start and their peer's wait ended in the window before; the rest: the
+    // peers' own progress work before they sent, and epoch boundaries).
     for k in 1..4u64 {
         let all: u64 = total[&k].values().sum();
         let w0 = total[&k].get(&Some(0)).copied().unwrap_or(0);
-        assert!(w0 * 4 >= all * 3, "worker {k} waited on: {:?}", total[&k]);
+        let most = total[&k].iter().max_by_key(|(_, ns)| **ns).map(|(on, _)| *on);
+        assert!(most == Some(Some(0)) && w0 * 10 >= all * 6, "worker {k} waited on: {:?}", total[&k]);
     }
     // Over the run: Consume on worker 0 is nearly all of the critical path.
     let (mut consume, mut len) = (0u64, 0u64);
