@@ -303,6 +303,10 @@ pub struct Summary {
     pub wall_ms: f64,
     pub windows: u64,
     pub incomplete_windows: u64,
+    /// Of the incomplete windows, those before every process of the job
+    /// had started: kept out of the figures below.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub starting_windows: u64,
     pub property_violation_windows: u64,
     pub workers: usize,
     pub critical_path_ms: f64,
@@ -322,6 +326,10 @@ pub struct Summary {
     /// at the last level held, peak), the largest peak first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub arrangements: Vec<(u32, String, u64, u64)>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A count in words a person reads at a glance: `5.4 M`, `12.0 k`, `731`.
@@ -387,6 +395,7 @@ impl Summary {
             wall_ms,
             windows: t.windows,
             incomplete_windows: t.incomplete,
+            starting_windows: t.starting,
             property_violation_windows: t.property_violations,
             workers: t.streams.len(),
             critical_path_ms: t.critical_path_ns as f64 / 1e6,
@@ -408,8 +417,12 @@ impl Summary {
             self.exit_status,
             self.wall_ms / 1e3
         );
+        let starting = match self.starting_windows {
+            0 => String::new(),
+            n => format!(", {n} of them before every process had started, kept out of the figures below"),
+        };
         s += &format!(
-            "  windows: {} ({} incomplete, {} with property violations); {} workers traced, {:.1} ms of worker time\n",
+            "  windows: {} ({} incomplete{starting}, {} with property violations); {} workers traced, {:.1} ms of worker time\n",
             self.windows, self.incomplete_windows, self.property_violation_windows, self.workers, c.worker_ms
         );
         let ops: Vec<String> =

@@ -32,6 +32,34 @@ pub(super) struct Matched {
     /// Every data message matched between two of the window's workers (for
     /// the what-if replay).
     pub links: Vec<Link>,
+    /// The message halves whose other worker is not on this timeline, by
+    /// (the process of the stream that has the half, the worker it names).
+    pub strangers: Strangers,
+}
+
+/// Unmatched message halves by (process, worker named), for telling a
+/// cluster's process that has not started yet from a missing stream; at
+/// most [`Strangers::KEPT`] pairs (a corrupt stream naming billions of
+/// workers must not grow it), the rest counted apart.
+#[derive(Default)]
+pub(super) struct Strangers {
+    pub by_worker: rustc_hash::FxHashMap<(u32, u32), u64>,
+    pub others: u64,
+}
+
+impl Strangers {
+    const KEPT: usize = 256;
+
+    fn add(&mut self, process: u32, worker: u32) {
+        let full = self.by_worker.len() >= Self::KEPT;
+        match self.by_worker.get_mut(&(process, worker)) {
+            Some(n) => *n += 1,
+            None if full => self.others += 1,
+            None => {
+                self.by_worker.insert((process, worker), 1);
+            }
+        }
+    }
 }
 
 /// The window's message tables while they are matched.
@@ -41,6 +69,7 @@ struct Matching<'a> {
     inbox: Vec<Inbox>,
     arrivals: Vec<ArrivalRuns>,
     links: Vec<Link>,
+    strangers: Strangers,
     chan_ids: DenseIds,
     worker_ids: DenseIds,
     /// Data: (channel, sender, receiver) → group.
@@ -142,6 +171,7 @@ impl<'a> Matching<'a> {
             inbox: (0..n).map(|_| Inbox::default()).collect(),
             arrivals: vec![ArrivalRuns::default(); n],
             links: Vec::new(),
+            strangers: Strangers::default(),
             chan_ids: DenseIds::default(),
             worker_ids: DenseIds::default(),
             data_ix: GroupIndex::default(),
@@ -366,7 +396,10 @@ impl<'a> Matching<'a> {
                             }
                         }
                         None if streams.own_worker(i, to) => mc.data_in_flight += 1,
-                        None => mc.data_unmatched += 1,
+                        None => {
+                            mc.data_unmatched += 1;
+                            self.strangers.add(streams.pk[i], to);
+                        }
                     }
                     a += 1;
                 }
@@ -377,6 +410,7 @@ impl<'a> Matching<'a> {
                         mc.data_from_before += 1;
                     } else {
                         mc.data_unmatched += 1;
+                        self.strangers.add(streams.pk[j], from);
                     }
                     self.inbox[j].arrived[r.at as usize] = ws;
                     b += 1;
@@ -434,6 +468,7 @@ impl<'a> Matching<'a> {
                             mc.progress_from_before += 1;
                         } else {
                             mc.progress_unmatched += 1;
+                            self.strangers.add(streams.pk[j], from);
                         }
                         self.inbox[j].arrived[slot as usize] = ws;
                     }
@@ -538,7 +573,7 @@ impl<'a> Matching<'a> {
         for g in self.pr {
             give_entries(g.reads);
         }
-        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals, links: self.links }
+        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals, links: self.links, strangers: self.strangers }
     }
 }
 

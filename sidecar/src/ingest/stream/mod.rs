@@ -36,6 +36,8 @@ fn offset_i64(o: i128) -> Option<i64> {
 struct Proc {
     clock: Clock,
     program: String,
+    /// The host's name (Hello).
+    host_name: String,
     workers: u32,
     /// The frame number expected next (None: no frame seen yet). Wider
     /// than a frame number: the one after #2⁶⁴−1 (a corrupt header) is not
@@ -112,6 +114,7 @@ impl Ingest {
         self.procs.entry((host, pid)).or_insert_with(|| Proc {
             clock: Clock::new(domain, 0),
             program: String::new(),
+            host_name: String::new(),
             workers: 0,
             next_seq: None,
             ended: false,

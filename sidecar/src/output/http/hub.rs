@@ -193,7 +193,8 @@ impl Hub {
             "dropped_updates": fd,
             "dropped_browser_events": bd,
         });
-        let event = json!({"report": report, "lanes": lanes, "health": health, "summary": inner.summary});
+        let event =
+            json!({"report": report, "number": w.number, "lanes": lanes, "health": health, "summary": inner.summary});
         let event: Arc<str> = Arc::from(format!("event: window\ndata: {event}\n\n"));
         inner.windows.push_back(Kept {
             window: report["window"].as_u64().unwrap_or(0),
@@ -257,6 +258,7 @@ mod tests {
 
     fn update_of(json: Value) -> Update {
         Update::Window(Box::new(WindowUpdate {
+            number: json["window"].as_u64().unwrap_or(0),
             json: json.to_string(),
             lanes: None,
             totals: Default::default(),
