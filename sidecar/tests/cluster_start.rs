@@ -130,3 +130,78 @@ fn the_runs_totals_keep_the_windows_before_every_process_started_apart() {
     // The streams and the tracing cost count every window.
     assert_eq!(t.streams.len(), 2);
 }
+
+/// A real timely cluster: the `bfs` example as two processes of one worker
+/// each on loopback, process 1 started 1.5 s before process 0 (timely's
+/// connection loop retries once a second), each tracing into its own file,
+/// analyzed together. Whatever the start order turns out to be under load:
+/// a window with one process's stream names the other's worker as not
+/// started (never "a missing stream?"), is not complete, and no wait in
+/// any window is on a worker that has no stream there.
+#[test]
+fn a_real_cluster_whose_processes_start_apart_names_the_late_one() {
+    use std::process::{Command, Stdio};
+    let bfs = example("bfs");
+    let dir = std::env::temp_dir().join(format!("cluster-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect::<String>()).unwrap();
+    let run = |p: usize| {
+        Command::new(&bfs)
+            .args(["-n", "2", "-p", &p.to_string(), "-h"])
+            .arg(&hosts)
+            .args(["--nodes", "200000", "--edges", "1000000"])
+            .env("PROBE_SINK", format!("file:{}", dir.join(format!("p{p}.rlog")).display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let p1 = run(1);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let p0 = run(0);
+    assert!(wait_exit(p0, "bfs -p 0").success());
+    assert!(wait_exit(p1, "bfs -p 1").success());
+    let json = dir.join("windows.jsonl");
+    let st = Command::new(env!("CARGO_BIN_EXE_sidecar"))
+        .args(["analyze", "--window", "250ms", "-q", "--json"])
+        .arg(&json)
+        .arg(dir.join("p0.rlog"))
+        .arg(dir.join("p1.rlog"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let text = std::fs::read_to_string(&json).unwrap();
+    let reps: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(reps.len() >= 2, "{text}");
+    let workers = |r: &serde_json::Value| -> Vec<u64> {
+        let mut v: Vec<u64> = r["streams"].as_array().unwrap().iter().map(|s| s["worker"].as_u64().unwrap()).collect();
+        v.sort_unstable();
+        v
+    };
+    for r in &reps {
+        let here = workers(r);
+        let reasons = r["incomplete_reasons"].to_string();
+        assert!(!reasons.contains("missing stream"), "window {}: {reasons}", r["window"]);
+        if here.len() == 1 {
+            let other = 1 - here[0];
+            assert_eq!(r["workers_not_started"], serde_json::json!([other]), "window {}", r["window"]);
+            assert_eq!(r["complete"], false);
+            assert!(reasons.contains(&format!("w{other}: process not started yet")), "{reasons}");
+        }
+        for w in r["waiting"].as_array().unwrap() {
+            for on in w["on"].as_array().unwrap() {
+                if let Some(on) = on["worker"].as_u64() {
+                    assert!(here.contains(&on), "window {}: a wait on w{on}, which has no stream: {w}", r["window"]);
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
