@@ -237,6 +237,12 @@ impl Ingest {
             .min()
     }
 
+    /// The furthest window any stream of this byte stream has reached (on
+    /// its own host's timeline), if any: how far ahead what was read goes.
+    pub fn reach(&self) -> Option<u64> {
+        self.streams.values().map(|s| s.windower.next_window()).max()
+    }
+
     /// Whether any stream has shown itself (a frame of a worker).
     pub fn has_streams(&self) -> bool {
         !self.streams.is_empty()
