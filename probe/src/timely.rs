@@ -580,16 +580,7 @@ impl Adapter {
         let nested =
             |n: &str| used.iter().any(|u| ["u32", "u64", "usize"].iter().any(|b| n == format!("Product<{u},{b}>")));
         let mut closed = Vec::new();
-        // The plain types stay whatever was seen: a dataflow's own scope
-        // (its top level) is not always among the summaries read here (the
-        // `skew` example's `u64` dataflow was not), and losing its progress
-        // would leave every wait of that dataflow unexplained. Only unused
-        // `Product` types, the many, are removed.
-        let plain = |n: &str| !n.starts_with("Product<");
-        for r in regs
-            .iter()
-            .filter(|r| r.candidate && !plain(&r.name) && !used.contains(r.name.as_str()) && !nested(&r.name))
-        {
+        for r in regs.iter().filter(|r| r.candidate && !used.contains(r.name.as_str()) && !nested(&r.name)) {
             // (Dropping the logger flushes it into the adapter one last
             // time; the adapter's state is not borrowed here.)
             drop(reg.remove(&r.progress_log));
