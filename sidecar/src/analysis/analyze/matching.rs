@@ -13,7 +13,7 @@
 //! that reached it, read or not): the wait finder's inputs (Sager §5.1).
 
 use super::detail::{Message, WindowDetail};
-use super::streams::Streams;
+use super::streams::{Strangers, Streams};
 use super::tables::{join, sorted_by_seq, DataGroup, DenseIds, GroupIndex, ProgressReads, ProgressSends};
 use crate::analysis::model::{
     give_entries, give_items, take_items, Fragment, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind, Ns, SeqMark, Sid,
@@ -35,31 +35,6 @@ pub(super) struct Matched {
     /// The message halves whose other worker is not on this timeline, by
     /// (the process of the stream that has the half, the worker it names).
     pub strangers: Strangers,
-}
-
-/// Unmatched message halves by (process, worker named), for telling a
-/// cluster's process that has not started yet from a missing stream; at
-/// most [`Strangers::KEPT`] pairs (a corrupt stream naming billions of
-/// workers must not grow it), the rest counted apart.
-#[derive(Default)]
-pub(super) struct Strangers {
-    pub by_worker: rustc_hash::FxHashMap<(u32, u32), u64>,
-    pub others: u64,
-}
-
-impl Strangers {
-    const KEPT: usize = 256;
-
-    fn add(&mut self, process: u32, worker: u32) {
-        let full = self.by_worker.len() >= Self::KEPT;
-        match self.by_worker.get_mut(&(process, worker)) {
-            Some(n) => *n += 1,
-            None if full => self.others += 1,
-            None => {
-                self.by_worker.insert((process, worker), 1);
-            }
-        }
-    }
 }
 
 /// The window's message tables while they are matched.

@@ -228,6 +228,31 @@ fn missing_streams(streams: &Streams, p: u32, ended: &[u32], reasons: &mut Vec<S
     missing
 }
 
+/// Unmatched message halves by (process, worker named), for telling a
+/// cluster's process that has not started yet from a missing stream; at
+/// most [`Strangers::KEPT`] pairs (a corrupt stream naming billions of
+/// workers must not grow it), the rest counted apart.
+#[derive(Default)]
+pub(super) struct Strangers {
+    pub by_worker: rustc_hash::FxHashMap<(u32, u32), u64>,
+    pub others: u64,
+}
+
+impl Strangers {
+    const KEPT: usize = 256;
+
+    pub fn add(&mut self, process: u32, worker: u32) {
+        let full = self.by_worker.len() >= Self::KEPT;
+        match self.by_worker.get_mut(&(process, worker)) {
+            Some(n) => *n += 1,
+            None if full => self.others += 1,
+            None => {
+                self.by_worker.insert((process, worker), 1);
+            }
+        }
+    }
+}
+
 /// The workers of the job that no process here runs yet: a timely
 /// cluster's processes start up to a second apart (timely's connection loop
 /// retries once a second), and until every process is there the windows of
@@ -279,7 +304,7 @@ impl NotStarted {
 pub(super) fn not_started(
     streams: &Streams,
     ended_of: &FxHashMap<(u64, u32), Vec<u32>>,
-    strangers: &super::matching::Strangers,
+    strangers: &Strangers,
 ) -> NotStarted {
     // Where the job's workers are known to be: below a process's block,
     // and where its streams' messages go.
