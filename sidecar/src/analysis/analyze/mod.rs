@@ -116,7 +116,10 @@ pub fn analyze_detail(
         detail.as_deref_mut(),
     );
     let links = std::mem::take(&mut matched.links);
-    let absent = streams::not_started(&streams, &merged.ended_of, &matched.strangers);
+    // (With hosts on timelines of their own, an absent worker may be
+    // running there: nothing is said of it.)
+    let elsewhere = frags.iter().any(|f| !f.other_hosts.is_empty());
+    let absent = streams::not_started(&streams, &merged.ended_of, &matched.strangers, elsewhere);
     reasons.extend(absent.reason());
     rep.workers_not_started = absent.workers.clone();
     let began = timelines::stream_starts(&frags, window);

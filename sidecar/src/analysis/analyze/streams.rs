@@ -265,7 +265,8 @@ impl Strangers {
 /// every block here says that worker exists. Such a worker, not in the
 /// block of any process present and not among the streams known to have
 /// ended, is not running yet (or its process never connects: its windows
-/// say so all along).
+/// say so all along). Not when other hosts are analyzed on timelines of
+/// their own (unsynchronized): the worker may be running there.
 pub(super) struct NotStarted {
     /// The first [`NotStarted::NAMED`] of them, ascending.
     pub workers: Vec<u32>,
@@ -305,7 +306,11 @@ pub(super) fn not_started(
     streams: &Streams,
     ended_of: &FxHashMap<(u64, u32), Vec<u32>>,
     strangers: &Strangers,
+    other_timelines: bool,
 ) -> NotStarted {
+    if other_timelines {
+        return NotStarted { workers: Vec::new(), more: 0, halves: 0 };
+    }
     // Where the job's workers are known to be: below a process's block,
     // and where its streams' messages go.
     let mut wanted: Vec<(u32, u32)> = Vec::new();
