@@ -667,6 +667,26 @@ mod tests {
         assert_eq!(first_cost_line.trim(), c.account, "{text}");
     }
 
+    /// Windows before every process of a cluster had started are said
+    /// apart, in the text and the JSON (and only when there are some).
+    #[test]
+    fn the_summary_says_how_many_windows_came_before_every_process_started() {
+        let t = RunTotals { windows: 10, incomplete: 3, starting: 2, ..Default::default() };
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0));
+        let text = s.text();
+        assert!(
+            text.contains(
+                "windows: 10 (3 incomplete, 2 of them before every process had started, kept out of the figures below"
+            ),
+            "{text}"
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap()["starting_windows"], 2);
+        let t = RunTotals { windows: 10, ..Default::default() };
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0));
+        assert!(!s.text().contains("before every process"));
+        assert!(serde_json::to_value(&s).unwrap().get("starting_windows").is_none());
+    }
+
     /// Operators whose share rounds to 0.0 % say nothing: left out.
     #[test]
     fn the_summary_leaves_out_operators_that_round_to_nothing() {
