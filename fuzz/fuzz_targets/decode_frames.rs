@@ -101,6 +101,12 @@ fuzz_target!(|data: &[u8]| {
             let again = Decoder::new(&out[..]).next().unwrap().unwrap();
             assert_eq!(&again.body, &f.body);
         }
+        if let Body::Stats(s) = &f.body {
+            let mut out = Vec::new();
+            Encoder::new().stats(f.header.stream, f.header.seq, f.header.domain, s, &mut out);
+            let again = Decoder::new(&out[..]).next().unwrap().unwrap();
+            assert_eq!(&again.body, &f.body);
+        }
     }
     // The raw path (the relay's) finds the same frame boundaries and
     // forwards exactly the bytes the frames came from.

@@ -24,6 +24,9 @@ pub struct WorkerStats {
     /// probe clock ticks ([`crate::WorkerProbe::add_adapter_cost`]; 0
     /// without an adapter).
     pub adapter_ticks: u64,
+    /// Whether an engine adapter reported this worker's cost (its figures
+    /// are known, zero or not).
+    pub adapter: bool,
     /// Events the engine logged for the adapter.
     pub engine_events: u64,
     /// The engine's own cost of logging them, estimated, in ns (flushes
@@ -44,6 +47,7 @@ impl WorkerStats {
     pub(crate) fn copy_adapter_cost(&mut self, s: &crate::worker::WorkerShared) {
         use std::sync::atomic::Ordering::Relaxed;
         self.adapter_ticks = s.adapter_ticks.load(Relaxed);
+        self.adapter = s.adapter.load(Relaxed);
         self.engine_events = s.engine_events.load(Relaxed);
         self.engine_log_ns = s.engine_log_ns.load(Relaxed);
         self.engine_flushes = s.engine_flushes.load(Relaxed);
@@ -66,6 +70,9 @@ pub struct Stats {
     pub workers: Vec<WorkerStats>,
     /// Bytes of frames that reached the sink.
     pub bytes: u64,
+    /// Stats frames written (these figures, sent in the stream about once
+    /// a second and at shutdown; see [`crate::Builder::stats_frames`]).
+    pub stats_frames: u64,
     /// Successful connections (or file opens) to the sink.
     pub connects: u64,
     /// Failed opens and writes.
@@ -141,5 +148,48 @@ impl Stats {
     }
     pub fn engine_idle_flush_ns(&self) -> u64 {
         self.total(|w| w.engine_idle_flush_ns)
+    }
+
+    /// Whether an engine adapter reported on any worker.
+    pub fn has_adapter(&self) -> bool {
+        self.workers.iter().any(|w| w.adapter)
+    }
+
+    /// These figures as a Stats frame carries them (`last`: at shutdown):
+    /// the readers' account of what tracing cost, without the program
+    /// printing anything. The adapter's and the engine's figures only if an
+    /// adapter reported.
+    pub fn frame_figures(&self, last: bool) -> ringlog::ProbeStats {
+        use ringlog::StatFigure as F;
+        let mut s = ringlog::ProbeStats { last, figures: Vec::with_capacity(F::ALL.len()) };
+        let always = [
+            (F::Workers, self.workers.len() as u64),
+            (F::Produced, self.produced()),
+            (F::Written, self.written()),
+            (F::Lost, self.lost()),
+            (F::Elided, self.elided()),
+            (F::LocalMessages, self.local_messages()),
+            (F::Bytes, self.bytes),
+            (F::WriterCpuNs, self.writer_cpu_ns),
+        ];
+        for (f, v) in always {
+            s.set(f, v);
+        }
+        if self.has_adapter() {
+            let adapter = [
+                (F::AdapterNs, self.adapter_ns()),
+                (F::EngineEvents, self.engine_events()),
+                (F::EngineLogNs, self.engine_log_ns()),
+                (F::EngineFlushes, self.engine_flushes()),
+                (F::EngineFlushNs, self.engine_flush_ns()),
+                (F::IdleFlushes, self.engine_idle_flushes()),
+                (F::IdleEngineNs, self.engine_idle_flush_ns()),
+                (F::IdleAdapterNs, self.adapter_idle_ns()),
+            ];
+            for (f, v) in adapter {
+                s.set(f, v);
+            }
+        }
+        s
     }
 }

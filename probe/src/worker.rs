@@ -66,6 +66,8 @@ pub(crate) struct WorkerShared {
     /// An engine adapter's own cost ([`AdapterCost`], totals stored by
     /// [`WorkerProbe::add_adapter_cost`]).
     pub adapter_ticks: AtomicU64,
+    /// An adapter has reported (its figures are known, zero or not).
+    pub adapter: AtomicBool,
     pub engine_events: AtomicU64,
     pub engine_log_ns: AtomicU64,
     pub engine_flushes: AtomicU64,
@@ -286,6 +288,9 @@ impl WorkerProbe {
         if let Some(a) = &mut self.active {
             let s = &a.shared;
             let add = |x: &AtomicU64, n: u64| x.store(x.load(Ordering::Relaxed).saturating_add(n), Ordering::Relaxed);
+            if !s.adapter.load(Ordering::Relaxed) {
+                s.adapter.store(true, Ordering::Relaxed);
+            }
             add(&s.adapter_ticks, c.ticks);
             add(&s.engine_events, c.engine_events);
             add(&s.engine_log_ns, c.engine_log_ns);

@@ -18,6 +18,9 @@ const MAX_BATCH: usize = 1 << 14;
 /// Bytes of frames gathered before a write is issued.
 const FLUSH_BYTES: usize = 1 << 20;
 const CLOCK_EVERY: Duration = Duration::from_secs(1);
+/// How often the probe's figures go into the stream (a Stats frame of
+/// about 150 bytes; one more at shutdown).
+const STATS_EVERY: Duration = Duration::from_secs(1);
 /// The start-up calibration's interval (see `Writer::calibrate`), and the
 /// shorter one it ends at when the probe is stopped meanwhile.
 const CALIBRATION: Duration = Duration::from_millis(20);
@@ -44,6 +47,8 @@ pub(crate) struct Config {
     pub program: String,
     pub workers: u32,
     pub compression: ringlog::Compression,
+    /// Send the probe's figures in the stream (Stats frames).
+    pub stats_frames: bool,
 }
 
 /// What the probe hands the writer: new streams and the stop signal.
@@ -104,6 +109,8 @@ pub(crate) struct Writer {
     next_clock: Instant,
     /// Clock samples taken so far (sets the early, shorter intervals).
     clock_samples: u32,
+    /// When the next Stats frame is due.
+    next_stats: Instant,
     retry_at: Instant,
     backoff: Duration,
     /// When the current connection was opened.
@@ -151,6 +158,7 @@ impl Writer {
             last_clock: first,
             next_clock: now,
             clock_samples: 0,
+            next_stats: now + STATS_EVERY,
             retry_at: now,
             backoff: BACKOFF_MIN,
             conn_since: now,
@@ -252,6 +260,10 @@ impl Writer {
                 );
                 self.framed(None, 0, 0, false);
             }
+        }
+        if self.conn.is_some() && Instant::now() >= self.next_stats {
+            self.next_stats = Instant::now() + STATS_EVERY;
+            self.stats_frame(false);
         }
         let mut busy = false;
         for i in 0..self.streams.len() {
@@ -567,6 +579,9 @@ impl Writer {
         // streams get no End frame (a reader sees them as cut off).
         self.round(true);
         if self.conn.is_some() {
+            // The final figures, once every stream's last records and End
+            // went out (their bytes and `written` counted).
+            self.stats_frame(true);
             let seq = self.next_process_seq();
             let end = EndStats::default();
             self.enc.end(self.process_stream(), seq, 0, self.cfg.clock.domain(), &end, &mut self.batch);
@@ -575,7 +590,28 @@ impl Writer {
         }
     }
 
+    /// The probe's figures so far into the batch, as a process-wide Stats
+    /// frame (`last`: at shutdown), unless they are turned off.
+    fn stats_frame(&mut self, last: bool) {
+        if !self.cfg.stats_frames {
+            return;
+        }
+        self.snapshot();
+        self.stats.stats_frames += 1;
+        let figures = self.stats.frame_figures(last);
+        let seq = self.next_process_seq();
+        self.enc.stats(self.process_stream(), seq, self.cfg.clock.domain(), &figures, &mut self.batch);
+        self.framed(None, 0, 0, false);
+    }
+
     fn publish_stats(&mut self) {
+        self.snapshot();
+        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner()) = self.stats.clone();
+    }
+
+    /// Brings `self.stats` up to date: the writer's CPU, every stream's
+    /// figures.
+    fn snapshot(&mut self) {
         self.stats.writer_cpu_ns = clock::thread_cpu_ns() - self.cpu_start;
         // (io_uring may have given way to write(2) since the start.)
         self.stats.io_backend = self.io.name();
@@ -589,7 +625,6 @@ impl Writer {
         }
         workers.sort_by_key(|w| w.index);
         self.stats.workers = workers;
-        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner()) = self.stats.clone();
     }
 }
 

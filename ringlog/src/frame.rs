@@ -37,6 +37,9 @@ pub enum FrameKind {
     /// Process-wide: clock exchanges between this host and a reference host
     /// (written by a relay, not by the probe; see `ClockSync`).
     ClockSync = 6,
+    /// Process-wide: the probe's figures about itself, running totals
+    /// (see [`ProbeStats`]).
+    Stats = 7,
 }
 
 impl FrameKind {
@@ -48,6 +51,7 @@ impl FrameKind {
             4 => FrameKind::Records,
             5 => FrameKind::End,
             6 => FrameKind::ClockSync,
+            7 => FrameKind::Stats,
             _ => return None,
         })
     }
@@ -176,6 +180,103 @@ pub struct EndStats {
     pub elided: u64,
 }
 
+/// One of a probe's figures about itself, as a Stats frame numbers it
+/// (FORMAT.md, *Stats*). Every figure is a running total since the probe
+/// started, summed over its workers.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatFigure {
+    /// Worker streams the probe has had.
+    Workers = 1,
+    /// Records the workers made (written + lost).
+    Produced = 2,
+    /// Records that reached the sink.
+    Written = 3,
+    /// Records lost (a full ring, or a sink that failed).
+    Lost = 4,
+    /// Inactive schedule pairs elided at the source.
+    Elided = 5,
+    /// Worker-local message halves counted, not written.
+    LocalMessages = 6,
+    /// Bytes of frames that reached the sink (before this frame).
+    Bytes = 7,
+    /// CPU time of the probe's writer thread, ns.
+    WriterCpuNs = 8,
+    /// Time in the engine adapter's own code, ns (measured); absent
+    /// without an adapter.
+    AdapterNs = 9,
+    /// Events the engine logged for the adapter.
+    EngineEvents = 10,
+    /// The engine's own cost of logging them, flushes included, ns (an
+    /// estimate, a floor).
+    EngineLogNs = 11,
+    /// Flush calls of the adapter's logs, and their part of EngineLogNs.
+    EngineFlushes = 12,
+    EngineFlushNs = 13,
+    /// The parts of EngineFlushes, EngineFlushNs and AdapterNs spent in
+    /// worker steps that did nothing (an idle worker polling).
+    IdleFlushes = 14,
+    IdleEngineNs = 15,
+    IdleAdapterNs = 16,
+}
+
+impl StatFigure {
+    pub const ALL: [StatFigure; 16] = [
+        StatFigure::Workers,
+        StatFigure::Produced,
+        StatFigure::Written,
+        StatFigure::Lost,
+        StatFigure::Elided,
+        StatFigure::LocalMessages,
+        StatFigure::Bytes,
+        StatFigure::WriterCpuNs,
+        StatFigure::AdapterNs,
+        StatFigure::EngineEvents,
+        StatFigure::EngineLogNs,
+        StatFigure::EngineFlushes,
+        StatFigure::EngineFlushNs,
+        StatFigure::IdleFlushes,
+        StatFigure::IdleEngineNs,
+        StatFigure::IdleAdapterNs,
+    ];
+}
+
+/// Figures in one Stats frame, at most: bounds what a reader holds for one.
+pub const MAX_STAT_FIGURES: usize = 256;
+
+/// A probe's figures about itself (a Stats frame): what it produced, wrote,
+/// lost and elided, the bytes it wrote, its writer thread's CPU, and what
+/// the engine adapter and the engine's own logging cost, as running totals
+/// since the probe started. The probe sends one about once a second and a
+/// last one at shutdown, so a reader learns what tracing cost without the
+/// traced program printing anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeStats {
+    /// Sent at shutdown: the figures are final.
+    pub last: bool,
+    /// (figure number, value), numbers strictly increasing from 1. A figure
+    /// the probe does not know (no adapter: no adapter figures) is absent;
+    /// a reader skips numbers it does not know (a newer probe's figures).
+    pub figures: Vec<(u32, u64)>,
+}
+
+impl ProbeStats {
+    /// The value of `f`, if the probe sent it.
+    pub fn get(&self, f: StatFigure) -> Option<u64> {
+        let id = f as u32;
+        self.figures.binary_search_by_key(&id, |&(i, _)| i).ok().map(|at| self.figures[at].1)
+    }
+
+    /// Sets `f` to `value`, keeping the numbers in order.
+    pub fn set(&mut self, f: StatFigure, value: u64) {
+        let id = f as u32;
+        match self.figures.binary_search_by_key(&id, |&(i, _)| i) {
+            Ok(at) => self.figures[at].1 = value,
+            Err(at) => self.figures.insert(at, (id, value)),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Body {
     Hello(Hello),
@@ -184,6 +285,7 @@ pub enum Body {
     Records(Vec<Record>),
     End(EndStats),
     ClockSync(ClockSync),
+    Stats(ProbeStats),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -403,6 +505,22 @@ impl Encoder {
             }
         }
         let h = plain_header(FrameKind::ClockSync, stream, seq, cs.exchanges.len() as u32, 0, ClockDomain::MonotonicNs);
+        self.finish(h, false, out);
+    }
+
+    /// A process-wide Stats frame (uncompressed: a flag byte and two
+    /// varints per figure). The figures must be in increasing order of
+    /// their numbers, at most [`MAX_STAT_FIGURES`] (a reader refuses
+    /// anything else).
+    pub fn stats(&mut self, stream: StreamId, seq: u64, domain: ClockDomain, s: &ProbeStats, out: &mut Vec<u8>) {
+        debug_assert!(s.figures.windows(2).all(|w| w[0].0 < w[1].0) && s.figures.len() <= MAX_STAT_FIGURES);
+        self.raw.clear();
+        self.raw.push(s.last as u8);
+        for &(id, v) in &s.figures {
+            varint::put_u64(&mut self.raw, id as u64);
+            varint::put_u64(&mut self.raw, v);
+        }
+        let h = plain_header(FrameKind::Stats, stream, seq, s.figures.len() as u32, 0, domain);
         self.finish(h, false, out);
     }
 
@@ -996,11 +1114,47 @@ fn decode_body(h: &FrameHeader, raw: &[u8]) -> Result<Body, DecodeError> {
             }
             Body::ClockSync(ClockSync { reference_host, exchanges })
         }
+        FrameKind::Stats => Body::Stats(decode_stats(h, &mut r)?),
     };
     if !r.is_empty() {
         return Err(DecodeError::BadPayload { what: "payload", why: "bytes left over after the last entry" });
     }
     Ok(body)
+}
+
+/// A Stats frame's payload: process-wide, at most [`MAX_STAT_FIGURES`]
+/// figures (checked against the payload before anything is allocated),
+/// numbered in strictly increasing order from 1.
+fn decode_stats(h: &FrameHeader, r: &mut Reader) -> Result<ProbeStats, DecodeError> {
+    if h.stream.worker != PROCESS_WIDE {
+        return Err(DecodeError::BadHeader { why: "stats frame is not process-wide" });
+    }
+    if h.count as usize > MAX_STAT_FIGURES {
+        return Err(DecodeError::BadHeader { why: "more figures than a stats frame holds (256)" });
+    }
+    let last = match r.u8("stats flag")? {
+        0 => false,
+        1 => true,
+        _ => return Err(DecodeError::BadPayload { what: "stats flag", why: "not 0 or 1" }),
+    };
+    // Every figure takes at least two bytes (its number, its value).
+    if h.count as usize > r.remaining() / 2 {
+        return Err(DecodeError::BadHeader { why: "stats figure count larger than the payload can hold" });
+    }
+    let mut figures = Vec::with_capacity(h.count as usize);
+    let mut prev = 0u32;
+    for _ in 0..h.count {
+        let id = r.u32("stats figure number")?;
+        if id <= prev {
+            return Err(DecodeError::BadPayload {
+                what: "stats figure number",
+                why: "not in strictly increasing order from 1",
+            });
+        }
+        prev = id;
+        figures.push((id, r.u64("stats figure value")?));
+    }
+    Ok(ProbeStats { last, figures })
 }
 
 #[cfg(test)]

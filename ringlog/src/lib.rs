@@ -19,8 +19,8 @@
 //!
 //! The byte layout is documented in `FORMAT.md` next to this crate's
 //! `Cargo.toml`. [`frame::VERSION`] is bumped on a change that readers of
-//! the current version would misread; a new frame kind (ClockSync) left it
-//! at 1, since older readers stop at it with a named error (FORMAT.md,
+//! the current version would misread; new frame kinds (ClockSync, Stats) left it
+//! at 1, since older readers stop at them with a named error (FORMAT.md,
 //! *Version*).
 
 pub mod decode;
@@ -34,7 +34,8 @@ pub use decode::{Decoder, FrameBuffer, StreamError};
 pub use frame::{
     decode_frame, decode_frame_with, parse_header, unpack_frame, visit_unpacked, Body, ClockDomain, ClockExchange,
     ClockSample, ClockSync, Compression, Encoder, EndStats, Frame, FrameHeader, FrameKind, Hello, Meta, Payload,
-    RecordDecoder, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, PROCESS_WIDE, VERSION,
+    ProbeStats, RecordDecoder, StatFigure, StreamId, HEADER_LEN, MAX_PAYLOAD, MAX_RAW, MAX_STAT_FIGURES, PROCESS_WIDE,
+    VERSION,
 };
 pub use host::{host_id, host_id_of, host_name, parse_host_id};
 pub use record::{Event, Figure, Kind, Record};

@@ -113,6 +113,11 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
     #[inline]
     pub fn u8(&mut self, what: &'static str) -> Result<u8, ReadError> {
         match self.buf.get(self.pos) {

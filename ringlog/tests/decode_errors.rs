@@ -538,3 +538,115 @@ proptest! {
         prop_assert_eq!(f.body, Body::ClockSync(cs));
     }
 }
+
+fn stats_frame(s: &ProbeStats) -> Vec<u8> {
+    let pw = StreamId { host: 0xb, process: 9, worker: PROCESS_WIDE };
+    let mut out = Vec::new();
+    Encoder::new().stats(pw, 4, ClockDomain::Tsc, s, &mut out);
+    out
+}
+
+fn some_stats() -> ProbeStats {
+    let mut s = ProbeStats { last: true, figures: Vec::new() };
+    // Set out of order: `set` keeps the numbers increasing.
+    s.set(StatFigure::WriterCpuNs, 17_700_000);
+    s.set(StatFigure::Written, 2394);
+    s.set(StatFigure::Produced, 2394);
+    s.set(StatFigure::Bytes, 26_500);
+    s.set(StatFigure::Elided, 35);
+    s
+}
+
+#[test]
+fn stats_frames_round_trip_beside_the_other_kinds() {
+    let s = some_stats();
+    assert_eq!(s.figures.iter().map(|f| f.0).collect::<Vec<_>>(), vec![2, 3, 5, 7, 8]);
+    let b = stats_frame(&s);
+    // A flag byte, then five numbers of one byte and values of 2, 2, 1, 3, 4 bytes.
+    assert_eq!(b.len(), 72 + 1 + 5 + (2 + 2 + 1 + 3 + 4));
+    let mut two = sample_stream();
+    two.extend_from_slice(&b);
+    let frames: Vec<Frame> = Decoder::new(&two[..]).map(|f| f.unwrap()).collect();
+    let f = frames.last().unwrap();
+    assert_eq!((f.header.kind, f.header.count, f.header.seq), (FrameKind::Stats, 5, 4));
+    assert!(f.header.stream.is_process_wide() && !f.header.compressed);
+    assert_eq!(f.body, Body::Stats(s.clone()));
+    let Body::Stats(got) = &f.body else { unreachable!() };
+    assert_eq!(got.get(StatFigure::Written), Some(2394));
+    assert_eq!(got.get(StatFigure::WriterCpuNs), Some(17_700_000));
+    assert_eq!(got.get(StatFigure::AdapterNs), None, "absent: the probe had no adapter");
+    // The frames before it read as they did (a stream without Stats frames,
+    // as older probes write, is the same bytes as before).
+    let before: Vec<Frame> = Decoder::new(&sample_stream()[..]).map(|f| f.unwrap()).collect();
+    assert_eq!(&frames[..frames.len() - 1], &before[..]);
+    // A figure a newer probe adds (number 40) is carried, for readers that
+    // know it to read and the others to skip.
+    let mut newer = s.clone();
+    newer.figures.push((40, 7));
+    let f = Decoder::new(&stats_frame(&newer)[..]).next().unwrap().unwrap();
+    assert_eq!(f.body, Body::Stats(newer));
+}
+
+#[test]
+fn stats_errors_are_named() {
+    let good = stats_frame(&some_stats());
+    let payload = good[72..].to_vec();
+    let err = |bytes: &[u8]| first_error(bytes).expect("an error").to_string();
+    // truncated: the payload ends inside the last figure
+    let b = with_payload(&good, &payload[..payload.len() - 2], 5, PROCESS_WIDE);
+    assert!(err(&b).contains("payload ends while reading stats figure"), "{}", err(&b));
+    // and the input ends inside the frame
+    assert!(err(&good[..good.len() - 3]).contains("input ends inside a frame"), "{}", err(&good[..good.len() - 3]));
+    // an empty payload: not even the flag
+    let b = with_payload(&good, &[], 0, PROCESS_WIDE);
+    assert!(err(&b).contains("stats flag"), "{}", err(&b));
+    // bytes left over
+    let mut long = payload.clone();
+    long.push(0);
+    let b = with_payload(&good, &long, 5, PROCESS_WIDE);
+    assert!(err(&b).contains("bytes left over"), "{}", err(&b));
+    // nonsense: a flag that is not 0 or 1
+    let mut p = payload.clone();
+    p[0] = 2;
+    let b = with_payload(&good, &p, 5, PROCESS_WIDE);
+    assert!(err(&b).contains("stats flag: not 0 or 1"), "{}", err(&b));
+    // a count the payload cannot hold: refused before anything is read
+    let b = with_payload(&good, &payload, 200, PROCESS_WIDE);
+    assert!(err(&b).contains("stats figure count larger than the payload"), "{}", err(&b));
+    let b = with_payload(&good, &payload, 100_000, PROCESS_WIDE);
+    assert!(err(&b).contains("more figures than a stats frame holds"), "{}", err(&b));
+    // figure numbers repeated, out of order, or 0
+    for figures in [vec![(3, 1), (3, 2)], vec![(5, 1), (2, 2)], vec![(0, 1)]] {
+        let mut p = vec![0u8];
+        for (id, v) in &figures {
+            p.extend([*id as u8, *v as u8]);
+        }
+        let b = with_payload(&good, &p, figures.len() as u32, PROCESS_WIDE);
+        assert!(err(&b).contains("not in strictly increasing order from 1"), "{figures:?}: {}", err(&b));
+    }
+    // a number over 32 bits
+    let p = [0u8, 0x80, 0x80, 0x80, 0x80, 0x10, 1];
+    let b = with_payload(&good, &p, 1, PROCESS_WIDE);
+    assert!(err(&b).contains("exceeds 32 bits"), "{}", err(&b));
+    // worker-specific
+    let b = with_payload(&good, &payload, 5, 0);
+    assert!(err(&b).contains("stats frame is not process-wide"), "{}", err(&b));
+    // A fault behind a sound header concerns its frame only: the buffer
+    // names the stream and reads on.
+    let mut two = with_payload(&good, &payload, 200, PROCESS_WIDE);
+    two.extend_from_slice(&good);
+    let mut fb = FrameBuffer::new();
+    fb.feed(&two);
+    assert!(fb.next_frame().unwrap_err().stream.is_some());
+    assert!(matches!(fb.next_frame().unwrap().unwrap().body, Body::Stats(_)));
+}
+
+proptest! {
+    #[test]
+    fn stats_round_trip(last in any::<bool>(), ids in prop::collection::btree_set(1u32..1 << 20, 0..MAX_STAT_FIGURES), v in any::<u64>()) {
+        let figures: Vec<(u32, u64)> = ids.into_iter().map(|i| (i, v >> (i % 64))).collect();
+        let s = ProbeStats { last, figures };
+        let f = Decoder::new(&stats_frame(&s)[..]).next().unwrap().unwrap();
+        prop_assert_eq!(f.body, Body::Stats(s));
+    }
+}

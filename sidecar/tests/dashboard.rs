@@ -218,6 +218,20 @@ fn metrics_agree_with_the_json_reports_of_the_same_run() {
     assert!(summary["cost"]["account"].as_str().unwrap().starts_with("tracing cost the worker threads"), "{summary}");
     let text = get_text(&addr, "/metrics");
     assert!(text.contains("sidecar_tracing_cost_seconds{part=\"worker_threads\"}"), "{text}");
+    // The probe's figures arrive in its stream while it runs (about once a
+    // second): the live account takes them, with the writer thread's CPU.
+    let t = std::time::Instant::now();
+    let summary = loop {
+        let s: Value = serde_json::from_str(&get_text(&addr, "/api/summary")).unwrap();
+        if s["cost"]["source"] == "stream" || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(summary["cost"]["source"], "stream", "{summary}");
+    assert!(summary["cost"]["writer_cpu_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{summary}");
+    let text = get_text(&addr, "/metrics");
+    assert!(text.contains("sidecar_tracing_cost_seconds{part=\"writer_thread\"}"), "{text}");
     // A query not understood is refused, saying why.
     let (status, _, body) = get(&addr, "/api/windows?since=abc");
     assert_eq!(status, 400);
@@ -461,6 +475,7 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
         if dom["bars"].as_u64().unwrap_or(0) >= bars
             && !dom["waitCols"].as_array().is_none_or(|a| a.is_empty())
             && dom["graphNodes"].as_u64().unwrap_or(0) > 0
+            && dom["cost"].as_str().is_some_and(|c| c.contains("from its stream"))
         {
             break dom;
         }
@@ -488,6 +503,10 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     assert!(dom["cost"].as_str().unwrap().contains("bytes/record"), "{dom}");
     // The account the terminal says, first.
     assert!(dom["cost"].as_str().unwrap().contains("tracing cost the worker threads"), "{dom}");
+    // The probe's figures, from its stream while it runs: the writer's CPU
+    // is known before the command's exit.
+    assert!(dom["cost"].as_str().unwrap().contains("the probe's figures from its stream (1 process, so far)"), "{dom}");
+    assert!(!dom["cost"].as_str().unwrap().contains("writer CPUunknown"), "{dom}");
     assert_eq!(dom["whatifFits"], json!(true), "the what-if table fits its card: {dom}");
     let props = dom["properties"].as_str().unwrap();
     assert!(props.contains("exempt: stream starts") && !props.contains("min in degree 0"), "{dom}");

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ringlog::{Body, Decoder, EndStats, Hello, Meta, Record, StreamError};
+use ringlog::{Body, Decoder, EndStats, Hello, Meta, ProbeStats, Record, StreamError};
 
 #[derive(Default, Debug)]
 pub struct StreamData {
@@ -21,6 +21,8 @@ pub struct Trace {
     pub hello: Option<Hello>,
     pub process_end: bool,
     pub clock_samples: usize,
+    /// The probe's Stats frames, in order.
+    pub stats: Vec<ProbeStats>,
     pub workers: BTreeMap<u32, StreamData>,
     pub error: Option<String>,
 }
@@ -41,6 +43,7 @@ pub fn read_trace(bytes: &[u8]) -> Trace {
                 Body::Hello(hello) => t.hello = Some(hello),
                 Body::Clock(c) => t.clock_samples += c.len(),
                 Body::End(_) => t.process_end = true,
+                Body::Stats(s) => t.stats.push(s),
                 other => panic!("unexpected process-wide frame {other:?}"),
             }
             continue;
@@ -59,6 +62,7 @@ pub fn read_trace(bytes: &[u8]) -> Trace {
             Body::Hello(_) => {}
             Body::Clock(_) => panic!("clock frame on a worker stream"),
             Body::ClockSync(_) => panic!("the probe never writes clock-sync frames"),
+            Body::Stats(_) => panic!("stats frame on a worker stream"),
         }
     }
     t

@@ -632,6 +632,83 @@ pub struct RunTotals {
     /// [`RunTotals::largest_arrangements`]).
     #[serde(skip)]
     pub arrangements: std::collections::BTreeMap<(u32, u32), ArrangementTotal>,
+    /// The probes' figures about themselves, by (host, process): the last
+    /// Stats frame each process sent (running totals), at most
+    /// [`RunTotals::STREAMS_KEPT`] processes; past that, the final figures
+    /// of ended processes are folded into [`RunTotals::probes_folded`].
+    #[serde(skip)]
+    pub probes: std::collections::BTreeMap<(u64, u32), ProcessFigures>,
+    /// Processes folded out of `probes` (a live sidecar serving job after
+    /// job), and their final figures summed: those without an engine
+    /// adapter apart from those with one (their pushes are estimated, the
+    /// others' are in the adapter's time).
+    #[serde(skip)]
+    pub probes_folded: [(u64, ProbeFigures); 2],
+}
+
+/// A probe's figures about itself, as its Stats frames carry them (running
+/// totals since it started, summed over its workers; None: the probe did
+/// not say, as one without an engine adapter says nothing of the
+/// adapter's cost).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProbeFigures {
+    pub workers: Option<u64>,
+    pub produced: Option<u64>,
+    pub written: Option<u64>,
+    pub lost: Option<u64>,
+    pub elided: Option<u64>,
+    pub local_messages: Option<u64>,
+    pub bytes: Option<u64>,
+    pub writer_cpu_ns: Option<u64>,
+    pub adapter_ns: Option<u64>,
+    pub engine_events: Option<u64>,
+    pub engine_log_ns: Option<u64>,
+    pub engine_flushes: Option<u64>,
+    pub engine_flush_ns: Option<u64>,
+    pub idle_flushes: Option<u64>,
+    pub idle_engine_ns: Option<u64>,
+    pub idle_adapter_ns: Option<u64>,
+    /// The probe sent them at its shutdown: final.
+    pub last: bool,
+}
+
+impl ProbeFigures {
+    /// Adds another process's figures (saturating: they come from outside);
+    /// a figure is known if either knows it.
+    pub fn add(&mut self, o: &ProbeFigures) {
+        fn sum(a: &mut Option<u64>, b: Option<u64>) {
+            *a = match (*a, b) {
+                (Some(x), Some(y)) => Some(x.saturating_add(y)),
+                (x, y) => x.or(y),
+            };
+        }
+        sum(&mut self.workers, o.workers);
+        sum(&mut self.produced, o.produced);
+        sum(&mut self.written, o.written);
+        sum(&mut self.lost, o.lost);
+        sum(&mut self.elided, o.elided);
+        sum(&mut self.local_messages, o.local_messages);
+        sum(&mut self.bytes, o.bytes);
+        sum(&mut self.writer_cpu_ns, o.writer_cpu_ns);
+        sum(&mut self.adapter_ns, o.adapter_ns);
+        sum(&mut self.engine_events, o.engine_events);
+        sum(&mut self.engine_log_ns, o.engine_log_ns);
+        sum(&mut self.engine_flushes, o.engine_flushes);
+        sum(&mut self.engine_flush_ns, o.engine_flush_ns);
+        sum(&mut self.idle_flushes, o.idle_flushes);
+        sum(&mut self.idle_engine_ns, o.idle_engine_ns);
+        sum(&mut self.idle_adapter_ns, o.idle_adapter_ns);
+        self.last &= o.last;
+    }
+}
+
+/// One process's latest figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessFigures {
+    pub program: String,
+    /// The process-wide frame number of the Stats frame they came from.
+    pub seq: u64,
+    pub figures: ProbeFigures,
 }
 
 /// One arrangement over a run: what [`RunTotals`] keeps of it.
@@ -706,6 +783,34 @@ impl RunTotals {
                 t.records = a.records;
             }
             t.peak_records = t.peak_records.max(a.peak_records).max(a.records);
+        }
+    }
+
+    /// A process's Stats frame (its frame number `seq`): kept if it is the
+    /// process's latest (the figures are running totals: the last says
+    /// all).
+    pub fn probe_figures(&mut self, host: u64, process: u32, f: ProcessFigures) {
+        let key = (host, process);
+        if !self.probes.contains_key(&key) && self.probes.len() >= Self::STREAMS_KEPT {
+            // Room is made by folding an ended process's final figures into
+            // the sum (the account stays whole); with none ended, the new
+            // process is left out.
+            let Some(ended) = self.probes.iter().find(|(_, p)| p.figures.last).map(|(k, _)| *k) else { return };
+            let old = self.probes.remove(&ended).expect("found above");
+            let fold = &mut self.probes_folded[old.figures.adapter_ns.is_some() as usize];
+            fold.0 += 1;
+            if fold.0 == 1 {
+                fold.1 = old.figures;
+            } else {
+                fold.1.add(&old.figures);
+            }
+        }
+        match self.probes.get_mut(&key) {
+            Some(old) if old.seq > f.seq => {}
+            Some(old) => *old = f,
+            None => {
+                self.probes.insert(key, f);
+            }
         }
     }
 

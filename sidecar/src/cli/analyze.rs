@@ -9,7 +9,7 @@ use sidecar::pipeline::dataflow::{Inputs, Settings};
 
 use sidecar::output::sink::Sink;
 
-use super::common::{check_inputs, outputs, run_dataflow_into, timely_args, Common};
+use super::common::{check_inputs, outputs, run_dataflow_into, say_cost, timely_args, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -25,8 +25,9 @@ pub fn analyze(Args { files, common }: Args) -> i32 {
     analyze_files(files, &common)
 }
 
-/// Analyzes `files` into the outputs `common` names (`analyze`, and
-/// `export` with its own flags): the exit status.
+/// Analyzes `files` into the outputs `common` names, then says what
+/// tracing cost (if the streams carried the probes' figures): the exit
+/// status.
 pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
     if let Err(e) = check_inputs(&files) {
         let nothing = if common.perfetto.is_some() { "; no Perfetto trace written" } else { "; nothing analyzed" };
@@ -34,7 +35,13 @@ pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
         return 1;
     }
     match outputs(common) {
-        Ok(sink) => analyze_files_into(files, common, sink),
+        Ok(sink) => {
+            let (code, stats) = analyze_files_into(files, common, sink);
+            if let Some(st) = &stats {
+                say_cost(st);
+            }
+            code
+        }
         Err(e) => {
             sidecar::say!("sidecar: error: {e}");
             2
@@ -42,11 +49,16 @@ pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
     }
 }
 
-/// [`analyze_files`] into outputs already set up (the inputs checked).
-pub fn analyze_files_into(files: Vec<PathBuf>, common: &Common, sink: Sink) -> i32 {
+/// The analysis of [`analyze_files`] into outputs already set up (the
+/// inputs checked; `export` too): the exit status and the run's figures.
+pub fn analyze_files_into(
+    files: Vec<PathBuf>,
+    common: &Common,
+    sink: Sink,
+) -> (i32, Option<sidecar::pipeline::dataflow::RunStats>) {
     let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);
-    run_dataflow_into(settings, Inputs::Files(files), common, sink).0
+    run_dataflow_into(settings, Inputs::Files(files), common, sink)
 }
 
 /// The settings of an offline analysis: a progress bar on a terminal, the

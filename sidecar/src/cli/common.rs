@@ -284,6 +284,31 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
     }
 }
 
+/// What tracing cost, on standard error after the closing line (`run`,
+/// `analyze`), when the streams carried the probes' figures: the account
+/// (the same line as `watch`'s summary, the JSON's, `/metrics`' and the
+/// dashboard's) and the figures behind it.
+pub fn say_cost(st: &RunStats) {
+    use sidecar::output::watch::{Cost, NS_PER_ELIDED, NS_PER_RECORD};
+    let c = Cost::new(&st.totals, None, NS_PER_RECORD, NS_PER_ELIDED);
+    if c.source != "stream" {
+        return;
+    }
+    sidecar::say!("sidecar: {}", c.account);
+    if let Some(idle) = &c.idle_account {
+        sidecar::say!("sidecar: {idle}");
+    }
+    let writer = c.writer_cpu_ms.map_or("unknown".into(), |ms| format!("{ms:.1} ms"));
+    sidecar::say!(
+        "sidecar: {}: {} records written, {} lost, {} schedules elided, {}, writer thread CPU {writer}",
+        c.source_words,
+        c.records,
+        c.records_lost,
+        c.elided_schedules,
+        human_bytes(c.bytes)
+    );
+}
+
 /// `812 B`, `19.2 KB`, `2.3 MB`, `1.2 GB` (powers of 1024).
 fn human_bytes(b: u64) -> String {
     let units = ["B", "KB", "MB", "GB", "TB"];

@@ -60,7 +60,7 @@ pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     if dot.is_some() {
         sink.graph = Some(flow.clone());
     }
-    let code = analyze_files_into(files, &common, sink);
+    let code = analyze_files_into(files, &common, sink).0;
     if let (Some((path, file)), true) = (dot, code != 2) {
         let graph = flow.lock().unwrap().graph();
         let mut w = std::io::BufWriter::new(file);

@@ -11,7 +11,9 @@ use sidecar::io::{spawn_listener, Limits, Listen};
 use sidecar::pipeline::dataflow::Inputs;
 use sidecar::pipeline::grace::Grace;
 
-use super::common::{live_settings, outputs, parse_bytes, parse_duration, run_dataflow_into, stop_on_ctrl_c, Common};
+use super::common::{
+    live_settings, outputs, parse_bytes, parse_duration, run_dataflow_into, say_cost, stop_on_ctrl_c, Common,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -126,7 +128,10 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: 
     // (Every 10 s: see `heap::trim`.)
     let trimmer = sidecar::heap::Trimmer::every(std::time::Duration::from_secs(10));
     let settings = live_settings(&common, sync.clone());
-    let code = run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common, sink).0;
+    let (code, stats) = run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common, sink);
+    if let Some(st) = &stats {
+        say_cost(st);
+    }
     stop.store(true, Ordering::SeqCst);
     let _ = listener.join();
     drop(trimmer);

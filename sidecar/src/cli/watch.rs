@@ -49,8 +49,9 @@ pub struct Args {
 }
 
 /// `sidecar watch`: the command runs with `PROBE_SINK=unix:SOCKET` (a fresh
-/// socket in a private directory); its standard error passes through and its
-/// `probe:` line is kept for the cost summary. When it exits, the listener
+/// socket in a private directory); the cost summary takes the probe's
+/// figures from its stream; its standard error passes through, and its
+/// `probe:` line is kept for a probe that sends no figures (an older one). When it exits, the listener
 /// takes the connections still pending, the analysis reads what has arrived
 /// to its end, and the closing summary is printed.
 ///
@@ -284,7 +285,8 @@ fn exit_status(status: std::io::Result<ExitStatus>) -> i32 {
 fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     let pl = ended.probe_line.as_ref();
     let cost = Cost::new(&st.totals, pl, args.ns_per_record, args.ns_per_elided);
-    let summary = Summary::new(&args.command, ended.exit, ended.wall.as_secs_f64() * 1e3, &st.totals, pl, cost);
+    let no_figures = cost.source == "none";
+    let summary = Summary::new(&args.command, ended.exit, ended.wall.as_secs_f64() * 1e3, &st.totals, cost);
     let text = summary.text();
     if args.common.json.as_deref() == Some("-") {
         sidecar::detached::say_line(text.trim_end_matches('\n').to_string());
@@ -292,8 +294,11 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
         // (a closed standard output, `| head`, is no reason to panic)
         let _ = write!(std::io::stdout(), "{text}");
     }
-    if pl.is_none() {
-        sidecar::say!("sidecar: no `probe:` line on the command's stderr: the writer thread's CPU is unknown");
+    if no_figures && !st.totals.streams.is_empty() {
+        sidecar::say!(
+            "sidecar: no probe figures in the streams nor a `probe:` line on the command's stderr: the writer \
+             thread's CPU is unknown"
+        );
     }
     if st.totals.streams.is_empty() {
         sidecar::say!("sidecar: no probe connected (does the program read PROBE_SINK?)");

@@ -80,6 +80,17 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
                     writeln!(out, "  exchange t1={} t2={} t3={} t4={} rtt_ns={}", x.t1, x.t2, x.t3, x.t4, x.t4 - x.t1)?;
                 }
             }
+            Body::Stats(s) => {
+                // By name where this reader knows the figure, else by number.
+                let name = |id: u32| {
+                    ringlog::StatFigure::ALL
+                        .iter()
+                        .find(|f| **f as u32 == id)
+                        .map_or(format!("figure{id}"), |f| format!("{f:?}"))
+                };
+                let figures: Vec<String> = s.figures.iter().map(|&(id, v)| format!("{}={v}", name(id))).collect();
+                writeln!(out, "{} {}", if s.last { " last" } else { "" }, figures.join(" "))?;
+            }
         }
     }
     Ok(done)

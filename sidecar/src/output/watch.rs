@@ -1,12 +1,15 @@
 //! `sidecar watch -- COMMAND`: the closing summary, and what tracing cost.
 //!
-//! The cost figures come from two places: the streams themselves (records,
-//! elided schedules, bytes and traced worker time, summed over the
-//! windows), and the workload's own `probe:` line on its standard error
-//! (what the probe produced and lost, and the writer thread's CPU time,
-//! which no frame carries, and what the engine adapter cost). Tracing's
-//! cost in the worker threads, in the steps that did work, has three
-//! parts, each a share of the traced worker time:
+//! The cost figures come from the streams: the windows (records, elided
+//! schedules, bytes and traced worker time, summed over them), and the
+//! probe's own figures, which it sends in its stream (Stats frames: what
+//! it produced, wrote and lost, the writer thread's CPU time, what the
+//! engine adapter and the engine's logging cost; running totals, the last
+//! of each process taken and summed over the processes). A stream without
+//! them (an older probe) falls back on the workload's `probe:` line on its
+//! standard error, and the account says which it used ([`Cost::source`]).
+//! Tracing's cost in the worker threads, in the steps that did work, has
+//! three parts, each a share of the traced worker time:
 //!
 //! - the engine's own logging (timely reading its clock for each log event
 //!   and buffering it, and flushing every registered log at every step):
@@ -26,7 +29,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::report::RunTotals;
+use crate::analysis::report::{ProbeFigures, RunTotals};
 
 /// Measured on the development machine (2 cores, invariant TSC): about
 /// 12 ns per published record and 10 ns per elided schedule pair
@@ -103,21 +106,73 @@ impl ProbeLine {
             }
             any = true;
         }
-        // Events are figures only with their price.
+        p.normalize();
+        p.lines = 1;
+        any.then_some(p)
+    }
+
+    /// What one program's figures mean together: events are figures only
+    /// with their price; a part is no larger than its whole (the figures
+    /// come from outside: the command's output, or its stream); without an
+    /// adapter, the records' pushes are estimated.
+    fn normalize(&mut self) {
+        let p = self;
         if p.engine_log_ms.is_none() {
             (p.engine_events, p.engine_flushes, p.engine_flush_ms) = (None, None, None);
             (p.idle_flushes, p.idle_engine_ms) = (None, None);
         }
-        // A part is no larger than its whole (the figures come from the
-        // command's output).
         p.idle_engine_ms = p.idle_engine_ms.map(|x| x.min(p.engine_flush_ms.unwrap_or(0.0)));
         p.idle_flushes = p.idle_flushes.map(|x| x.min(p.engine_flushes.unwrap_or(0)));
         p.idle_adapter_ms = p.idle_adapter_ms.map(|x| x.min(p.adapter_ms.unwrap_or(0.0)));
         if p.adapter_ms.is_none() {
             (p.unadapted_written, p.unadapted_elided) = (p.written.unwrap_or(0), p.elided.unwrap_or(0));
         }
-        p.lines = 1;
-        any.then_some(p)
+    }
+
+    /// The probes' figures from their streams (the last Stats frame of
+    /// each process), summed over the processes as their `probe:` lines
+    /// would be (`lines`: the processes); None when no stream carried any.
+    pub fn from_streams(t: &RunTotals) -> Option<ProbeLine> {
+        let mut sum: Option<ProbeLine> = None;
+        for p in t.probes.values() {
+            let one = ProbeLine::of_figures(&p.figures);
+            sum.get_or_insert_with(Default::default).add(&one);
+        }
+        for (folded, figures) in t.probes_folded.iter().filter(|f| f.0 > 0) {
+            // (Summed when they were folded: read whole, counted as the
+            // processes they were.)
+            let mut f = ProbeLine::of_figures(figures);
+            f.lines = *folded;
+            sum.get_or_insert_with(Default::default).add(&f);
+        }
+        sum
+    }
+
+    /// One probe's figures, read as its `probe:` line is ([`ProbeLine::parse`]).
+    fn of_figures(f: &ProbeFigures) -> ProbeLine {
+        let ms = |ns: Option<u64>| ns.map(|n| n as f64 / 1e6);
+        let mut p = ProbeLine {
+            lines: 1,
+            workers: f.workers,
+            produced: f.produced,
+            written: f.written,
+            lost: f.lost,
+            elided: f.elided,
+            local: f.local_messages,
+            bytes: f.bytes,
+            writer_cpu_ms: ms(f.writer_cpu_ns),
+            adapter_ms: ms(f.adapter_ns),
+            engine_events: f.engine_events,
+            engine_log_ms: ms(f.engine_log_ns),
+            engine_flushes: f.engine_flushes,
+            engine_flush_ms: ms(f.engine_flush_ns),
+            idle_flushes: f.idle_flushes,
+            idle_engine_ms: ms(f.idle_engine_ns),
+            idle_adapter_ms: ms(f.idle_adapter_ns),
+            ..Default::default()
+        };
+        p.normalize();
+        p
     }
 
     /// Adds another program's figures: a figure is known if any line gave
@@ -203,6 +258,17 @@ pub struct Cost {
     pub writer_cpu_ms: Option<f64>,
     /// writer CPU over the traced wall time (worker time / workers).
     pub writer_cpu_share: Option<f64>,
+    /// Where the probe's figures came from: `stream` (the probes' Stats
+    /// frames), `stderr` (the command's `probe:` line, for probes that
+    /// send none) or `none` (records and bytes as the windows read them,
+    /// the pushes estimated, the writer's CPU unknown).
+    pub source: &'static str,
+    /// The same in words, with how many processes' figures and whether
+    /// they are final.
+    pub source_words: String,
+    /// The probe's figures the account used (summed over the processes).
+    #[serde(skip)]
+    pub probe: Option<ProbeLine>,
     /// The account in one short line, the same in the terminal, the JSON,
     /// `/metrics` and the dashboard ([`Cost::account`]).
     pub account: String,
@@ -211,9 +277,17 @@ pub struct Cost {
 }
 
 impl Cost {
-    pub fn new(t: &RunTotals, p: Option<&ProbeLine>, ns_per_record: f64, ns_per_elided: f64) -> Cost {
+    /// The account of a run: the probes' figures from their streams, or
+    /// where no stream carried any, `stderr` (the command's `probe:`
+    /// lines, summed; `watch` reads them).
+    pub fn new(t: &RunTotals, stderr: Option<&ProbeLine>, ns_per_record: f64, ns_per_elided: f64) -> Cost {
+        let (probe, source) = match ProbeLine::from_streams(t) {
+            Some(p) => (Some(p), "stream"),
+            None => (stderr.cloned(), if stderr.is_some() { "stderr" } else { "none" }),
+        };
+        let source_words = source_words(t, source, probe.as_ref());
         let i = &t.instrumentation;
-        let p = p.cloned().unwrap_or_default();
+        let p = probe.clone().unwrap_or_default();
         let records = p.written.unwrap_or(i.records);
         let elided = p.elided.unwrap_or(i.elided_schedules);
         let bytes = p.bytes.unwrap_or(i.bytes);
@@ -258,6 +332,9 @@ impl Cost {
             idle_adapter_ms,
             writer_cpu_ms: p.writer_cpu_ms,
             writer_cpu_share: p.writer_cpu_ms.filter(|_| wall_ns > 0.0).map(|ms| ms * 1e6 / wall_ns),
+            source,
+            source_words,
+            probe,
             account: String::new(),
             idle_account: None,
         }
@@ -287,6 +364,30 @@ impl Cost {
     fn with_account(mut self) -> Cost {
         (self.account, self.idle_account) = self.account();
         self
+    }
+}
+
+/// Where the figures came from, in words (see [`Cost::source`]).
+fn source_words(t: &RunTotals, source: &str, p: Option<&ProbeLine>) -> String {
+    match source {
+        "stream" => {
+            let n = t.probes.len() + t.probes_folded.iter().map(|f| f.0 as usize).sum::<usize>();
+            let running = t.probes.values().filter(|p| !p.figures.last).count();
+            let of = if n == 1 { "1 process".to_string() } else { format!("{n} processes") };
+            let when = match running {
+                0 => "final".to_string(),
+                r if r == n => "so far".to_string(),
+                r => format!("{r} still running: so far"),
+            };
+            format!("the probe's figures from its stream ({of}, {when})")
+        }
+        "stderr" => format!(
+            "the probe's figures from the command's `probe:` line{} on stderr (its stream carries none: an older probe)",
+            if p.is_some_and(|p| p.lines > 1) { "s" } else { "" }
+        ),
+        _ => "no probe figures (neither in the stream nor on stderr): records and bytes as read, the pushes \
+              estimated"
+            .to_string(),
     }
 }
 
@@ -357,14 +458,9 @@ fn arrangements_line(a: &[(u32, String, u64, u64)]) -> String {
 }
 
 impl Summary {
-    pub fn new(
-        command: &[String],
-        exit_status: i32,
-        wall_ms: f64,
-        t: &RunTotals,
-        probe: Option<&ProbeLine>,
-        cost: Cost,
-    ) -> Summary {
+    /// The summary of a run; its `probe_line` is the probe's figures the
+    /// cost account used (from the streams, or the command's stderr).
+    pub fn new(command: &[String], exit_status: i32, wall_ms: f64, t: &RunTotals, cost: Cost) -> Summary {
         let cp = t.critical_path_ns.max(1) as f64;
         let mut ops: Vec<(u32, String, f64)> =
             t.operators.iter().map(|((w, n), ns)| (*w, n.clone(), *ns as f64 / cp)).collect();
@@ -402,8 +498,8 @@ impl Summary {
             top_operators: ops,
             waits,
             what_if,
+            probe_line: cost.probe.clone(),
             cost,
-            probe_line: probe.cloned(),
             arrangements: t.largest_arrangements(4),
         }
     }
@@ -457,6 +553,7 @@ impl Summary {
         if let Some(idle) = &c.idle_account {
             s += &format!("  {idle}\n");
         }
+        s += &format!("  figures: {}\n", c.source_words);
         s += &format!(
             "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
             c.records,
@@ -517,7 +614,7 @@ impl Summary {
             match (c.writer_cpu_ms, c.writer_cpu_share) {
                 (Some(ms), Some(sh)) => format!("{ms:.1} ms ({:.2}% of one core over the traced time)", sh * 100.0),
                 (Some(ms), None) => format!("{ms:.1} ms"),
-                _ => "unknown (no `probe:` line on the command's stderr)".into(),
+                _ => "unknown (no probe figures)".into(),
             }
         );
         s
@@ -636,7 +733,7 @@ mod tests {
         assert!((c.est_probe_ms - 12.0).abs() < 1e-9);
         assert!((c.worker_threads_ms - 120.0).abs() < 1e-9, "{c:?}");
         assert!((c.worker_threads_share - 0.12).abs() < 1e-9, "{c:?}");
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
         assert!(text.contains("in the worker threads ~120.00 ms = 12.00% of worker time"), "{text}");
         assert!(text.contains("3000000 events ~60.00 ms, ~20 ns each"), "{text}");
         assert!(text.contains("1000000 flushes of its logs ~30.00 ms, ~30 ns each"), "{text}");
@@ -662,7 +759,7 @@ mod tests {
         );
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["account"], c.account.as_str());
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c.clone()).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c.clone()).text();
         let first_cost_line = text.lines().find(|l| l.contains("tracing cost")).unwrap();
         assert_eq!(first_cost_line.trim(), c.account, "{text}");
     }
@@ -694,7 +791,7 @@ mod tests {
         t.operators.insert((0, "Count".into()), 990_000_000);
         t.operators.insert((0, "Probe".into()), 10_000);
         let c = Cost::new(&t, None, 12.0, 10.0);
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, c).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
         assert!(text.contains("w0 Count 99.0%"), "{text}");
         assert!(!text.contains("Probe"), "{text}");
     }
@@ -720,14 +817,12 @@ mod tests {
         ] {
             t.add(&WindowReport { arrangements: arr, ..Default::default() });
         }
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0)).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0)).text();
         assert!(
             text.contains("  arrangements: w0 ArrangeByKey 5.4 M records (peak 6.1 M), w1 ArrangeByKey 12.0 k records (peak 12.0 k)\n"),
             "{text}"
         );
-        assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), None, Cost::default())
-            .text()
-            .contains("arrangements"));
+        assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), Cost::default()).text().contains("arrangements"));
     }
 
     #[test]
@@ -743,7 +838,7 @@ mod tests {
         assert!((c.worker_threads_ms - 40.03).abs() < 1e-9, "{c:?}");
         assert!((c.idle_steps_ms - 760.0).abs() < 1e-9, "{c:?}");
         assert_eq!(c.idle_flushes, Some(19_000_000));
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&p), c).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
         assert!(text.contains("~40.03 ms = 4.00% of worker time, in the steps that did work"), "{text}");
         assert!(text.contains("1000000 flushes of its logs ~30.00 ms"), "{text}");
         assert!(text.contains("the adapter 10.00 ms (measured"), "{text}");
@@ -761,7 +856,7 @@ mod tests {
         let r = ProbeLine::parse("probe: adapter=1.0ms engine_events=1 engine_log=2.0ms engine_flushes=5 engine_flush=1.0ms idle_flushes=0 idle_engine=0.000ms idle_adapter=0.000ms").unwrap();
         let c = Cost::new(&t, Some(&r), 12.0, 10.0);
         assert!((c.worker_threads_ms - 3.0).abs() < 1e-9, "{c:?}");
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&r), c).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
         assert!(!text.contains("steps that did nothing"), "{text}");
 
         // The adapter's idle part without the engine's figures is still
@@ -770,7 +865,7 @@ mod tests {
         assert_eq!((a.idle_flushes, a.idle_engine_ms, a.idle_adapter_ms), (None, None, Some(4.0)));
         let c = Cost::new(&t, Some(&a), 12.0, 10.0);
         assert!((c.worker_threads_ms - 1.0).abs() < 1e-9, "{c:?}");
-        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Some(&a), c).text();
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
         assert!(text.contains("and ~4.00 ms in flush calls of steps that did nothing"), "{text}");
     }
 
@@ -799,8 +894,123 @@ mod tests {
             t.add(&r);
         }
         let c = Cost::new(&t, None, 0.0, 0.0);
-        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, c);
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, c);
         assert_eq!(s.what_if, vec![("w0:Consume=2".into(), "w0 Consume 2× faster: job −25 %".into(), 0.25)]);
         assert!(s.text().contains("  what-if: w0 Consume 2× faster: job −25 %\n"), "{}", s.text());
+    }
+
+    fn figures(written: u64, writer_cpu_ms: u64, last: bool) -> crate::analysis::report::ProbeFigures {
+        crate::analysis::report::ProbeFigures {
+            workers: Some(2),
+            written: Some(written),
+            lost: Some(1),
+            elided: Some(10),
+            bytes: Some(written * 10),
+            writer_cpu_ns: Some(writer_cpu_ms * 1_000_000),
+            last,
+            ..Default::default()
+        }
+    }
+
+    /// The probes' figures come from their streams: the last Stats frame of
+    /// each process (running totals), summed over the processes, ahead of a
+    /// `probe:` line on stderr, and the account says so.
+    #[test]
+    fn the_cost_takes_the_last_figures_of_each_process_from_the_streams() {
+        use crate::analysis::report::ProcessFigures;
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let f = |seq, figures| ProcessFigures { program: "p".into(), seq, figures };
+        // Process 7: frames #5, #9 (the last, at shutdown) and a late #6
+        // (read after #9, e.g. from another reader): #9 holds.
+        t.probe_figures(1, 7, f(5, figures(100, 1, false)));
+        t.probe_figures(1, 7, f(9, figures(1000, 4, true)));
+        t.probe_figures(1, 7, f(6, figures(300, 2, false)));
+        // Process 8: still running, its figures so far.
+        t.probe_figures(1, 8, f(3, figures(50, 1, false)));
+        let stderr = ProbeLine::parse("probe: written=99999 writer_cpu=999.0ms").unwrap();
+        let c = Cost::new(&t, Some(&stderr), 12.0, 10.0);
+        assert_eq!(c.source, "stream");
+        assert_eq!((c.records, c.records_lost, c.elided_schedules, c.bytes), (1050, 2, 20, 10_500));
+        assert_eq!(c.writer_cpu_ms, Some(5.0));
+        assert_eq!(c.probe.as_ref().map(|p| (p.lines, p.workers)), Some((2, Some(4))));
+        // Without an adapter: the pushes' estimate, 1050 × 12 + 20 × 10 ns.
+        assert!((c.worker_threads_ms - 0.0128).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.source_words, "the probe's figures from its stream (2 processes, 1 still running: so far)");
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, c).text();
+        assert!(text.contains("  figures: the probe's figures from its stream (2 processes"), "{text}");
+        assert!(text.contains("writer thread CPU 5.0 ms"), "{text}");
+        // Without figures in the streams, the stderr line; without either,
+        // the records as read.
+        let none = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        let c = Cost::new(&none, Some(&stderr), 12.0, 10.0);
+        assert_eq!((c.source, c.records, c.writer_cpu_ms), ("stderr", 99999, Some(999.0)));
+        assert!(c.source_words.contains("`probe:` line on stderr"), "{}", c.source_words);
+        let c = Cost::new(&none, None, 12.0, 10.0);
+        assert_eq!((c.source, c.writer_cpu_ms), ("none", None));
+        let text = Summary::new(&["x".into()], 0, 1000.0, &none, c).text();
+        assert!(text.contains("writer thread CPU unknown (no probe figures)"), "{text}");
+    }
+
+    /// The adapter's figures from a stream are read as the `probe:` line's:
+    /// a part no larger than its whole, events only with their price.
+    #[test]
+    fn stream_figures_are_read_as_the_probe_line_is() {
+        use crate::analysis::report::{ProbeFigures, ProcessFigures};
+        let mut t = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        t.streams.insert(("h".into(), 0, 0));
+        let figures = ProbeFigures {
+            written: Some(100),
+            adapter_ns: Some(200_000_000),
+            engine_events: Some(1000),
+            engine_log_ns: Some(600_030_000),
+            engine_flushes: Some(20_000_000),
+            engine_flush_ns: Some(600_000_000),
+            idle_flushes: Some(19_000_000),
+            idle_engine_ns: Some(570_000_000),
+            // More than its whole: cut to it.
+            idle_adapter_ns: Some(900_000_000),
+            last: true,
+            ..Default::default()
+        };
+        t.probe_figures(1, 7, ProcessFigures { program: "p".into(), seq: 1, figures });
+        let c = Cost::new(&t, None, 12.0, 10.0);
+        // 600.03 + 200 in all, of which 570 + 200 (cut) in idle steps.
+        assert!((c.worker_threads_ms - 30.03).abs() < 1e-9, "{c:?}");
+        assert!((c.idle_steps_ms - 770.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.account, "tracing cost the worker threads ~30.03 ms = 3.00% of their time while they worked (measured, with the engine's logging)");
+        assert_eq!(c.source_words, "the probe's figures from its stream (1 process, final)");
+    }
+
+    /// A live sidecar serving process after process keeps at most
+    /// `STREAMS_KEPT` of them; past that, ended processes' final figures are
+    /// folded into a sum, and the account stays whole.
+    #[test]
+    fn figures_of_ended_processes_past_the_bound_are_folded_not_lost() {
+        use crate::analysis::report::ProcessFigures;
+        let mut t = RunTotals::default();
+        let n = RunTotals::STREAMS_KEPT as u32 + 10;
+        for pid in 0..n {
+            // Every process but the last wrote 10 records; the last, 1000,
+            // and is still running.
+            let last = pid + 1 < n;
+            t.probe_figures(
+                1,
+                pid,
+                ProcessFigures {
+                    seq: 1,
+                    figures: figures(if last { 10 } else { 1000 }, 1, last),
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(t.probes.len(), RunTotals::STREAMS_KEPT);
+        assert_eq!((t.probes_folded[0].0, t.probes_folded[1].0), (10, 0));
+        let c = Cost::new(&t, None, 12.0, 10.0);
+        // 4,105 processes of 10 records and one of 1,000.
+        assert_eq!(c.records, (n as u64 - 1) * 10 + 1000);
+        assert_eq!(c.writer_cpu_ms, Some(n as f64));
+        assert_eq!(c.probe.as_ref().unwrap().lines, n as u64);
+        assert!(c.source_words.contains(&format!("({n} processes, 1 still running: so far)")), "{}", c.source_words);
     }
 }

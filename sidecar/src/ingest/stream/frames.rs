@@ -11,6 +11,7 @@ use super::faults::Fault;
 use super::records::take_records;
 use super::Ingest;
 use crate::analysis::model::{Counters, Sid};
+use crate::analysis::report::{ProbeFigures, ProcessFigures};
 
 impl Ingest {
     /// Handles one decoded frame of `bytes` bytes.
@@ -51,7 +52,8 @@ impl Ingest {
         let _ = self.records_frame(h, recs.iter(), bytes);
     }
 
-    /// A process-wide frame (hello, clock samples, end).
+    /// A process-wide frame (hello, clock samples, the probe's figures,
+    /// end).
     pub(super) fn process_frame(&mut self, h: &FrameHeader, body: Option<Body>) {
         let sid = Sid::from(h.stream);
         let p = self.proc(sid.host, sid.process, h.domain);
@@ -75,6 +77,17 @@ impl Ingest {
                 }
             }
             Some(Body::End(_)) => p.ended = true,
+            Some(Body::Stats(s)) => {
+                let program = p.program.clone();
+                let figures = ProcessFigures { program, seq: h.seq, figures: probe_figures(&s) };
+                // Running totals: a process's newer frame replaces its
+                // older one not yet taken (bounded by the processes).
+                match self.probe_figures.iter_mut().find(|(h, p, _)| (*h, *p) == (sid.host, sid.process)) {
+                    Some(e) if e.2.seq <= figures.seq => e.2 = figures,
+                    Some(_) => {}
+                    None => self.probe_figures.push((sid.host, sid.process, figures)),
+                }
+            }
             _ => {}
         }
         if gap {
@@ -192,9 +205,9 @@ impl Ingest {
         let Some(mut faults) = self.worker_frame(&h) else { return };
         let st = self.streams.get_mut(&sid).expect("made by worker_frame");
         match body {
-            // (The decoder refuses worker-specific ClockSync frames; Records
-            // go to `records_frame`.)
-            Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) => {}
+            // (The decoder refuses worker-specific ClockSync and Stats
+            // frames; Records go to `records_frame`.)
+            Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) | Body::Stats(_) => {}
             Body::Metadata(m) => {
                 for e in m {
                     match e {
@@ -238,5 +251,30 @@ impl Ingest {
         for (a, b, why) in faults.drain(..) {
             st.windower.fault(a, b, &why);
         }
+    }
+}
+
+/// A Stats frame's figures as the sidecar keeps them (figures it does not
+/// know, a newer probe's, are skipped).
+fn probe_figures(s: &ringlog::ProbeStats) -> ProbeFigures {
+    use ringlog::StatFigure as F;
+    ProbeFigures {
+        workers: s.get(F::Workers),
+        produced: s.get(F::Produced),
+        written: s.get(F::Written),
+        lost: s.get(F::Lost),
+        elided: s.get(F::Elided),
+        local_messages: s.get(F::LocalMessages),
+        bytes: s.get(F::Bytes),
+        writer_cpu_ns: s.get(F::WriterCpuNs),
+        adapter_ns: s.get(F::AdapterNs),
+        engine_events: s.get(F::EngineEvents),
+        engine_log_ns: s.get(F::EngineLogNs),
+        engine_flushes: s.get(F::EngineFlushes),
+        engine_flush_ns: s.get(F::EngineFlushNs),
+        idle_flushes: s.get(F::IdleFlushes),
+        idle_engine_ns: s.get(F::IdleEngineNs),
+        idle_adapter_ns: s.get(F::IdleAdapterNs),
+        last: s.last,
     }
 }

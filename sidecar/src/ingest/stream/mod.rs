@@ -84,6 +84,9 @@ pub struct Ingest {
     pub ended: Vec<(Sid, u64, Vec<SeqMark>)>,
     /// Clock sync: which processes are converted to the reference timeline.
     pub sync: crate::ingest::sync::StreamSync,
+    /// The probes' figures about themselves (Stats frames) read since the
+    /// caller last took them: (host, process, figures).
+    pub probe_figures: Vec<(u64, u32, crate::analysis::report::ProcessFigures)>,
 }
 
 impl Ingest {
@@ -101,6 +104,7 @@ impl Ingest {
             greeted: false,
             ended: Vec::new(),
             sync: Default::default(),
+            probe_figures: Vec::new(),
         }
     }
 

@@ -255,3 +255,34 @@ fn disconnect_and_corruption_are_named() {
     let ing = run(&bytes(true)[..n - 10]);
     assert!(ing.errors[0].contains("input ends inside a frame"), "{:?}", ing.errors);
 }
+
+/// A process's Stats frames give its latest figures, waiting to be taken:
+/// one entry per process however many frames came, a newer frame number
+/// winning, figures this reader does not know skipped; the windows do not
+/// change.
+#[test]
+fn stats_frames_leave_the_latest_figures_of_each_process() {
+    use ringlog::{ProbeStats, StatFigure as F};
+    let mut b = bytes(true);
+    let mut e = Encoder::new();
+    let stats = |written, last| {
+        let mut s = ProbeStats { last, figures: vec![(1000, 9)] };
+        s.set(F::Written, written);
+        s.set(F::WriterCpuNs, 7);
+        s
+    };
+    for (seq, written, last) in [(2, 10, false), (4, 30, true), (3, 20, false)] {
+        let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+        e.stats(pw, seq, ClockDomain::Tsc, &stats(written, last), &mut b);
+    }
+    let ing = run(&b);
+    assert_eq!(ing.probe_figures.len(), 1, "{:?}", ing.probe_figures);
+    let (host, pid, f) = &ing.probe_figures[0];
+    assert_eq!((*host, *pid, f.seq, f.program.as_str()), (7, 1, 4, "p"));
+    assert_eq!(
+        (f.figures.written, f.figures.writer_cpu_ns, f.figures.adapter_ns, f.figures.last),
+        (Some(30), Some(7), None, true)
+    );
+    let plain = run(&bytes(true));
+    assert_eq!(format!("{:?}", ing.out), format!("{:?}", plain.out));
+}

@@ -208,12 +208,13 @@ impl Hub {
     }
 
     /// The `--summary-json` object of the run so far: what the closing
-    /// summary would say now, without the probe's line (it comes at the
-    /// command's exit) and with a null exit status.
+    /// summary would say now, with the probes' figures their streams have
+    /// sent so far (a command's `probe:` line, for older probes, comes only
+    /// at its exit) and a null exit status.
     fn live_summary(&self, w: &WindowUpdate) -> Value {
         let cost = Cost::new(&w.totals, None, NS_PER_RECORD, NS_PER_ELIDED);
         let wall_ms = self.started.elapsed().as_secs_f64() * 1e3;
-        let s = Summary::new(&self.opts.command, 0, wall_ms, &w.totals, None, cost);
+        let s = Summary::new(&self.opts.command, 0, wall_ms, &w.totals, cost);
         let mut v = serde_json::to_value(&s).unwrap_or(Value::Null);
         v["exit_status"] = Value::Null;
         v
@@ -348,5 +349,41 @@ mod tests {
             feed.summary("{}".into());
         }
         assert_eq!(feed.dropped(), 8);
+    }
+
+    /// The page and `/metrics` get the cost from the probes' figures in
+    /// their streams while the run goes on, as the terminal does at its end.
+    #[test]
+    fn the_live_cost_comes_from_the_probes_figures_in_the_streams() {
+        use crate::analysis::report::{ProbeFigures, ProcessFigures, RunTotals};
+        let h = hub(5);
+        let mut totals = RunTotals { worker_ns: 1_000_000_000, ..Default::default() };
+        totals.streams.insert(("h".into(), 0, 0));
+        let figures = ProbeFigures {
+            written: Some(1_000_000),
+            elided: Some(0),
+            writer_cpu_ns: Some(25_000_000),
+            adapter_ns: Some(40_000_000),
+            ..Default::default()
+        };
+        totals.probe_figures(1, 7, ProcessFigures { program: "p".into(), seq: 3, figures });
+        let u = WindowUpdate {
+            json: json!({"window": 1, "complete": true}).to_string(),
+            lanes: None,
+            totals,
+            errors: 0,
+            connections: 1,
+            refused: [0; 3],
+        };
+        h.apply(Update::Window(Box::new(u)));
+        let inner = h.inner.lock().unwrap();
+        let cost = &inner.summary["cost"];
+        assert_eq!(cost["source"], "stream", "{cost}");
+        assert_eq!(cost["records"], 1_000_000);
+        assert_eq!(inner.summary["probe_line"]["written"], 1_000_000);
+        let text = inner.metrics.text();
+        // The adapter's 40 ms, and apart the writer's 25 ms.
+        assert!(text.contains("sidecar_tracing_cost_seconds{part=\"worker_threads\"} 0.04"), "{text}");
+        assert!(text.contains("sidecar_tracing_cost_seconds{part=\"writer_thread\"} 0.025"), "{text}");
     }
 }

@@ -16,7 +16,7 @@
 //! | `sidecar_connections_total` | counter | |
 //! | `sidecar_decode_errors_total` | counter | |
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
-//! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps), as the summary's cost account |
+//! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps; `writer_thread`: the probe's writer thread's CPU, once the probes' figures say it), as the summary's cost account, from the probes' figures in their streams |
 //! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
 //! | `sidecar_arrangement_records` | gauge | `worker`, `operator`, `id` (differential: updates the trace holds, at the latest window's end) |
 //! | `sidecar_arrangement_batches` | gauge | the same |
@@ -139,7 +139,7 @@ impl Metrics {
         r.register_with_unit("analysis_latency", "From a window's end to its report (live runs)", s, m.latency.clone());
         r.register_with_unit(
             "tracing_cost",
-            "What tracing cost the job's worker threads while they worked, and apart, idle polling",
+            "What tracing cost the job's worker threads while they worked, and apart, idle polling and the probe's writer thread",
             Unit::Seconds,
             m.tracing_cost.clone(),
         );
@@ -159,11 +159,15 @@ impl Metrics {
     }
 
     /// The cost account of the summary so far (its `cost` object): the
-    /// same figures the terminal and the page say.
+    /// same figures the terminal and the page say. The writer thread's CPU
+    /// has a series once it is known (the probes' figures carry it).
     pub fn cost(&mut self, cost: &Value) {
         for (part, field) in [("worker_threads", "worker_threads_ms"), ("idle_polling", "idle_steps_ms")] {
             let ms = cost[field].as_f64().unwrap_or(0.0);
             self.tracing_cost.get_or_create(&vec![("part", part.to_string())]).set(ms / 1e3);
+        }
+        if let Some(ms) = cost["writer_cpu_ms"].as_f64() {
+            self.tracing_cost.get_or_create(&vec![("part", "writer_thread".to_string())]).set(ms / 1e3);
         }
     }
 

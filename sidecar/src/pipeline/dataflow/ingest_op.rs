@@ -386,6 +386,12 @@ impl Streams {
                 self.error_lines.say(|| format!("sidecar: error: {e}"));
                 self.shared.stats.lock().unwrap().error(e);
             }
+            if !r.ingest.probe_figures.is_empty() {
+                let mut st = self.shared.stats.lock().unwrap();
+                for (host, process, f) in r.ingest.probe_figures.drain(..) {
+                    st.totals.probe_figures(host, process, f);
+                }
+            }
         }
     }
 
