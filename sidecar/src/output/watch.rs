@@ -769,7 +769,7 @@ mod tests {
     #[test]
     fn the_summary_says_how_many_windows_came_before_every_process_started() {
         let t = RunTotals { windows: 10, incomplete: 3, starting: 2, ..Default::default() };
-        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0));
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0));
         let text = s.text();
         assert!(
             text.contains(
@@ -779,7 +779,7 @@ mod tests {
         );
         assert_eq!(serde_json::to_value(&s).unwrap()["starting_windows"], 2);
         let t = RunTotals { windows: 10, ..Default::default() };
-        let s = Summary::new(&["x".into()], 0, 1000.0, &t, None, Cost::new(&t, None, 12.0, 10.0));
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0));
         assert!(!s.text().contains("before every process"));
         assert!(serde_json::to_value(&s).unwrap().get("starting_windows").is_none());
     }

@@ -368,6 +368,7 @@ mod tests {
         };
         totals.probe_figures(1, 7, ProcessFigures { program: "p".into(), seq: 3, figures });
         let u = WindowUpdate {
+            number: 1,
             json: json!({"window": 1, "complete": true}).to_string(),
             lanes: None,
             totals,
