@@ -431,6 +431,8 @@ impl Cdp {
 /// What the test reads of the rendered page.
 const PROBE_DOM: &str = r##"JSON.stringify({
   top: document.getElementById("top-operator").textContent,
+  headline: document.getElementById("headline").textContent,
+  selected: document.getElementById("selected-title").textContent,
   waitCols: [...document.querySelectorAll("#waits th.col")].map(e => e.textContent),
   waitRows: [...document.querySelectorAll("#waits th.row")].map(e => e.textContent),
   waitTitles: [...document.querySelectorAll("#waits td.cell")].map(e => e.title).filter(t => t),
@@ -519,6 +521,14 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
     assert!(dom["graphScopes"].as_u64().unwrap() >= 1, "graph: {dom}");
     assert_eq!(dom["graphHot"], json!(["Consume"]), "the hot operator highlighted: {dom}");
     assert!(dom["graphCritical"].as_array().unwrap().contains(&json!("Consume")), "{dom}");
+    // Windows are numbered from the run's start, as the terminal numbers
+    // them (the monotonic clock over 250 ms gives thousands): the run
+    // lasts a few seconds, so a few dozen windows at most.
+    for text in [&dom["headline"], &dom["selected"]] {
+        let n: u64 =
+            text.as_str().and_then(|t| t.strip_prefix("window ")?.split([':', ' ']).next()?.parse().ok()).unwrap();
+        assert!(n < 100, "window numbered from the run's start: {text}");
+    }
     assert_eq!(dom["errors"], json!(""), "errors caught by the page");
     assert_eq!(page.errors(), Vec::<String>::new(), "errors on the console");
 }

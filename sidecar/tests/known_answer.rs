@@ -449,6 +449,21 @@ fn a_gather_waits_on_its_last_sender_for_the_whole_gap() {
     assert_gather_waits_on_the_straggler(&r);
 }
 
+/// The critical path of the gather crosses one data message (w3's to w0,
+/// sent at 790, read by w0's gather): the window's top channels count that
+/// data channel, once, from w3 to w0, with the 0 ns the message took on
+/// one host. The progress channels cross nothing (no wait ended on them).
+#[test]
+fn a_data_message_on_the_critical_path_is_counted_in_the_top_channels() {
+    let r = window0(&gather(|w| (0..4).filter(|&p| p != w).collect()));
+    let c = &r.critical_path.top_channels;
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(
+        (c[0].channel, c[0].kind, c[0].src_worker, c[0].dst_worker, c[0].crossings),
+        (5, "data_message", 3, 0, 1)
+    );
+}
+
 #[test]
 fn a_gather_is_attributed_by_arrival_not_by_read_order() {
     // The straggler's message read first, the early ones after it.

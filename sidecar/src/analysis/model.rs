@@ -320,6 +320,8 @@ pub struct Fragment {
     pub ended: bool,
     /// The program name from the process's Hello.
     pub program: String,
+    /// The host's name from the process's Hello.
+    pub host_name: String,
     /// Metadata of the stream so far: operator names, channels, span names.
     pub ops: Vec<(u32, String)>,
     /// Operators' addresses: the scope path timely gives each (empty when

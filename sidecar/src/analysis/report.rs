@@ -18,6 +18,14 @@ pub struct WindowReport {
     pub start_unix_ns: Option<i64>,
     pub complete: bool,
     pub incomplete_reasons: Vec<String>,
+    /// Workers of the job (global indices, the first 16) whose process had
+    /// not started yet in this window: a cluster's processes start up to a
+    /// second apart. The window is incomplete, not faulty; its figures are
+    /// kept out of the run's totals, and no wait is on these workers
+    /// (waiting for them to start is counted under `not_started`). Absent
+    /// when every process is there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workers_not_started: Vec<u32>,
     /// Other hosts analyzed alongside, on their own timelines (hex ids).
     pub unsynchronized_hosts: Vec<String>,
     /// Other hosts whose streams are in this window, converted to this
@@ -120,6 +128,10 @@ pub struct StreamInfo {
     pub host: String,
     pub process: u32,
     pub worker: u32,
+    /// The host's name, in a window with streams of more than one host
+    /// (absent otherwise).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host_name: String,
     pub program: String,
     /// Part of the window the stream covers, ns.
     pub covered_ns: [Ns; 2],
@@ -384,7 +396,7 @@ impl WindowReport {
             .iter()
             .take(2)
             .filter(|o| o.share >= 0.05)
-            .map(|o| format!("w{} {} {:.0}%", o.worker, o.name, o.share * 100.0))
+            .map(|o| format!("{} {} {:.0}%", self.who(o.worker), o.name, o.share * 100.0))
             .collect();
         if let (Some(t), Some(first)) = (cp.tie_words(), tops.first_mut()) {
             *first = t;
@@ -404,7 +416,13 @@ impl WindowReport {
         }
         s += &format!("  waits: {}", self.top_waits(2));
         if let Some(w) = self.best_what_if() {
-            s += &format!("  what-if: {}", w.words());
+            let words = w.words();
+            // (In a multi-host window, the worker with its host's name.)
+            let words = match w.worker.map(|k| (format!("w{k} "), self.who(k))) {
+                Some((plain, named)) if words.starts_with(&plain) => format!("{named} {}", &words[plain.len()..]),
+                _ => words,
+            };
+            s += &format!("  what-if: {words}");
         }
         s += &format!("  {} streams, {} events", self.streams.len(), self.events);
         if self.lost_records > 0 {
@@ -426,6 +444,15 @@ impl WindowReport {
         s
     }
 
+    /// Worker `w` as the line names it: `w0`, or in a window with streams
+    /// of more than one host, with its host's name (`hostB/w0`).
+    fn who(&self, w: u32) -> String {
+        match self.streams.iter().find(|s| s.worker == w && !s.host_name.is_empty()) {
+            Some(s) => format!("{}/w{w}", s.host_name),
+            None => format!("w{w}"),
+        }
+    }
+
     /// The prediction the window line says: the largest saving of a 2×
     /// speedup (what a real fix might give; taking no time is the bound),
     /// else the largest; none that saves nothing.
@@ -434,12 +461,15 @@ impl WindowReport {
     }
 
     /// The `n` largest waits by (worker, worker waited on): `w1→w0 249 ms,
-    /// w2→? 3.0 ms` (`?`: no visible cause), or `none`.
+    /// w2→? 3.0 ms` (`?`: no visible cause; `w1→not started`: waiting for
+    /// a worker that was not running yet), or `none`.
     fn top_waits(&self, n: usize) -> String {
+        const NOT_STARTED: Option<u32> = Some(u32::MAX);
         let mut by: std::collections::BTreeMap<(u32, Option<u32>), Ns> = Default::default();
         for w in &self.waiting {
             for on in &w.on {
-                *by.entry((w.worker, on.worker)).or_default() += on.total_ns();
+                let key = if on.kind == "not_started" { NOT_STARTED } else { on.worker };
+                *by.entry((w.worker, key)).or_default() += on.total_ns();
             }
         }
         let mut v: Vec<((u32, Option<u32>), Ns)> = by.into_iter().filter(|(_, ns)| *ns > 0).collect();
@@ -448,7 +478,9 @@ impl WindowReport {
             .waiting
             .iter()
             .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
-            .map(|(w, o)| format!("w{w} waiting since {} (open)", human_ns(self.end_ns.saturating_sub(o.since_ns))))
+            .map(|(w, o)| {
+                format!("{} waiting since {} (open)", self.who(w), human_ns(self.end_ns.saturating_sub(o.since_ns)))
+            })
             .collect();
         if v.is_empty() && open.is_empty() {
             return "none".into();
@@ -457,7 +489,14 @@ impl WindowReport {
         let mut parts: Vec<String> = v
             .iter()
             .take(n)
-            .map(|((w, on), ns)| format!("w{w}→{} {}", on.map_or("?".to_string(), |o| format!("w{o}")), human_ns(*ns)))
+            .map(|((w, on), ns)| {
+                let on = match *on {
+                    NOT_STARTED => "not started".to_string(),
+                    None => "?".to_string(),
+                    Some(o) => self.who(o),
+                };
+                format!("{}→{on} {}", self.who(*w), human_ns(*ns))
+            })
             .collect();
         if more > 0 {
             parts.push(format!("+{more} more"));
@@ -558,6 +597,15 @@ fn fold_one(ew: &mut WorkerWaiting, c: &CarriedWait, ns: Ns) {
 pub struct RunTotals {
     pub windows: u64,
     pub incomplete: u64,
+    /// Windows in which a process of the job had not started yet
+    /// (`WindowReport::workers_not_started`): counted in `windows`,
+    /// `incomplete`, the streams and the tracing cost, kept out of the
+    /// job's figures (critical path, waits, what-if: the job was not all
+    /// there).
+    pub starting: u64,
+    /// Time workers spent waiting for a worker that had not started yet,
+    /// in the windows counted (a cluster's last process starting), ns.
+    pub not_started_ns: Ns,
     /// Windows where a trace property check failed.
     pub property_violations: u64,
     pub instrumentation: Instrumentation,
@@ -697,6 +745,10 @@ impl RunTotals {
             }
             self.worker_ns += s.covered_ns[1].saturating_sub(s.covered_ns[0]);
         }
+        if !r.workers_not_started.is_empty() {
+            self.starting += 1;
+            return;
+        }
         self.critical_path_ns += r.critical_path.length_ns;
         let k = &r.critical_path.by_kind;
         self.transit_ns += k.data_message + k.progress_message;
@@ -708,6 +760,10 @@ impl RunTotals {
         // cause (`carried_ns`).
         for w in &r.waiting {
             for on in &w.on {
+                if on.kind == "not_started" {
+                    self.not_started_ns += on.total_ns();
+                    continue;
+                }
                 *self.waits.entry((w.worker, on.worker)).or_default() += on.total_ns();
             }
         }
@@ -840,6 +896,38 @@ mod tests {
         assert!(line.ends_with("property violations: wait termination"), "{line}");
         // The compact form stays as it was.
         assert!(r.line().starts_with("[3409     12] ok  streams 2 events 524 cp 250.0ms"), "{}", r.line());
+    }
+
+    /// In a window with streams of two hosts, the line names each worker
+    /// with its host's name: w0 runs on `hostA`, w1 on `hostB`.
+    #[test]
+    fn a_multi_host_line_names_workers_with_their_hosts() {
+        let mut r = skewed();
+        let s = |host: &str, name: &str, worker| StreamInfo {
+            host: host.into(),
+            host_name: name.into(),
+            worker,
+            ..Default::default()
+        };
+        r.streams = vec![s("e057f412542e3409", "hostA", 0), s("00000000000000bb", "hostB", 1)];
+        r.synchronized_hosts = vec!["00000000000000bb".into()];
+        let line = r.readable_line();
+        assert!(line.contains("critical path 250 ms: hostA/w0 Consume 99%"), "{line}");
+        assert!(line.contains("waits: hostB/w1→hostA/w0 249 ms"), "{line}");
+        // One host: plain `w0` (no names are filled in then).
+        assert!(skewed().readable_line().contains("waits: w1→w0 249 ms"));
+    }
+
+    /// A wait for a worker that was not running yet reads as such, not as
+    /// a wait on `?`.
+    #[test]
+    fn a_wait_for_a_process_to_start_reads_not_started() {
+        let mut r = skewed();
+        let start =
+            WaitedOn { worker: None, channel: None, kind: "not_started", ns: 0, count: 0, carried_ns: 2_000_000 };
+        r.waiting[0].on.push(start);
+        let line = r.readable_line();
+        assert!(line.contains("waits: w1→w0 249 ms, w1→not started 2.0 ms"), "{line}");
     }
 
     #[test]

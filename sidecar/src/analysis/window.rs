@@ -74,6 +74,8 @@ pub struct Windower {
     lent: Option<(u64, usize)>,
     pub workers_expected: u32,
     pub program: String,
+    /// The host's name (its Hello).
+    pub host_name: String,
     /// The messages of the window they last went to (index, start, end),
     /// so far, with the first and last time: moved into its fragment when
     /// the stream moves on or the window is handed over.
@@ -127,6 +129,7 @@ impl Windower {
             lent: None,
             workers_expected: 0,
             program: String::new(),
+            host_name: String::new(),
             msgs: Messages::default(),
             msgs_at: None,
             msgs_span: (0, 0),
@@ -262,6 +265,7 @@ impl Windower {
             window: k,
             workers_expected: self.workers_expected,
             program: self.program.clone(),
+            host_name: self.host_name.clone(),
             ..Default::default()
         }
     }

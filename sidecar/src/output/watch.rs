@@ -404,6 +404,10 @@ pub struct Summary {
     pub wall_ms: f64,
     pub windows: u64,
     pub incomplete_windows: u64,
+    /// Of the incomplete windows, those before every process of the job
+    /// had started: kept out of the figures below.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub starting_windows: u64,
     pub property_violation_windows: u64,
     pub workers: usize,
     pub critical_path_ms: f64,
@@ -426,6 +430,10 @@ pub struct Summary {
     /// at the last level held, peak), the largest peak first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub arrangements: Vec<(u32, String, u64, u64)>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A count in words a person reads at a glance: `5.4 M`, `12.0 k`, `731`.
@@ -486,6 +494,7 @@ impl Summary {
             wall_ms,
             windows: t.windows,
             incomplete_windows: t.incomplete,
+            starting_windows: t.starting,
             property_violation_windows: t.property_violations,
             workers: t.streams.len(),
             critical_path_ms: t.critical_path_ns as f64 / 1e6,
@@ -508,8 +517,12 @@ impl Summary {
             self.exit_status,
             self.wall_ms / 1e3
         );
+        let starting = match self.starting_windows {
+            0 => String::new(),
+            n => format!(", {n} of them before every process had started, kept out of the figures below"),
+        };
         s += &format!(
-            "  windows: {} ({} incomplete, {} with property violations); {} workers traced, {:.1} ms of worker time\n",
+            "  windows: {} ({} incomplete{starting}, {} with property violations); {} workers traced, {:.1} ms of worker time\n",
             self.windows, self.incomplete_windows, self.property_violation_windows, self.workers, c.worker_ms
         );
         let ops: Vec<String> =
@@ -758,6 +771,26 @@ mod tests {
         let text = Summary::new(&["x".into()], 0, 1000.0, &t, c.clone()).text();
         let first_cost_line = text.lines().find(|l| l.contains("tracing cost")).unwrap();
         assert_eq!(first_cost_line.trim(), c.account, "{text}");
+    }
+
+    /// Windows before every process of a cluster had started are said
+    /// apart, in the text and the JSON (and only when there are some).
+    #[test]
+    fn the_summary_says_how_many_windows_came_before_every_process_started() {
+        let t = RunTotals { windows: 10, incomplete: 3, starting: 2, ..Default::default() };
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0));
+        let text = s.text();
+        assert!(
+            text.contains(
+                "windows: 10 (3 incomplete, 2 of them before every process had started, kept out of the figures below"
+            ),
+            "{text}"
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap()["starting_windows"], 2);
+        let t = RunTotals { windows: 10, ..Default::default() };
+        let s = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0));
+        assert!(!s.text().contains("before every process"));
+        assert!(serde_json::to_value(&s).unwrap().get("starting_windows").is_none());
     }
 
     /// Operators whose share rounds to 0.0 % say nothing: left out.

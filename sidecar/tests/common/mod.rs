@@ -175,15 +175,23 @@ pub fn profile_dir() -> std::path::PathBuf {
 /// The `skew` example binary, built once per test binary (same profile and
 /// target dir).
 pub fn skew() -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    example("skew")
+}
+
+/// An example binary (`examples/src/bin`), built once per test binary
+/// (same profile and target dir).
+pub fn example(bin: &str) -> std::path::PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let dir = profile_dir();
-    BUILT.get_or_init(|| {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == bin) {
         let mut c = std::process::Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bin", "skew"]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        c.args(["build", "-p", "examples", "--bin", bin]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
         if dir.file_name().is_some_and(|n| n == "release") {
             c.arg("--release");
         }
-        assert!(c.status().expect("cargo build -p examples").success(), "building skew failed");
-    });
-    dir.join("skew")
+        assert!(c.status().expect("cargo build -p examples").success(), "building {bin} failed");
+        built.push(bin.to_string());
+    }
+    dir.join(bin)
 }

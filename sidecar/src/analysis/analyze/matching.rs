@@ -13,7 +13,7 @@
 //! that reached it, read or not): the wait finder's inputs (Sager §5.1).
 
 use super::detail::{Message, WindowDetail};
-use super::streams::Streams;
+use super::streams::{Strangers, Streams};
 use super::tables::{join, sorted_by_seq, DataGroup, DenseIds, GroupIndex, ProgressReads, ProgressSends};
 use crate::analysis::model::{
     give_entries, give_items, take_items, Fragment, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind, Ns, SeqMark, Sid,
@@ -32,6 +32,9 @@ pub(super) struct Matched {
     /// Every data message matched between two of the window's workers (for
     /// the what-if replay).
     pub links: Vec<Link>,
+    /// The message halves whose other worker is not on this timeline, by
+    /// (the process of the stream that has the half, the worker it names).
+    pub strangers: Strangers,
 }
 
 /// The window's message tables while they are matched.
@@ -44,6 +47,7 @@ struct Matching<'a> {
     inbox: Vec<Inbox>,
     arrivals: Vec<ArrivalRuns>,
     links: Vec<Link>,
+    strangers: Strangers,
     chan_ids: DenseIds,
     worker_ids: DenseIds,
     /// Data: (channel, sender, receiver) → group.
@@ -205,6 +209,7 @@ impl<'a> Matching<'a> {
             inbox: (0..n).map(|_| Inbox::default()).collect(),
             arrivals: vec![ArrivalRuns::default(); n],
             links: Vec::new(),
+            strangers: Strangers::default(),
             chan_ids: DenseIds::default(),
             worker_ids: DenseIds::default(),
             data_ix: GroupIndex::default(),
@@ -438,7 +443,10 @@ impl<'a> Matching<'a> {
                             }
                         }
                         None if streams.own_worker(i, to) => mc.data_in_flight += 1,
-                        None => mc.data_unmatched += 1,
+                        None => {
+                            mc.data_unmatched += 1;
+                            self.strangers.add(streams.pk[i], to);
+                        }
                     }
                     a += 1;
                 }
@@ -449,6 +457,7 @@ impl<'a> Matching<'a> {
                         mc.data_from_before += 1;
                     } else {
                         mc.data_unmatched += 1;
+                        self.strangers.add(streams.pk[j], from);
                     }
                     let crossed = src.filter(|&i| self.crosses(i, j));
                     let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
@@ -518,6 +527,7 @@ impl<'a> Matching<'a> {
                             mc.progress_from_before += 1;
                         } else {
                             mc.progress_unmatched += 1;
+                            self.strangers.add(streams.pk[j], from);
                         }
                         let crossed = i.filter(|&i| streams.pk[i] != streams.pk[j]);
                         let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
@@ -609,7 +619,13 @@ impl<'a> Matching<'a> {
         for g in self.pr {
             give_entries(g.reads);
         }
-        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals: self.stretches.intervals, links: self.links }
+        Matched {
+            inbox: self.inbox,
+            arrivals: self.arrivals,
+            intervals: self.stretches.intervals,
+            links: self.links,
+            strangers: self.strangers,
+        }
     }
 }
 

@@ -116,16 +116,25 @@ pub fn analyze_detail(
         detail.as_deref_mut(),
     );
     let links = std::mem::take(&mut matched.links);
-    let (g, waiting) = timelines::lay_out_timelines(&streams.sids, matched, window, detail.as_deref_mut());
+    // (With hosts on timelines of their own, an absent worker may be
+    // running there: nothing is said of it.)
+    let elsewhere = frags.iter().any(|f| !f.other_hosts.is_empty());
+    let absent = streams::not_started(&streams, &merged.ended_of, &matched.strangers, elsewhere);
+    reasons.extend(absent.reason());
+    rep.workers_not_started = absent.workers.clone();
+    let began = timelines::stream_starts(&frags, window);
+    let (g, waiting) =
+        timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut());
     rep.waiting = waiting;
     let names = Names::of(&frags);
     rep.critical_path = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
     rep.what_if = what_if::rank_what_ifs(&g, &links, &streams.sids, &names, &rep.critical_path, what_if);
     rep.participation = participation::rank_participation(&g, &streams.sids, &names);
     rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
-    rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, window);
+    let starting = !absent.workers.is_empty();
+    rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, starting, window);
     rep.arrangements = arrangements::list_arrangements(&frags, &names);
-    other_timelines(&mut rep, &frags, &mut reasons);
+    other_timelines(&mut rep, &frags, absent.halves, &mut reasons);
     for f in frags {
         crate::analysis::model::give_items(f.items);
     }
@@ -141,13 +150,14 @@ fn unix_start(frags: &[Fragment], ws: Ns) -> Option<i64> {
 
 /// Messages whose other half is not on this timeline: the other worker is
 /// on another host (unsynchronized, analyzed in its own windows) or its
-/// stream is missing.
-fn other_timelines(rep: &mut WindowReport, frags: &[Fragment], reasons: &mut Vec<String>) {
+/// stream is missing. (`explained` of them name a worker whose process has
+/// not started yet: the reason for that says so.)
+fn other_timelines(rep: &mut WindowReport, frags: &[Fragment], explained: u64, reasons: &mut Vec<String>) {
     let mut others: Vec<u64> = frags.iter().flat_map(|f| f.other_hosts.iter().copied()).collect();
     others.sort_unstable();
     others.dedup();
     rep.unsynchronized_hosts = others.iter().map(|h| format!("{h:016x}")).collect();
-    let unmatched = rep.messages.data_unmatched + rep.messages.progress_unmatched;
+    let unmatched = (rep.messages.data_unmatched + rep.messages.progress_unmatched).saturating_sub(explained);
     if unmatched > 0 {
         reasons.push(if others.is_empty() {
             format!("{unmatched} message halves with a worker not on this timeline (a missing stream?)")

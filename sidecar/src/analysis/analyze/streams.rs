@@ -77,7 +77,7 @@ impl Streams {
     }
 
     /// Process `p`'s block of global worker indices (None: no Hello seen).
-    fn block(&self, p: u32) -> Option<(u32, u32)> {
+    pub fn block(&self, p: u32) -> Option<(u32, u32)> {
         let (e, base) = *self.blocks.get(p as usize)?;
         (e > 0).then(|| (base, base.saturating_add(e)))
     }
@@ -143,6 +143,7 @@ fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport)
     let sids = &streams.sids;
     let mut reasons: Vec<String> = Vec::new();
     let mut sum = Counters::default();
+    let hosts_named = sids.iter().any(|s| s.host != sids[0].host);
     for (i, f) in frags.iter().enumerate() {
         let c = &f.counters;
         sum.add(c);
@@ -158,6 +159,7 @@ fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport)
             host: format!("{:016x}", sids[i].host),
             process: sids[i].process,
             worker: sids[i].worker,
+            host_name: if hosts_named { f.host_name.clone() } else { String::new() },
             program: f.program.clone(),
             covered_ns: [f.covered.0, f.covered.1],
             records: c.records,
@@ -224,4 +226,159 @@ fn missing_streams(streams: &Streams, p: u32, ended: &[u32], reasons: &mut Vec<S
         here.len()
     ));
     missing
+}
+
+/// Unmatched message halves by (process, worker named), for telling a
+/// cluster's process that has not started yet from a missing stream; at
+/// most [`Strangers::KEPT`] pairs (a corrupt stream naming billions of
+/// workers must not grow it), the rest counted apart.
+#[derive(Default)]
+pub(super) struct Strangers {
+    pub by_worker: rustc_hash::FxHashMap<(u32, u32), u64>,
+    pub others: u64,
+}
+
+impl Strangers {
+    const KEPT: usize = 256;
+
+    pub fn add(&mut self, process: u32, worker: u32) {
+        let full = self.by_worker.len() >= Self::KEPT;
+        match self.by_worker.get_mut(&(process, worker)) {
+            Some(n) => *n += 1,
+            None if full => self.others += 1,
+            None => {
+                self.by_worker.insert((process, worker), 1);
+            }
+        }
+    }
+}
+
+/// The workers of the job that no process here runs yet: a timely
+/// cluster's processes start up to a second apart (timely's connection loop
+/// retries once a second), and until every process is there the windows of
+/// the ones that are lack the others' workers. That is not a fault, and the
+/// window is not complete either.
+///
+/// Timely numbers a cluster's workers globally, each process a block of its
+/// worker count from 0: a process whose block starts at `base` > 0 says
+/// that workers `0..base` exist, and a message half naming a worker outside
+/// every block here says that worker exists. Such a worker, not in the
+/// block of any process present and not among the streams known to have
+/// ended, is not running yet (or its process never connects: its windows
+/// say so all along). Not when other hosts are analyzed on timelines of
+/// their own (unsynchronized): the worker may be running there.
+pub(super) struct NotStarted {
+    /// The first [`NotStarted::NAMED`] of them, ascending.
+    pub workers: Vec<u32>,
+    /// How many more.
+    pub more: u64,
+    /// The unmatched message halves that name one of them.
+    pub halves: u64,
+}
+
+impl NotStarted {
+    const NAMED: usize = 16;
+
+    /// The window's reason, naming the workers (`w0: process not started
+    /// yet`), or None.
+    pub fn reason(&self) -> Option<String> {
+        let first = self.workers.first()?;
+        let names: Vec<String> = self.workers.iter().map(|w| format!("w{w}")).collect();
+        let who = match (names.len(), self.more) {
+            (1, 0) => format!("w{first}: process not started yet"),
+            (_, 0) => format!("{}: processes not started yet", names.join(", ")),
+            _ => format!("{} and {} more: processes not started yet", names.join(", "), self.more),
+        };
+        Some(match self.halves {
+            0 => who,
+            n => format!("{who} ({n} message halves with them)"),
+        })
+    }
+
+    /// Whether worker `w` is one of them (the first named only).
+    pub fn has(&self, w: u32) -> bool {
+        self.workers.binary_search(&w).is_ok()
+    }
+}
+
+/// The job's workers not running yet in this window (see [`NotStarted`]).
+pub(super) fn not_started(
+    streams: &Streams,
+    ended_of: &FxHashMap<(u64, u32), Vec<u32>>,
+    strangers: &Strangers,
+    other_timelines: bool,
+) -> NotStarted {
+    if other_timelines {
+        return NotStarted { workers: Vec::new(), more: 0, halves: 0 };
+    }
+    // Where the job's workers are known to be: below a process's block,
+    // and where its streams' messages go.
+    let mut wanted: Vec<(u32, u32)> = Vec::new();
+    let mut running: Vec<(u32, u32)> = Vec::new();
+    for p in streams.processes() {
+        if let Some((base, hi)) = streams.block(p) {
+            wanted.push((0, base));
+            running.push((base, hi));
+        }
+    }
+    for &(p, w) in strangers.by_worker.keys() {
+        if streams.block(p).is_some() {
+            wanted.push((w, w.saturating_add(1)));
+        }
+    }
+    let mut ended: Vec<u32> = ended_of.values().flatten().copied().collect();
+    ended.sort_unstable();
+    ended.dedup();
+    let absent = subtract(merge(wanted), &merge(running));
+    let mut out = NotStarted { workers: Vec::new(), more: 0, halves: 0 };
+    for &(lo, hi) in &absent {
+        let gone = ended.iter().filter(|w| (lo..hi).contains(*w)).count() as u64;
+        let mut named = (lo..hi).filter(|w| ended.binary_search(w).is_err());
+        while out.workers.len() < NotStarted::NAMED {
+            let Some(w) = named.next() else { break };
+            out.workers.push(w);
+        }
+        let taken = out.workers.iter().filter(|w| (lo..hi).contains(*w)).count() as u64;
+        out.more += (hi - lo) as u64 - gone - taken;
+    }
+    let absent_has = |w: u32| {
+        let k = absent.partition_point(|r| r.1 <= w);
+        absent.get(k).is_some_and(|r| r.0 <= w) && ended.binary_search(&w).is_err()
+    };
+    out.halves = strangers.by_worker.iter().filter(|((_, w), _)| absent_has(*w)).map(|(_, n)| n).sum();
+    out
+}
+
+/// Half-open ranges sorted and merged (empty ones dropped).
+fn merge(mut v: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    v.retain(|r| r.0 < r.1);
+    v.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(l) if r.0 <= l.1 => l.1 = l.1.max(r.1),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// `a` minus `b`, both sorted and merged.
+fn subtract(a: Vec<(u32, u32)>, b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for (mut lo, hi) in a {
+        for &(blo, bhi) in b {
+            if bhi <= lo || blo >= hi {
+                continue;
+            }
+            if blo > lo {
+                out.push((lo, blo));
+            }
+            lo = lo.max(bhi);
+        }
+        if lo < hi {
+            out.push((lo, hi));
+        }
+    }
+    out
 }

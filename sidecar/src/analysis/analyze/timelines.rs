@@ -10,14 +10,24 @@ use rustc_hash::FxHashMap;
 use super::detail::{Activity, ActivityKind, WindowDetail};
 use super::matching::Matched;
 use super::root_causes::{root_causes, ChainedWait};
+use super::streams::NotStarted;
 use super::{kind_name, TOP};
 use crate::analysis::graph::{EKind, Graph, GraphBuilder};
-use crate::analysis::model::{give_items, Busy, GapEnd, Item, Ns, Sid};
+use crate::analysis::model::{give_items, Busy, Fragment, GapEnd, Item, Ns, Sid};
 use crate::analysis::report::{CarriedWait, OpenWait, WaitedOn, WorkerWaiting};
 use crate::analysis::waits::{Wait, WaitFinder, WaitKind, WaitOn};
 
 /// (worker waited on, channel, message kind) of a worker's waits.
 type OnKey = (Option<u32>, Option<u32>, &'static str);
+
+/// What a wait on a worker that was not running yet is counted under: no
+/// worker (it was not there to be waited on), kind `not_started`.
+const NOT_STARTED: OnKey = (None, None, "not_started");
+
+/// Per stream: where it began, if inside the window (its first record).
+pub(super) fn stream_starts(frags: &[Fragment], (ws, we): (Ns, Ns)) -> Vec<Option<Ns>> {
+    frags.iter().map(|f| (f.covered.0 > ws && f.covered.0 < we).then_some(f.covered.0)).collect()
+}
 
 /// Lays every worker's timeline into the window graph and builds it;
 /// returns the graph and what each worker waited for.
@@ -25,6 +35,8 @@ pub(super) fn lay_out_timelines(
     sids: &[Sid],
     matched: Matched,
     window: (Ns, Ns),
+    absent: &NotStarted,
+    began: &[Option<Ns>],
     mut detail: Option<&mut WindowDetail>,
 ) -> (Graph, Vec<WorkerWaiting>) {
     let Matched { inbox, arrivals, mut intervals, .. } = matched;
@@ -45,6 +57,8 @@ pub(super) fn lay_out_timelines(
             sids,
             window,
             present: &present,
+            absent,
+            began,
             finder: WaitFinder::new(&arrivals[j], &inbox[j], window),
             waiting: WorkerWaiting { worker: sids[j].worker, ..Default::default() },
             on: FxHashMap::default(),
@@ -90,6 +104,10 @@ struct Lane<'a> {
     sids: &'a [Sid],
     window: (Ns, Ns),
     present: &'a [bool],
+    /// The job's workers whose process has not started yet.
+    absent: &'a NotStarted,
+    /// Per stream: where it began, if inside the window.
+    began: &'a [Option<Ns>],
     finder: WaitFinder<'a>,
     waiting: WorkerWaiting,
     /// Waits by what ended them: (ns, count, ns carried from earlier
@@ -197,16 +215,27 @@ impl Lane<'_> {
                 self.waiting.waiting_ns += d;
                 self.waiting.waits += 1;
                 let key = self.key(o);
+                // The part before its sender began is a wait for the sender
+                // to start, not on it.
+                let from = self.sender_start(o).map_or(w.start, |s| s.clamp(w.start, w.end));
                 if let Some(dt) = detail {
+                    if from > w.start {
+                        let what = ActivityKind::Waiting { on: None, channel: None, kind: NOT_STARTED.2 };
+                        self.activity(dt, w.start, from, what);
+                    }
                     let what = ActivityKind::Waiting { on: key.0, channel: key.1, kind: key.2 };
-                    self.activity(dt, w.start, w.end, what);
+                    self.activity(dt, from, w.end, what);
+                }
+                if from > w.start {
+                    self.on.entry(NOT_STARTED).or_default().0 += from - w.start;
                 }
                 let e = self.on.entry(key).or_default();
-                e.0 += d;
+                e.0 += w.end - from;
                 e.1 += 1;
                 if let Some(a) = w.terminator {
                     gb.terminated_wait(self.j, w.end, a.src as usize, a.sent, a.channel, a.kind);
-                    let chained = ChainedWait { start: began, end: w.end, sent: a.sent, key, sender: a.src as usize };
+                    let start = began.max(from);
+                    let chained = ChainedWait { start, end: w.end, sent: a.sent, key, sender: a.src as usize };
                     self.chained.push(chained);
                 }
             }
@@ -233,7 +262,9 @@ impl Lane<'_> {
         match w.kind {
             WaitKind::WaitingForInput => c.kind = "waiting_for_input",
             WaitKind::Waiting(o) => {
-                let key = self.key(o);
+                // (A sender that began in this window was not running when
+                // the carried part ran.)
+                let key = if self.sender_start(o).is_some() { NOT_STARTED } else { self.key(o) };
                 (c.worker, c.channel, c.message) = (key.0, key.1, Some(key.2));
                 self.on.entry(key).or_default().2 += ns;
             }
@@ -241,14 +272,24 @@ impl Lane<'_> {
         self.waiting.carried = Some(c);
     }
 
-    /// What a wait on `o` is counted under.
+    /// What a wait on `o` is counted under (a worker whose process has not
+    /// started yet is not waited on: [`NOT_STARTED`]).
     fn key(&self, o: WaitOn) -> OnKey {
         match o {
+            WaitOn::Message { src, src_known: false, .. } if self.absent.has(src) => NOT_STARTED,
             WaitOn::Message { src, src_known, channel, kind } => {
                 let wk = if src_known { self.sids[src as usize].worker } else { src };
                 (Some(wk), Some(channel), kind_name(kind))
             }
             WaitOn::Unknown => (None, None, "unknown"),
+        }
+    }
+
+    /// Where the sender of a wait's message began, if inside the window.
+    fn sender_start(&self, o: WaitOn) -> Option<Ns> {
+        match o {
+            WaitOn::Message { src, src_known: true, .. } => self.began.get(src as usize).copied().flatten(),
+            _ => None,
         }
     }
 

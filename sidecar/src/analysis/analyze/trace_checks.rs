@@ -14,10 +14,11 @@ pub(super) fn check_trace_properties(
     frags: &[Fragment],
     streams: &Streams,
     missing: &[usize],
+    cluster_starting: bool,
     window: (Ns, Ns),
 ) -> Properties {
     let mut props = properties::check(g);
-    explain_stream_starts(&mut props, g, frags, streams, missing, window);
+    explain_stream_starts(&mut props, g, frags, streams, missing, cluster_starting, window);
     for v in props
         .min_in_degree
         .at
@@ -34,14 +35,16 @@ pub(super) fn check_trace_properties(
 
 /// Streams that begin inside the window (see `Properties::stream_starts`):
 /// a timeline's first vertex has no predecessor, and a worker that waits on
-/// one not started yet has nothing in flight. Those violations move to
-/// `stream_starts`.
+/// one not started yet (a thread of its process, or a process of its
+/// cluster: `cluster_starting`) has nothing in flight. Those violations
+/// move to `stream_starts`.
 fn explain_stream_starts(
     props: &mut Properties,
     g: &Graph,
     frags: &[Fragment],
     streams: &Streams,
     missing: &[usize],
+    cluster_starting: bool,
     (ws, we): (Ns, Ns),
 ) {
     let began: Vec<Option<Ns>> =
@@ -49,8 +52,12 @@ fn explain_stream_starts(
     // A worker of a process that has not started yet (fewer streams here
     // than the process runs, none of the absent ones ended): the workers
     // present may wait on it with nothing in flight.
-    let not_started =
-        streams.procs.iter().enumerate().any(|(p, members)| missing[p] > 0 && members.iter().all(|&i| !frags[i].ended));
+    let not_started = cluster_starting
+        || streams
+            .procs
+            .iter()
+            .enumerate()
+            .any(|(p, members)| missing[p] > 0 && members.iter().all(|&i| !frags[i].ended));
     let last_start = if not_started { Some(we) } else { began.iter().flatten().max().copied() };
     let Some(last_start) = last_start else { return };
     let tmin = g.t.iter().copied().min().unwrap_or(ws);

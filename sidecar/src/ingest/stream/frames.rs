@@ -66,6 +66,7 @@ impl Ingest {
         match body {
             Some(Body::Hello(hello)) => {
                 p.program = hello.program.clone();
+                p.host_name = hello.host_name.clone();
                 p.workers = hello.workers;
                 p.clock.set_ticks_per_sec(hello.ticks_per_sec);
             }
@@ -99,13 +100,14 @@ impl Ingest {
     /// done, the frame is ignored.
     pub(super) fn worker_frame(&mut self, h: &FrameHeader) -> Option<Vec<Fault>> {
         let sid = Sid::from(h.stream);
-        let (program, workers) = {
+        let (program, host_name, workers) = {
             let p = self.proc(sid.host, sid.process, h.domain);
-            (p.program.clone(), p.workers)
+            (p.program.clone(), p.host_name.clone(), p.workers)
         };
         let st = self.stream(sid);
         st.windower.workers_expected = workers;
         st.windower.program = program;
+        st.windower.host_name = host_name;
         if st.done {
             return None;
         }

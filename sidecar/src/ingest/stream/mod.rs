@@ -36,6 +36,8 @@ fn offset_i64(o: i128) -> Option<i64> {
 struct Proc {
     clock: Clock,
     program: String,
+    /// The host's name (Hello).
+    host_name: String,
     workers: u32,
     /// The frame number expected next (None: no frame seen yet). Wider
     /// than a frame number: the one after #2⁶⁴−1 (a corrupt header) is not
@@ -116,6 +118,7 @@ impl Ingest {
         self.procs.entry((host, pid)).or_insert_with(|| Proc {
             clock: Clock::new(domain, 0),
             program: String::new(),
+            host_name: String::new(),
             workers: 0,
             next_seq: None,
             ended: false,
@@ -236,6 +239,12 @@ impl Ingest {
             .filter(|(_, s)| !s.done)
             .map(|(k, s)| s.windower.next_window() + shift(self.sync.timeline(k.host, k.process)))
             .min()
+    }
+
+    /// The furthest window any stream of this byte stream has reached (on
+    /// its own host's timeline), if any: how far ahead what was read goes.
+    pub fn reach(&self) -> Option<u64> {
+        self.streams.values().map(|s| s.windower.next_window()).max()
     }
 
     /// Whether any stream has shown itself (a frame of a worker).

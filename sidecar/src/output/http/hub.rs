@@ -193,7 +193,8 @@ impl Hub {
             "dropped_updates": fd,
             "dropped_browser_events": bd,
         });
-        let event = json!({"report": report, "lanes": lanes, "health": health, "summary": inner.summary});
+        let event =
+            json!({"report": report, "number": w.number, "lanes": lanes, "health": health, "summary": inner.summary});
         let event: Arc<str> = Arc::from(format!("event: window\ndata: {event}\n\n"));
         inner.windows.push_back(Kept {
             window: report["window"].as_u64().unwrap_or(0),
@@ -258,6 +259,7 @@ mod tests {
 
     fn update_of(json: Value) -> Update {
         Update::Window(Box::new(WindowUpdate {
+            number: json["window"].as_u64().unwrap_or(0),
             json: json.to_string(),
             lanes: None,
             totals: Default::default(),
@@ -366,6 +368,7 @@ mod tests {
         };
         totals.probe_figures(1, 7, ProcessFigures { program: "p".into(), seq: 3, figures });
         let u = WindowUpdate {
+            number: 1,
             json: json!({"window": 1, "complete": true}).to_string(),
             lanes: None,
             totals,

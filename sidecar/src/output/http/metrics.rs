@@ -9,7 +9,7 @@
 //! | `sidecar_critical_path_seconds_total` | counter | `worker`, `operator` |
 //! | `sidecar_critical_path_length_seconds_total` | counter | |
 //! | `sidecar_wait_seconds_total` | counter | `worker`, `waited_on`, `kind` |
-//! | `sidecar_windows_total` | counter | `completeness` (`complete`, `incomplete`) |
+//! | `sidecar_windows_total` | counter | `completeness` (`complete`, `incomplete`, `starting`: incomplete because a process of the job had not started yet; its critical path and waits are not counted) |
 //! | `sidecar_records_total` | counter | `stream` (`host/process/worker`) |
 //! | `sidecar_lost_records_total` | counter | `stream` |
 //! | `sidecar_analysis_latency_seconds` | histogram | |
@@ -194,10 +194,21 @@ impl Metrics {
     /// from its lanes (`lost`: (stream label, records lost)).
     pub fn window(&mut self, w: &Value, lost: &[(String, u64)]) {
         let complete = w["complete"].as_bool().unwrap_or(false);
-        let c = if complete { "complete" } else { "incomplete" };
+        // A window before every process of the job started is kept out of
+        // the job's figures, as the run's totals keep it.
+        let starting = w["workers_not_started"].as_array().is_some_and(|a| !a.is_empty());
+        let c = if complete {
+            "complete"
+        } else if starting {
+            "starting"
+        } else {
+            "incomplete"
+        };
         self.windows.get_or_create(&vec![("completeness", c.to_string())]).inc();
-        self.critical_path(&w["critical_path"]);
-        self.waits(w);
+        if !starting {
+            self.critical_path(&w["critical_path"]);
+            self.waits(w);
+        }
         for s in w["streams"].as_array().into_iter().flatten() {
             let stream = stream_label(&s["host"], &s["process"], &s["worker"]);
             let labels = self.admit(2, vec![("stream", stream)], 0);
@@ -329,6 +340,21 @@ mod tests {
             "streams": [{"host": "00000000deadbeef", "process": 7, "worker": 1, "records": 42}],
             "emitted_after_end_ms": 12.5,
         })
+    }
+
+    /// A window before every process started is counted as `starting`,
+    /// its path and waits left out of the job's counters; its records count.
+    #[test]
+    fn a_window_before_every_process_started_is_kept_out_of_the_jobs_figures() {
+        let mut m = Metrics::new();
+        let mut w = window(&[(0, "Consume", 3_000_000_000)], 4_000_000_000);
+        w["complete"] = false.into();
+        w["workers_not_started"] = serde_json::json!([0]);
+        m.window(&w, &[]);
+        let t = m.text();
+        assert!(t.contains("sidecar_windows_total{completeness=\"starting\"} 1"), "{t}");
+        assert!(!t.contains("Consume") && !t.contains("waited_on"), "{t}");
+        assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Options {
 pub struct WindowUpdate {
     /// The `--json` object.
     pub json: String,
+    /// The window's number from the run's start, as the terminal lines
+    /// say it (the JSON's `window` is the host's clock divided by the
+    /// window length).
+    pub number: u64,
     /// The window's lanes ([`lanes::lanes_json`]), when its detail was
     /// built in this process.
     pub lanes: Option<String>,

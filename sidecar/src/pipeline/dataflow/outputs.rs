@@ -138,13 +138,15 @@ impl Printer {
                 continue;
             }
             let first = *self.first.get_or_insert(k.0);
-            report.line = numbered_from_start(&report.line, report.window, k.0 - first);
+            let number = k.0.saturating_sub(first);
+            report.line = numbered_from_start(&report.line, report.window, number);
             if write_lines(sink, &self.outputs, &report, terminal_only) {
                 st.windows += 1;
                 st.incomplete += (!report.complete) as u64;
                 if let Some(feed) = &self.feed {
                     feed.window(WindowUpdate {
                         json: report.json,
+                        number,
                         lanes: report.lanes,
                         totals: st.totals.clone(),
                         errors: st.errors.len() as u64,
