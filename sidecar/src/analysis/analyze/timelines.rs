@@ -234,7 +234,9 @@ impl Lane<'_> {
                 e.1 += 1;
                 if let Some(a) = w.terminator {
                     gb.terminated_wait(self.j, w.end, a.src as usize, a.sent, a.channel, a.kind);
-                    let start = began.max(from);
+                    // (From where its sender began, if that was in the
+                    // window; else with the earlier windows' open part.)
+                    let start = if from > w.start { from } else { began };
                     let chained = ChainedWait { start, end: w.end, sent: a.sent, key, sender: a.src as usize };
                     self.chained.push(chained);
                 }
