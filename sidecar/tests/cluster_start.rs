@@ -80,10 +80,12 @@ fn windows_before_the_last_process_starts_say_which_workers_are_not_running_yet(
 }
 
 /// w1 waits from its step at 110 until w0's reply, sent at 2590, arrives
-/// (2590: one host) — but w0 only began at 2500. Windows 0 and 1 report
+/// — but w0 only began at 2500. The reply crosses processes, so it arrives
+/// when the execution that reads it begins, 2700 (its transit, [2590,
+/// 2700), is part of the wait: docs/analysis.md). Windows 0 and 1 report
 /// the wait open. As reported live, window 2 carries its part before the
 /// window, [110, 2000) = 1890 ns, and counts [2000, 2500) = 500 ns as a
-/// wait for w0 to start (`not_started`, no worker); only [2500, 2590) = 90
+/// wait for w0 to start (`not_started`, no worker); only [2500, 2700) = 200
 /// ns is a wait on w0's message. Folded back offline, windows 0 and 1 count
 /// their open parts, [110, 1000) = 890 and 1000 ns, as `not_started`. No
 /// wait anywhere names w0 before it ran.
@@ -103,7 +105,7 @@ fn a_wait_on_a_worker_that_was_not_running_is_a_wait_for_it_to_start() {
     }
     let w = reps[2].waiting.iter().find(|w| w.worker == 1).unwrap();
     let start = WaitedOn { worker: None, channel: None, kind: "not_started", ns: 500, count: 0, carried_ns: 1890 };
-    let on_w0 = WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 90, count: 1, carried_ns: 0 };
+    let on_w0 = WaitedOn { worker: Some(0), channel: Some(5), kind: "data_message", ns: 200, count: 1, carried_ns: 0 };
     assert_eq!(w.on, vec![start, on_w0], "{w:?}");
     let c = w.carried.as_ref().unwrap();
     assert_eq!((c.since_ns, c.ns, c.worker, c.message), (110, 1890, None, Some("not_started")));
@@ -112,7 +114,8 @@ fn a_wait_on_a_worker_that_was_not_running_is_a_wait_for_it_to_start() {
 /// The run's totals (as live reports feed them) count the two windows
 /// before w0's process started apart (`starting`) and keep them out of the
 /// job's figures: the critical path summed is window 2's alone, and w1's
-/// waits on w0 are the 90 ns it waited while w0 ran; the 1890 + 500 ns it
+/// waits on w0 are the 200 ns it waited while w0 ran (and its reply was in
+/// flight); the 1890 + 500 ns it
 /// waited for w0 to start (carried into window 2, and window 2's own) are
 /// counted as such.
 #[test]
@@ -124,7 +127,7 @@ fn the_runs_totals_keep_the_windows_before_every_process_started_apart() {
     }
     assert_eq!((t.windows, t.starting), (3, 2));
     assert_eq!(t.critical_path_ns, reps[2].critical_path.length_ns);
-    assert_eq!(t.waits.get(&(1, Some(0))), Some(&90));
+    assert_eq!(t.waits.get(&(1, Some(0))), Some(&200));
     assert_eq!(t.waits.get(&(1, None)), None);
     assert_eq!(t.not_started_ns, 500 + 1890);
     // The streams and the tracing cost count every window.
