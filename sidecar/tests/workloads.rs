@@ -447,15 +447,7 @@ fn a_skewed_run_with_long_executions_charges_the_waits_to_the_hot_worker() {
         (Some(0), Some("Consume")),
         "{s}"
     );
-    let (mut on0, mut all, mut unknown) = (0.0, 0.0, 0.0);
-    for w in s["waits"].as_array().unwrap() {
-        if w[0] == 1 {
-            let ms = w[2].as_f64().unwrap();
-            all += ms;
-            on0 += if w[1] == 0 { ms } else { 0.0 };
-            unknown += if w[1].is_null() { ms } else { 0.0 };
-        }
-    }
+    let (on0, all, unknown) = worker_1_waits(&s);
     assert!(all > 0.0 && on0 >= 0.95 * all, "w1 waited {all} ms, {on0} ms on w0: {s}");
     assert!(unknown <= 0.05 * all, "w1 waited {unknown} ms on `?`: {s}");
 }
@@ -495,17 +487,22 @@ fn the_differential_example_under_skew_names_the_hot_arrangement() {
     };
     assert!(held(0, "ArrangeByKey") > 4 * held(1, "ArrangeByKey"), "{s}");
     // Worker 1's waiting: on worker 0, never on `?`.
-    let (mut on0, mut all, mut unknown) = (0.0, 0.0, 0.0);
-    for w in s["waits"].as_array().unwrap() {
-        if w[0] == 1 {
-            let ms = w[2].as_f64().unwrap();
-            all += ms;
-            on0 += if w[1] == 0 { ms } else { 0.0 };
-            unknown += if w[1].is_null() { ms } else { 0.0 };
-        }
-    }
+    let (on0, all, unknown) = worker_1_waits(&s);
     assert!(all > 0.0 && on0 >= 0.95 * all, "w1 waited {all} ms, {on0} ms on w0: {s}");
     // (A wait the end of the stream cut is `?` with nothing to explain it.)
     assert!(unknown <= 0.01 * all, "w1 waited {unknown} ms on `?`: {s}");
     assert_eq!(s["incomplete_windows"], 0, "{s}");
+}
+
+/// Worker 1's waiting in a `--summary-json`, ms: on worker 0, in all, and on
+/// `?` (nothing visible ended it).
+fn worker_1_waits(s: &Value) -> (f64, f64, f64) {
+    let (mut on0, mut all, mut unknown) = (0.0, 0.0, 0.0);
+    for w in s["waits"].as_array().unwrap().iter().filter(|w| w[0] == 1) {
+        let ms = w[2].as_f64().unwrap();
+        all += ms;
+        on0 += if w[1] == 0 { ms } else { 0.0 };
+        unknown += if w[1].is_null() { ms } else { 0.0 };
+    }
+    (on0, all, unknown)
 }
