@@ -525,23 +525,19 @@ impl Active {
         self.shared.local.store(self.local, Ordering::Relaxed);
     }
 
-    /// True if the record is in the ring. (The full ring's path does not
-    /// take the record: passed to a call, it would be assembled in memory
-    /// on the fast path too.)
+    /// True if the record is in the ring.
     #[inline(always)]
     fn push(&mut self, rec: Record) -> bool {
-        self.ring.push(rec) || (self.full() && self.ring.push(rec))
+        self.ring.push(rec) || self.full(rec)
     }
 
-    /// The ring is full: under `OnFull::Block`, waits for room (true);
-    /// else, or once the writer is gone, counts the record lost (false).
     #[cold]
     #[inline(never)]
-    fn full(&mut self) -> bool {
+    fn full(&mut self, rec: Record) -> bool {
         if self.block {
             let mut spins = 0u32;
             while self.shared.writer_alive.load(Ordering::Acquire) {
-                if self.ring.has_room() {
+                if self.ring.push(rec) {
                     return true;
                 }
                 // Waking the writer is a syscall, allowed here: the engine

@@ -209,18 +209,6 @@ impl Record {
         Record { ts, a, b, c, d, kind: kind as u8, _pad: [0; 3] }
     }
 
-    /// The record as the four little-endian words of its layout (`ts`,
-    /// `a`, `b | c << 32`, `d | kind << 32 | pad << 40`): what the ring
-    /// stores, built in registers. (A record assembled field by field in
-    /// memory and copied in 16-byte halves makes each half's load wait for
-    /// the narrow stores it spans: a failed store-to-load forward, some
-    /// ten cycles on the hot path.)
-    #[inline(always)]
-    pub const fn to_words(self) -> [u64; 4] {
-        let pad = self._pad[0] as u64 | (self._pad[1] as u64) << 8 | (self._pad[2] as u64) << 16;
-        [self.ts, self.a, self.b as u64 | (self.c as u64) << 32, self.d as u64 | (self.kind as u64) << 32 | pad << 40]
-    }
-
     #[inline]
     pub fn kind(&self) -> Option<Kind> {
         Kind::from_u8(self.kind)
@@ -299,23 +287,5 @@ mod tests {
         }
         assert_eq!(Figure::from_u32(0), None);
         assert_eq!(Figure::from_u32(10), None);
-    }
-
-    #[test]
-    fn a_records_words_are_its_bytes_in_memory() {
-        let r = Record {
-            ts: 1 << 63 | 5,
-            a: 0x0102_0304_0506_0708,
-            b: 9,
-            c: u32::MAX,
-            d: 11,
-            kind: 12,
-            _pad: [13, 14, 15],
-        };
-        // SAFETY: a Record is 32 initialized bytes (repr(C), no padding
-        // but `_pad`, which is a field).
-        let bytes: [u8; 32] = unsafe { std::mem::transmute(r) };
-        let words: Vec<u8> = r.to_words().iter().flat_map(|w| w.to_le_bytes()).collect();
-        assert_eq!(words, bytes);
     }
 }

@@ -2,10 +2,9 @@
 //! into and the writer thread drains.
 //!
 //! Built for the probe's hot path: the producer's fast path is a compare
-//! against a limit cached from the read index, one 32-byte store (four
-//! words built in registers) into a power-of-two slot array, and a release
-//! store of the write index. No read-modify-write atomics, no allocation,
-//! no locks.
+//! against a cached read index, one 32-byte store into a power-of-two slot
+//! array, and a release store of the write index. No read-modify-write
+//! atomics, no allocation, no locks.
 //!
 //! ```
 //! let (mut p, mut c) = ringlog::ring::with_capacity(4);
@@ -48,7 +47,7 @@ pub fn with_capacity(capacity: usize) -> (Producer, Consumer) {
     let shared = Arc::new(Shared { slots, head: Padded(AtomicUsize::new(0)), tail: Padded(AtomicUsize::new(0)) });
     let base = shared.slots.as_ptr() as *mut Record;
     (
-        Producer { base, mask: cap - 1, cap, tail: 0, limit: cap, shared: shared.clone() },
+        Producer { base, mask: cap - 1, cap, tail: 0, cached_head: 0, shared: shared.clone() },
         Consumer { base, mask: cap - 1, head: 0, shared },
     )
 }
@@ -58,20 +57,14 @@ pub fn with_capacity(capacity: usize) -> (Producer, Consumer) {
 /// taking them back costs a coherence round trip that a prefetch hides.
 const PREFETCH_AHEAD: usize = 16;
 
-/// `prefetchw`, written out: `_mm_prefetch` with the write hint compiles
-/// to a plain `prefetcht0` unless the build enables the `prfchw` target
-/// feature (the default x86-64 target does not), and a read prefetch
-/// brings the line shared, so the store still has to ask for it again.
-/// Every x86-64 CPU decodes the instruction (AMD since the K6-2; Intel
-/// executes it as a prefetch since Broadwell and as a no-op before).
 #[inline(always)]
 fn prefetch_for_write(p: *const Record) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint with no architectural effect; it never
-    // faults, whatever the address, and touches no register or flag.
+    // faults, whatever the address.
     unsafe {
-        core::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-    }
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(p.cast())
+    };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
@@ -82,9 +75,7 @@ pub struct Producer {
     mask: usize,
     cap: usize,
     tail: usize,
-    /// The read index last seen plus the capacity: the ring is full when
-    /// `tail` reaches it (one compare on the fast path).
-    limit: usize,
+    cached_head: usize,
     shared: Arc<Shared>,
 }
 
@@ -97,24 +88,13 @@ impl Producer {
     /// Appends a record; `false` if the ring is full (nothing written).
     #[inline(always)]
     pub fn push(&mut self, rec: Record) -> bool {
-        if self.tail == self.limit && !self.refresh() {
+        if self.tail.wrapping_sub(self.cached_head) == self.cap && !self.refresh() {
             return false;
         }
-        let slot = self.base.wrapping_add(self.tail & self.mask);
-        // SAFETY: `tail < limit = head + cap` for a head the consumer has
-        // published, so slot `tail & mask` lies outside [head, tail), the
-        // range the consumer may read; it is in bounds because
-        // `mask = cap - 1` and the array has `cap` slots. A Record is 32
-        // bytes aligned to 8 (repr(C)), as `[u64; 4]` is.
-        #[cfg(target_endian = "little")]
-        unsafe {
-            slot.cast::<[u64; 4]>().write(rec.to_words())
-        };
-        #[cfg(not(target_endian = "little"))]
-        // SAFETY: as above.
-        unsafe {
-            slot.write(rec)
-        };
+        // SAFETY: `tail - head < cap`, so slot `tail & mask` lies outside
+        // [head, tail), the range the consumer may read; it is in bounds
+        // because `mask = cap - 1` and the array has `cap` slots.
+        unsafe { self.base.add(self.tail & self.mask).write(rec) };
         prefetch_for_write(self.base.wrapping_add((self.tail + PREFETCH_AHEAD) & self.mask));
         self.tail = self.tail.wrapping_add(1);
         self.shared.tail.0.store(self.tail, Ordering::Release);
@@ -123,14 +103,8 @@ impl Producer {
 
     #[cold]
     fn refresh(&mut self) -> bool {
-        self.limit = self.shared.head.0.load(Ordering::Acquire).wrapping_add(self.cap);
-        self.tail != self.limit
-    }
-
-    /// Whether a push would find room now (the read index re-read if the
-    /// ring looked full).
-    pub fn has_room(&mut self) -> bool {
-        self.tail != self.limit || self.refresh()
+        self.cached_head = self.shared.head.0.load(Ordering::Acquire);
+        self.tail.wrapping_sub(self.cached_head) < self.cap
     }
 
     pub fn capacity(&self) -> usize {
