@@ -8,6 +8,8 @@
 //! The example binaries are built once (`cargo build -p examples --bins`,
 //! the same profile and target directory as this test).
 
+mod common;
+use common::example;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -20,22 +22,6 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
 const DELAY: Duration = Duration::from_millis(2);
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn example(name: &str) -> PathBuf {
-    let dir = profile_dir();
-    let mut c = Command::new(env!("CARGO"));
-    c.args(["build", "-p", "examples", "--bin", name]).env("CARGO_TARGET_DIR", dir.parent().unwrap());
-    if dir.file_name().is_some_and(|n| n == "release") {
-        c.arg("--release");
-    }
-    assert!(c.status().expect("cargo build -p examples").success(), "building {name} failed");
-    dir.join(name)
-}
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sidecar-transit-{}", std::process::id()));

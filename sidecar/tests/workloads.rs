@@ -9,38 +9,16 @@
 //! The example binaries are built once per test run (`cargo build -p
 //! examples --bins`, same profile and target directory as this test).
 
+mod common;
+use common::example;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use protobuf::Message as _;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidecar");
-
-/// target/<profile>, from this test's executable (target/<profile>/deps/x).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The path of an example binary, built once.
-fn example(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = profile_dir();
-    BUILT.get_or_init(|| {
-        let target = dir.parent().unwrap();
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "examples", "--bins"]).env("CARGO_TARGET_DIR", target);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let st = c.status().expect("cargo build -p examples");
-        assert!(st.success(), "building the example binaries failed");
-    });
-    dir.join(name)
-}
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sidecar-workloads-{}", std::process::id()));
