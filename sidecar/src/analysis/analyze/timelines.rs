@@ -355,15 +355,14 @@ fn charge_root_causes(lanes: &mut [LaneWaits], ws: Ns) {
     for ((lane, i), list) in shares {
         let w = chained[lane][i];
         let l = &mut lanes[lane];
-        let (mut left_in, mut left_carried) = (w.end - w.start.max(ws), ws.saturating_sub(w.start));
         for &(to, inside, carried) in &list {
             let e = l.on.entry(to).or_default();
             (e.0, e.2) = (e.0 + inside, e.2 + carried);
-            (left_in, left_carried) = (left_in - inside, left_carried - carried);
         }
+        let (moved_in, moved_carried) = list.iter().fold((0, 0), |(a, b), s| (a + s.1, b + s.2));
+        let (left_in, left_carried) = (w.end - w.start.max(ws) - moved_in, ws.saturating_sub(w.start) - moved_carried);
         let from = l.on.get_mut(&w.key).expect("a chained wait is counted under its key");
-        from.0 -= list.iter().map(|s| s.1).sum::<Ns>();
-        from.2 -= list.iter().map(|s| s.2).sum::<Ns>();
+        (from.0, from.2) = (from.0 - moved_in, from.2 - moved_carried);
         // The count and a carried wait's name follow the largest share.
         let most = list.iter().max_by_key(|s| s.1 + s.2).expect("a moved wait has a share");
         if most.1 + most.2 > left_in + left_carried {
