@@ -389,9 +389,11 @@ fn check_perfetto(path: &Path) {
         }
     }
     assert!(op_slices[&0].contains("Consume"), "{op_slices:?}");
-    for w in 1..4 {
-        assert!(waits_on.get(&w).is_some_and(|s| s.contains(&0)), "worker {w} waits on w0: {waits_on:?}");
-    }
+    // A wait slice names the message that ended it: after a long wait on
+    // worker 0 that is often a peer's progress echo (the summary above,
+    // which follows such a peer to its cause, carries "everyone waits on
+    // w0"); so here, some waits of workers 1–3 end on worker 0's messages.
+    assert!((1..4).any(|w| waits_on.get(&w).is_some_and(|s| s.contains(&0))), "waits on w0: {waits_on:?}");
     let between = flow_src.iter().filter(|(f, s)| flow_dst.get(f).is_some_and(|d| d != *s && **s != u32::MAX)).count();
     assert!(between > 0, "messages are flows between worker tracks");
     assert!(flow_src.keys().all(|f| flow_dst.contains_key(f)), "every flow ends");
