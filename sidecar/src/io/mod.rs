@@ -4,7 +4,8 @@
 //! clocks.
 //!
 //! - `reader`: one byte stream → its fragments ([`Reader`], [`Share`]),
-//!   with `unpack`: its frames unpacked ahead on a helper thread.
+//!   with `unpack`: its frames unpacked ahead on a helper thread, and
+//!   `split`: a file shared by several workers read once ([`Splitter`]).
 //! - `listener`: where probes connect ([`Listen`], [`Listener`]).
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
@@ -26,6 +27,7 @@ mod pipe;
 mod queues;
 mod reader;
 pub mod relay;
+mod split;
 mod unpack;
 
 pub use connections::spawn_listener;
@@ -35,3 +37,4 @@ pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
 pub use reader::{Polled, Reader, Share};
+pub use split::Splitter;
