@@ -7,6 +7,7 @@
 //! | `bfs` | breadth-first search on a generated random graph (Sager's Timely-BFS) |
 //! | `pagerank` | PageRank iterations on a generated graph (DProf's PageRank) |
 //! | `skew` | every record exchanged to worker 0 (ST2's case study): a known bottleneck |
+//! | `reach` | differential dataflow: BFS distances in rounds, skewed onto worker 0 |
 //!
 //! Every binary takes its own size flags (`--name value`, see `--help`),
 //! `--no-probe`, and timely's own arguments (`-w N` worker threads, `-n`,
@@ -44,6 +45,7 @@ use timely::worker::Worker;
 
 pub mod bfs;
 pub mod pagerank;
+pub mod reach;
 pub mod skew;
 pub mod wordcount;
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use examples::{bfs, pagerank, skew, wordcount, Opts, Tracing};
+use examples::{bfs, pagerank, reach, skew, wordcount, Opts, Tracing};
 use probe::Sink;
 use ringlog::{Body, Decoder, Event, Meta};
 
@@ -186,4 +186,31 @@ fn binaries_print_result_and_probe_lines() {
         assert!(out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains("probe: not attached"));
     }
+}
+
+/// The differential workload, skewed: its distances are a sequential BFS's
+/// on the live edges after the last round, and worker 0 (which holds the hot
+/// nodes) produces most of the join's output.
+#[test]
+fn reach_matches_a_sequential_bfs_and_its_skew_lands_on_worker_zero() {
+    let flags =
+        [("nodes", "3000"), ("edges", "12000"), ("rounds", "3"), ("batch", "1000"), ("skew", "50"), ("work", "1")];
+    let opts = Opts::for_test(2, &flags);
+    let (out, w) = traced("reach", &opts, reach::run);
+    let want = reach::sequential(out.params);
+    assert!(want.reached > 1000, "a graph worth searching: {want:?}");
+    assert_eq!((out.reached, out.depth, out.checksum), (want.reached, want.depth, want.checksum), "{out}");
+    // Half the edges leave from 16 hot nodes, all on worker 0; the rest
+    // spread evenly: worker 0 joins about 3/4 of the edges it meets.
+    assert!(out.joined[0] > 2 * out.joined[1], "{out}");
+    for op in ["Join", "Reduce", "ArrangeByKey"] {
+        has_op(&w, op);
+    }
+    // Unskewed, the same search spreads: neither worker joins twice the other's.
+    let mut flags = flags.to_vec();
+    flags[4].1 = "0";
+    let t = Arc::new(Tracing::new(&opts, "reach", Sink::Off, None).unwrap());
+    let even = reach::run(&Opts::for_test(2, &flags), &t).unwrap();
+    assert_eq!(even.reached, reach::sequential(even.params).reached);
+    assert!(even.joined[0] < 2 * even.joined[1] && even.joined[1] < 2 * even.joined[0], "{even}");
 }
