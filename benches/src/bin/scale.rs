@@ -13,7 +13,7 @@
 //! are alternated within each round and the medians reported, each with
 //! its ratio to one worker. CPU time is the child's user + system time
 //! (getrusage). The single-window trace is the 8-stream one analyzed as one
-//! window (`--window 1h`).
+//! window (`--window 60s`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -116,7 +116,7 @@ fn main() {
     let a = args();
     let dir = std::env::temp_dir();
     let mut traces: Vec<(String, PathBuf, &str)> = vec![
-        ("8 streams, one window".into(), synth(&dir, a.records / 10, 8, Pattern::AllToAll), "1h"),
+        ("8 streams, one window".into(), synth(&dir, a.records / 10, 8, Pattern::AllToAll), "60s"),
         ("8 streams".into(), synth(&dir, a.records, 8, Pattern::AllToAll), "1s"),
         ("64 streams".into(), synth(&dir, a.records, 64, Pattern::Neighbours(4)), "1s"),
         ("1000 streams".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2)), "1s"),
