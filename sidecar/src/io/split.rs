@@ -267,18 +267,35 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{generate, SynthConfig};
+    use ringlog::{ClockDomain, Encoder, EndStats, Event, Record, StreamId, PROCESS_WIDE};
 
-    /// A synthetic file of 5 streams (and its process-wide frames).
+    /// A file of 5 worker streams of one process, 100 uncompressed Records
+    /// frames each, between the process's hello and end frames: a few
+    /// slices, so that frames are cut by a slice's end.
     fn file() -> Vec<u8> {
-        let mut bytes = Vec::new();
-        let cfg = SynthConfig { records: 50_000, workers: 5, batch: 512, ..Default::default() };
-        generate(&cfg, &mut |b| {
-            bytes.extend_from_slice(b);
-            Ok(())
-        })
-        .unwrap();
-        bytes
+        let (mut e, mut out) = (Encoder::new(), Vec::new());
+        e.set_compression(ringlog::Compression::None);
+        let sid = |worker| StreamId { host: 7, process: 1, worker };
+        let dom = ClockDomain::Tsc;
+        let hello = ringlog::Hello {
+            host_name: "h".into(),
+            program: "p".into(),
+            pid: 1,
+            workers: 5,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000,
+        };
+        e.hello(sid(PROCESS_WIDE), 0, dom, &hello, &mut out);
+        for seq in 0..100u64 {
+            for w in 0..5 {
+                let recs: Vec<Record> =
+                    (0..1000).map(|i| Record::from_event(seq * 1000 + i, Event::Mark { id: i })).collect();
+                e.records(sid(w), seq, 0, dom, &[&recs], &mut out);
+            }
+        }
+        e.end(sid(PROCESS_WIDE), 1, 0, dom, &EndStats::default(), &mut out);
+        assert!(out.len() > Splitter::SLICE, "{} bytes", out.len());
+        out
     }
 
     /// Takes everything for workers `local` in turn, as their readers would.
