@@ -87,6 +87,9 @@ pub struct Ingest {
     /// The probes' figures about themselves (Stats frames) read since the
     /// caller last took them: (host, process, figures).
     pub probe_figures: Vec<(u64, u32, crate::analysis::report::ProcessFigures)>,
+    /// Live: late data for the last this many windows handed over revises
+    /// them ([`Windower::revise_within`]).
+    revise: u64,
 }
 
 impl Ingest {
@@ -105,6 +108,17 @@ impl Ingest {
             ended: Vec::new(),
             sync: Default::default(),
             probe_figures: Vec::new(),
+            revise: 0,
+        }
+    }
+
+    /// Live: late data for the last `windows` windows a stream handed over
+    /// goes to them as late fragments ([`Fragment::late`]), to be revised,
+    /// instead of faulting the stream's next window (`--revise-within`).
+    pub fn revise_within(&mut self, windows: u64) {
+        self.revise = windows;
+        for st in self.streams.values_mut() {
+            st.windower.revise_within(windows);
         }
     }
 
@@ -126,10 +140,14 @@ impl Ingest {
     }
 
     fn stream(&mut self, sid: Sid) -> &mut Stream {
-        let width = self.width;
+        let (width, revise) = (self.width, self.revise);
         self.streams.entry(sid).or_insert_with(|| Stream {
             builder: Builder::new(),
-            windower: Windower::new(sid, width),
+            windower: {
+                let mut w = Windower::new(sid, width);
+                w.revise_within(revise);
+                w
+            },
             next_seq: None,
             ops: Vec::new(),
             op_addrs: Vec::new(),
