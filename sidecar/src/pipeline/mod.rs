@@ -15,4 +15,4 @@ pub mod grace;
 mod inline;
 pub mod revise;
 
-pub use inline::{analyze_bytes, analyze_bytes_as_reported};
+pub use inline::{analyze_bytes, analyze_bytes_as_reported, analyze_bytes_live};
