@@ -426,7 +426,11 @@ impl WindowReport {
         let (cp, ocp) = (self.critical_path.length_ns, old.critical_path.length_ns);
         let (t, ot) = (top(self), top(old));
         if cp != ocp || t != ot {
-            let mut c = format!("critical path {} → {}", human_ns(ocp), human_ns(cp));
+            let mut c = if cp != ocp {
+                format!("critical path {} → {}", human_ns(ocp), human_ns(cp))
+            } else {
+                "critical path".to_string()
+            };
             if t != ot {
                 c += &format!(": {} (was {})", t.as_deref().unwrap_or("none"), ot.as_deref().unwrap_or("none"));
             }
@@ -1004,6 +1008,34 @@ mod tests {
         }
         r.properties.wait_termination.ok = true;
         r
+    }
+
+    /// A revised window's line names the workers whose late records came
+    /// and only what changed.
+    #[test]
+    fn a_revised_line_says_what_changed() {
+        let new = skewed();
+        let mut old = new.clone();
+        old.complete = false;
+        old.incomplete_reasons = vec!["late data".into()];
+        old.critical_path.top_operators[0].name = "Probe".into();
+        old.waiting.clear();
+        assert_eq!(
+            new.revision_line(&old, &[0]),
+            "window 12 (250 ms) revised (late records of w0): INCOMPLETE → complete; \
+             critical path: w0 Consume 99% (was w0 Probe 99%); waits: w1→w0 249 ms (was none)"
+        );
+        let mut longer = new.clone();
+        longer.critical_path.length_ns = 300_000_000;
+        longer.events = 600;
+        assert_eq!(
+            longer.revision_line(&new, &[]),
+            "window 12 (250 ms) revised: critical path 250 ms → 300 ms; 600 events (was 524)"
+        );
+        assert_eq!(
+            new.revision_line(&new, &[1]),
+            "window 12 (250 ms) revised (late records of w1): its figures are unchanged"
+        );
     }
 
     #[test]
