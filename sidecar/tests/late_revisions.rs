@@ -81,15 +81,15 @@ impl Process {
 ///   3600 that sends w1 a message at 3500; its records reach the sidecar
 ///   only at the end (the frame `late`), after a live deadline at 3000
 ///   closed windows 0, 1 and 2 with w0 silent since 100 (an open gap).
-/// * w1 polls (0–100), then is parked until w0's message: it reads it in
-///   Gather at 3650.
+/// * w1 polls (0–100), then spins (a step at 2900) until w0's message: it
+///   reads it in Gather at 3650.
 ///
 /// Returns (the chunks with the deadline after the first, every byte in
 /// the same order).
 fn run() -> (Vec<(Vec<u8>, Option<u64>)>, Vec<u8>) {
     let (mut p, prelude) = Process::start();
     let w0_early = p.records(0, &[(0, start(1)), (100, stop(1)), (150, step())]);
-    let w1_early = p.records(1, &[(0, start(1)), (100, stop(1)), (110, step())]);
+    let w1_early = p.records(1, &[(0, start(1)), (100, stop(1)), (110, step()), (2900, step())]);
     let late = p.records(0, &[(1200, start(2)), (3500, send(5, 1, 0)), (3600, stop(2)), (3610, step())]);
     let w1_after = p.records(1, &[(3650, start(3)), (3660, recv(5, 0, 0)), (3700, stop(3)), (3710, step())]);
     let w0_after = p.records(0, &[(3700, start(1)), (3800, stop(1)), (3810, step())]);
@@ -151,6 +151,28 @@ fn late_records_revise_their_windows_to_what_the_whole_input_says() {
     let top = &got[2].critical_path.top_operators[0];
     assert_eq!((top.worker, top.name.as_str(), top.ns), (0, "ArrangeByKey", 1000));
     assert!(got[2].complete && !got[2].incomplete_reasons.iter().any(|r| r.contains("late data")));
+}
+
+/// While w0 is silent and w1 records on (to 2900, past the middle of w0's
+/// silence since 150), the windows the deadline closes say w0 is inside
+/// one execution since 150, not waiting; the revision, with its records,
+/// no longer does.
+#[test]
+fn a_silent_worker_whose_process_records_on_is_inside_one_execution() {
+    let (chunks, _) = run();
+    let (reps, _) = live(&chunks, 16);
+    for r in reps.iter().filter(|r| r.window <= 2) {
+        let inside: Vec<(u32, u64)> = r.inside_execution.iter().map(|i| (i.worker, i.since_ns)).collect();
+        if r.revision == 0 {
+            assert_eq!(inside, vec![(0, 150)], "window {}", r.window);
+            let line = r.readable_line();
+            let since =
+                format!("w0 inside one execution since {}", sidecar::analysis::report::human_ns(r.end_ns - 150));
+            assert!(line.contains(&since) && !line.contains("w0 waiting"), "{line}");
+        } else {
+            assert!(inside.is_empty(), "window {} revised: {inside:?}", r.window);
+        }
+    }
 }
 
 /// The run's totals count a revised window once: the first report's sums

@@ -356,6 +356,12 @@ pub struct Fragment {
     /// folded into the window's fragments by [`Fragment::fold_late`], and
     /// the window is reported again.
     pub late: bool,
+    /// Live: the stream's records stopped at this time while its process's
+    /// writer went on sending frames (its other workers' records, its
+    /// periodic Stats frames): the worker is inside one step, whose events
+    /// timely delivers when it ends (most often one long execution). Set on
+    /// the windows the live deadline hands over in that silence.
+    pub silent_since: Option<Ns>,
 }
 
 impl Fragment {
@@ -388,6 +394,8 @@ impl Fragment {
             }
         }
         f.ended |= patch.ended;
+        // (Its records came: it was not silent after all.)
+        f.silent_since = None;
         if patch.ops.len() >= f.ops.len() {
             f.ops = patch.ops;
             f.op_addrs = patch.op_addrs;

@@ -61,6 +61,19 @@ pub struct WindowReport {
     /// the report with the highest number (it replaces the earlier ones).
     #[serde(skip_serializing_if = "is_first")]
     pub revision: u32,
+    /// Live: workers whose records stopped while their process's writer
+    /// went on sending frames, and since when (ns, this host's clock):
+    /// inside one step, most often one long execution, whose records come
+    /// when it ends (then the window is revised). Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inside_execution: Vec<InsideExecution>,
+}
+
+/// A worker silent inside one step (see `WindowReport::inside_execution`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct InsideExecution {
+    pub worker: u32,
+    pub since_ns: Ns,
 }
 
 fn is_first(n: &u32) -> bool {
@@ -548,14 +561,28 @@ impl WindowReport {
         }
         let mut v: Vec<((u32, Option<u32>), Ns)> = by.into_iter().filter(|(_, ns)| *ns > 0).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let open: Vec<String> = self
-            .waiting
+        // A worker silent inside one step is not waiting: it says so.
+        let inside = |w: u32| self.inside_execution.iter().find(|i| i.worker == w);
+        let mut open: Vec<String> = self
+            .inside_execution
             .iter()
-            .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
-            .map(|(w, o)| {
-                format!("{} waiting since {} (open)", self.who(w), human_ns(self.end_ns.saturating_sub(o.since_ns)))
+            .map(|i| {
+                format!(
+                    "{} inside one execution since {}",
+                    self.who(i.worker),
+                    human_ns(self.end_ns.saturating_sub(i.since_ns))
+                )
             })
             .collect();
+        open.extend(
+            self.waiting
+                .iter()
+                .filter(|w| inside(w.worker).is_none())
+                .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
+                .map(|(w, o)| {
+                    format!("{} waiting since {} (open)", self.who(w), human_ns(self.end_ns.saturating_sub(o.since_ns)))
+                }),
+        );
         if v.is_empty() && open.is_empty() {
             return "none".into();
         }

@@ -44,6 +44,9 @@ struct Proc {
     /// #0.
     next_seq: Option<u128>,
     ended: bool,
+    /// Stats frames read (the writer's periodic figures): a stream that has
+    /// sent no records since fewer of them is silent while its writer lives.
+    stats_frames: u64,
 }
 
 struct Stream {
@@ -61,6 +64,8 @@ struct Stream {
     last_ts: Option<Ns>,
     done: bool,
     elided_seen: u64,
+    /// Its process's `stats_frames` at its last Records frame.
+    stats_seen: u64,
 }
 
 /// One byte stream's ingest state.
@@ -136,6 +141,7 @@ impl Ingest {
             workers: 0,
             next_seq: None,
             ended: false,
+            stats_frames: 0,
         })
     }
 
@@ -156,6 +162,7 @@ impl Ingest {
             last_ts: None,
             done: false,
             elided_seen: 0,
+            stats_seen: 0,
         })
     }
 
@@ -231,12 +238,31 @@ impl Ingest {
         // wait ending mid-window without a terminator.
         let t = t / self.width * self.width;
         let before = self.out.len();
+        let heard = self.heard();
         for (sid, st) in self.streams.iter_mut() {
             if st.done || self.sync.timeline(sid.host, sid.process) != host {
                 continue;
             }
+            let from = self.out.len();
             match st.last_ts {
-                Some(l) if l < t => st.builder.force(t),
+                Some(l) if l < t => {
+                    st.builder.force(t);
+                    // Silent while its writer lives: inside one step.
+                    let stats = self.procs.get(&(sid.host, sid.process)).map_or(0, |p| p.stats_frames);
+                    // (Another worker recording well into its silence,
+                    // past its middle, says so too.)
+                    let mid = l + (t - l) / 2;
+                    let others = heard
+                        .iter()
+                        .any(|&(h, p, w, ts)| (h, p) == (sid.host, sid.process) && w != sid.worker && ts > mid);
+                    if stats > st.stats_seen || others {
+                        Self::flush(st, &mut self.out, false);
+                        for f in &mut self.out[from..] {
+                            f.silent_since = Some(l);
+                        }
+                        continue;
+                    }
+                }
                 // (Recording past `t`, yet an execution holds it back.)
                 Some(_) if st.builder.settled().is_some_and(|s| s < t) => {
                     st.builder.force_execution(t);
@@ -246,6 +272,11 @@ impl Ingest {
             Self::flush(st, &mut self.out, false);
         }
         self.finish_batch(before);
+    }
+
+    /// Each open stream's last record time: (host, process, worker, ns).
+    fn heard(&self) -> Vec<(u64, u32, u32, Ns)> {
+        self.streams.iter().filter_map(|(s, st)| Some((s.host, s.process, s.worker, st.last_ts?))).collect()
     }
 
     /// Lowest window index this byte stream may still send a fragment for
