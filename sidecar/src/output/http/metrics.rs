@@ -308,25 +308,14 @@ impl Metrics {
     }
 
     /// A window's revised report (`revision`) in place of `old`, the one it
-    /// replaces: each counter rises by what the revision adds to its series.
+    /// replaces: each counter of its path, waits and records rises by what
+    /// the revision adds to its series.
     /// A counter never falls (Prometheus counters only rise; a fall reads
     /// as a restart): where a revision lowers a series, it keeps the first
     /// report's figure. (The run's summary, `/api/summary`, is exact.)
     pub fn revise(&mut self, old: &Value, new: &Value) {
-        let completeness = |w: &Value| {
-            if w["complete"].as_bool().unwrap_or(false) {
-                "complete"
-            } else if w["workers_not_started"].as_array().is_some_and(|a| !a.is_empty()) {
-                "starting"
-            } else {
-                "incomplete"
-            }
-        };
-        let (c0, c1) = (completeness(old), completeness(new));
-        if c0 != c1 {
-            // (The window moves: counted once more under its new state.)
-            self.windows.get_or_create(&vec![("completeness", c1.to_string())]).inc();
-        }
+        // (`sidecar_windows_total` counts each window once, under its first
+        // report's completeness: a counter cannot move it.)
         let job = |w: &Value| !w["workers_not_started"].as_array().is_some_and(|a| !a.is_empty());
         let (cp0, cp1) = (&old["critical_path"], &new["critical_path"]);
         if job(new) {
@@ -437,6 +426,29 @@ mod tests {
         assert!(t.contains("sidecar_windows_total{completeness=\"starting\"} 1"), "{t}");
         assert!(!t.contains("Consume") && !t.contains("waited_on"), "{t}");
         assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
+    }
+
+    /// A revision adds to each series what it has more than the report it
+    /// replaces: the counters then read as if only the revision had come
+    /// (where it adds), the window counted once.
+    #[test]
+    fn a_revision_adds_only_what_it_changes() {
+        let mut m = Metrics::new();
+        let first = window(&[(1, "Probe", 1_000_000_000)], 2_000_000_000);
+        m.window(&first, &[]);
+        let mut revised = window(&[(0, "ArrangeByKey", 3_000_000_000)], 4_000_000_000);
+        revised["revision"] = 1.into();
+        m.revise(&first, &revised);
+        let t = m.text();
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"0\",operator=\"ArrangeByKey\"} 3.0"), "{t}");
+        assert!(t.contains("sidecar_critical_path_length_seconds_total 4.0"), "{t}");
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"all\",operator=\"other\"} 1.0"), "{t}");
+        // The same waits and records: not counted again.
+        assert!(t.contains("sidecar_wait_seconds_total{worker=\"1\",waited_on=\"0\",kind=\"data\"} 2.0"), "{t}");
+        assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
+        assert!(t.contains("sidecar_windows_total{completeness=\"complete\"} 1"), "{t}");
+        // (A series the revision lowers keeps its figure: w1's Probe.)
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"1\",operator=\"Probe\"} 1.0"), "{t}");
     }
 
     #[test]
