@@ -24,6 +24,47 @@ pub struct SynthConfig {
     /// How Records frames are compressed: zstd as the probe writes files,
     /// or none as it writes into a Unix socket (what a live sidecar reads).
     pub compression: ringlog::Compression,
+    /// Whom each worker sends its messages and progress to.
+    pub pattern: Pattern,
+}
+
+/// The message pattern of a synthetic trace: whom each worker's operator 1
+/// sends a message to each round, and whom its progress goes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pattern {
+    /// Every worker to every worker (timely's exchange and progress
+    /// broadcast): p² messages a round.
+    #[default]
+    AllToAll,
+    /// Each worker to itself and its next `k` workers (modulo the count):
+    /// a trace of many streams whose rounds stay small.
+    Neighbours(u32),
+}
+
+impl Pattern {
+    /// The workers `w` sends to, of `p`.
+    pub fn targets(self, w: u32, p: u32) -> Vec<u32> {
+        match self {
+            Pattern::AllToAll => (0..p).collect(),
+            Pattern::Neighbours(k) => {
+                let mut t: Vec<u32> = (0..=k.min(p - 1)).map(|i| (w + i) % p).collect();
+                t.sort_unstable();
+                t
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Pattern {
+    type Err = String;
+    /// `all` or `neighbours:K`.
+    fn from_str(s: &str) -> Result<Pattern, String> {
+        match s.split_once(':') {
+            None if s == "all" => Ok(Pattern::AllToAll),
+            Some(("neighbours", k)) => k.parse().map(Pattern::Neighbours).map_err(|e| format!("neighbours:K: {e}")),
+            _ => Err(format!("unknown message pattern {s:?} (all, or neighbours:K)")),
+        }
+    }
 }
 
 impl Default for SynthConfig {
@@ -38,6 +79,7 @@ impl Default for SynthConfig {
             pid: 4242,
             t0_ns: 1_000_000_000,
             compression: ringlog::Compression::Zstd,
+            pattern: Pattern::AllToAll,
         }
     }
 }
@@ -198,23 +240,24 @@ impl<'a> Synth<'a> {
             if self.cfg.straggler == Some(w as u32) {
                 dur *= self.cfg.slow.max(1);
             }
-            for to in 0..p {
-                t += dur / (p as u64 + 1);
+            let targets = self.cfg.pattern.targets(w as u32, p);
+            for &to in &targets {
+                t += dur / (targets.len() as u64 + 1);
                 let k = (w as u32 * p + to) as usize;
                 let q = self.msg_seq[k];
                 self.msg_seq[k] += 1;
                 self.bufs[w].push(rec(t, Event::MessageSend { channel: 7, to, seq: q, records: 100 }));
                 sends.push((w as u32, to, q, t));
             }
-            t += dur / (p as u64 + 1);
+            t += dur / (targets.len() as u64 + 1);
             self.bufs[w].push(rec(t, Event::ScheduleStop { op: 1 }));
             t += 100;
             let q = self.pseq[w];
             self.pseq[w] += 1;
             self.bufs[w].push(rec(t, Event::ProgressSend { channel: 0, seq: q }));
-            for d in 0..p as usize {
-                if d != w {
-                    self.prog[d].push((t, w as u32, q));
+            for &d in &targets {
+                if d as usize != w {
+                    self.prog[d as usize].push((t, w as u32, q));
                 }
             }
             self.now[w] = t;
@@ -341,5 +384,16 @@ mod tests {
             }
         }
         assert_eq!(recs, n);
+    }
+
+    /// Neighbours(2) of 5 workers: worker 4 sends to itself, 0 and 1; all
+    /// to all, to everyone; a pattern wider than the workers is all of them.
+    #[test]
+    fn a_neighbour_pattern_sends_to_the_next_workers_around() {
+        assert_eq!(Pattern::Neighbours(2).targets(4, 5), vec![0, 1, 4]);
+        assert_eq!(Pattern::AllToAll.targets(1, 3), vec![0, 1, 2]);
+        assert_eq!(Pattern::Neighbours(9).targets(0, 3), vec![0, 1, 2]);
+        assert_eq!("neighbours:3".parse(), Ok(Pattern::Neighbours(3)));
+        assert!("ring".parse::<Pattern>().is_err());
     }
 }
