@@ -2,7 +2,8 @@
 //! relative link and anchor resolves, every repository path quoted in
 //! backticks exists, every subcommand is listed where the README and
 //! commands.md list them, and every sample window line has the shape of a
-//! line the sidecar prints for a recorded run.
+//! line the sidecar prints for a recorded run, and every sample closing
+//! summary has the lines `watch` prints, in their order.
 //!
 //! The pages: README.md, docs/*.md, ringlog/FORMAT.md.
 
@@ -420,4 +421,82 @@ fn the_user_docs_and_help_texts_cite_no_issue_or_session_numbers() {
         })
         .collect();
     assert!(cited.is_empty(), "user-facing text citing the project's history:\n{}", cited.join("\n"));
+}
+
+/// The lines of `watch`'s closing summary after its first, each by how it
+/// starts, in the order `output/watch.rs` prints them (the optional ones
+/// included: a tie, the arrangements, the idle steps).
+const SUMMARY_LINES: [&str; 13] = [
+    "windows: ",
+    "critical path: ",
+    "top operator tied: ",
+    "waiting: ",
+    "arrangements: ",
+    "what-if: ",
+    "tracing cost the worker threads ~",
+    "apart: ~",
+    "figures: ",
+    "tracing cost: ",
+    "in the worker threads ~",
+    "and ~",
+    "writer thread CPU ",
+];
+
+/// The lines of [`SUMMARY_LINES`] printed whatever the run.
+const ALWAYS_PRINTED: [&str; 8] = [
+    "windows: ",
+    "critical path: ",
+    "waiting: ",
+    "tracing cost the worker threads ~",
+    "figures: ",
+    "tracing cost: ",
+    "in the worker threads ~",
+    "writer thread CPU ",
+];
+
+#[test]
+fn every_sample_closing_summary_in_the_docs_has_the_lines_watch_prints_in_its_order() {
+    // Each start is in the code that prints the summary (a renamed line
+    // fails here, not silently in the docs).
+    let code = std::fs::read_to_string(root().join("sidecar/src/output/watch.rs")).unwrap();
+    for start in SUMMARY_LINES {
+        assert!(code.contains(&format!("\"  {start}")) || code.contains(&format!("\"{start}")), "{start:?}");
+    }
+    // A sample: a fenced `sidecar watch: `...` exited with status` line and
+    // the indented lines after it (`...` stands for lines left out).
+    let mut samples = 0;
+    for page in pages() {
+        let fenced = parse(&read(&page)).fenced;
+        for (i, (n, line)) in fenced.iter().enumerate() {
+            if !(line.starts_with("sidecar watch: `") && line.contains("` exited with status ")) {
+                continue;
+            }
+            samples += 1;
+            // (The next line expected, and whether lines were left out
+            // before this one.)
+            let (mut at, mut elided) = (0, false);
+            let lines = fenced[i + 1..].iter().take_while(|(_, l)| l.starts_with("  "));
+            for (m, l) in lines.chain([&(0, "  writer thread CPU (end)".to_string())]) {
+                let l = l.trim_start();
+                if l == "..." {
+                    elided = true;
+                    continue;
+                }
+                let Some(k) = SUMMARY_LINES.iter().position(|s| l.starts_with(s)) else {
+                    panic!("{}:{m}: a summary line watch does not print: {l}", page.display());
+                };
+                // (`what-if:` repeats: one line per prediction.)
+                assert!(k + 1 >= at, "{}:{m}: out of the printed order (summary at line {n}): {l}", page.display());
+                let skipped: Vec<&str> =
+                    (at..k).filter(|&j| ALWAYS_PRINTED.contains(&SUMMARY_LINES[j])).map(|j| SUMMARY_LINES[j]).collect();
+                assert!(
+                    elided || skipped.is_empty(),
+                    "{}:{n}: the sample lacks {skipped:?} (watch always prints it; `...` marks lines left out)",
+                    page.display()
+                );
+                (at, elided) = (k + 1, false);
+            }
+        }
+    }
+    assert!(samples >= 2, "only {samples} sample summaries found");
 }

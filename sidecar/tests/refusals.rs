@@ -112,11 +112,31 @@ fn workers_and_windows_out_of_bounds_are_refused_with_the_limits() {
         (&["analyze", "--window", "1"][..], "a unit is needed"),
         (&["analyze", "--window", "10ns"][..], "1us to 7 days"),
         (&["analyze", "--window", "30d"][..], "unknown unit"),
+        // (Not "at least 1ns", which 1ns would not meet either.)
+        (&["analyze", "--window", "0s"][..], "a window is 1us to 7 days long"),
+        (&["analyze", "--window", "0"][..], "e.g. 1s or 500ms"),
+        (&["whatif", "--speedup", "1=2", "--window", "1"][..], "a unit is needed"),
     ] {
         let o = sidecar(args, &[&f]);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
+    // The live commands, refused before they listen or start anything.
+    let sock = format!("unix:{}", dir.join("never.sock").display());
+    let marker = dir.join("started");
+    let started = format!("touch {}", marker.display());
+    for (args, says) in [
+        (&["run", "--listen", sock.as_str(), "-w", "1000"][..], "1 to 128"),
+        (&["run", "--listen", sock.as_str(), "--window", "10ns"][..], "1us to 7 days"),
+        (&["watch", "-w", "0", "--", "sh", "-c", started.as_str()][..], "1 to 128"),
+        (&["watch", "--window", "1", "--", "sh", "-c", started.as_str()][..], "a unit is needed"),
+    ] {
+        let o = sidecar(args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!marker.exists(), "watch started its command");
+    assert!(!dir.join("never.sock").exists(), "run listened");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -84,6 +84,15 @@ impl Common {
 /// bare number is refused: `--window 1` could mean a second or a
 /// nanosecond.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let ns = parse_ns(s)?;
+    if ns < 1.0 {
+        return Err(format!("'{}': a duration is at least 1ns", s.trim()));
+    }
+    Ok(ns as u64)
+}
+
+/// A number with a unit, in ns (not rounded; 0 allowed).
+fn parse_ns(s: &str) -> Result<f64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
@@ -94,17 +103,16 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         "us" | "µs" => 1e3,
         "ns" => 1.0,
         "m" | "min" => 60e9,
-        "" => return Err(format!("'{s}': a unit is needed (e.g. {s}s or {s}ms; units: s, ms, us, ns, m)")),
+        // (`0` suggests `1s`, not `0s`: no duration is 0.)
+        "" if v > 0.0 => return Err(format!("'{s}': a unit is needed (e.g. {s}s or {s}ms; units: s, ms, us, ns, m)")),
+        "" => return Err(format!("'{s}': a unit is needed (e.g. 1s or 500ms; units: s, ms, us, ns, m)")),
         _ => return Err(format!("'{unit}': unknown unit (use s, ms, us, ns, m)")),
     };
     let ns = v * mult;
-    if ns < 1.0 {
-        return Err("the duration must be positive (at least 1ns)".into());
-    }
     if ns > u64::MAX as f64 / 2.0 {
         return Err(format!("'{s}': too long"));
     }
-    Ok(ns as u64)
+    Ok(ns)
 }
 
 /// The shortest window (`--window`): 1 µs.
@@ -112,13 +120,14 @@ pub const MIN_WINDOW_NS: u64 = 1_000;
 /// The longest window: 7 days.
 pub const MAX_WINDOW_NS: u64 = 7 * 86_400 * 1_000_000_000;
 
-/// `--window`: a duration from [`MIN_WINDOW_NS`] to [`MAX_WINDOW_NS`].
+/// `--window`: a duration from [`MIN_WINDOW_NS`] to [`MAX_WINDOW_NS`]
+/// (`0s` too is told the range, not a smaller minimum).
 pub fn parse_window(s: &str) -> Result<u64, String> {
-    let ns = parse_duration(s)?;
-    if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&ns) {
+    let ns = parse_ns(s)?;
+    if !(MIN_WINDOW_NS as f64..=MAX_WINDOW_NS as f64).contains(&ns) {
         return Err(format!("'{}': a window is 1us to 7 days long", s.trim()));
     }
-    Ok(ns)
+    Ok(ns as u64)
 }
 
 /// The most analysis workers (`-w`) one process runs: each is a thread
@@ -382,6 +391,9 @@ mod tests {
         assert!(parse_window("999ns").unwrap_err().contains("1us to 7 days"));
         assert!(parse_window("8d").is_err());
         assert!(parse_window("10081m").unwrap_err().contains("1us to 7 days"));
+        assert!(parse_window("0s").unwrap_err().contains("1us to 7 days"), "not `at least 1ns`");
+        assert!(parse_duration("0s").unwrap_err().contains("at least 1ns"));
+        assert!(!parse_window("0").unwrap_err().contains("0s"), "no example that is refused in turn");
     }
 
     #[test]

@@ -365,6 +365,83 @@ impl Cost {
         (self.account, self.idle_account) = self.account();
         self
     }
+
+    /// The summary's lines about what tracing cost: the account (what it
+    /// cost the worker threads while they worked, and apart, idle
+    /// polling), where the figures came from, and the details behind them.
+    fn text(&self) -> String {
+        let c = self;
+        let mut s = String::new();
+        s += &format!("  {}\n", c.account);
+        if let Some(idle) = &c.idle_account {
+            s += &format!("  {idle}\n");
+        }
+        s += &format!("  figures: {}\n", c.source_words);
+        s += &format!(
+            "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
+            c.records,
+            c.records_lost,
+            c.elided_schedules,
+            c.local_messages.map(|n| format!(", {n} worker-local message halves not written")).unwrap_or_default(),
+            c.bytes,
+            c.bytes_per_record,
+        );
+        let mut parts = Vec::new();
+        if let (Some(ms), Some(n)) = (c.engine_log_ms, c.engine_events) {
+            // In the steps that did work (the idle steps' part is below).
+            let ms = (ms - c.idle_engine_ms).max(0.0);
+            let flushes = c.engine_flushes.unwrap_or(0).saturating_sub(c.idle_flushes.unwrap_or(0));
+            let flush_ms = (c.engine_flush_ms.unwrap_or(0.0) - c.idle_engine_ms).clamp(0.0, ms);
+            let events_ms = ms - flush_ms;
+            let mut s = format!(
+                "the engine's own logging ~{ms:.2} ms (a floor, priced at attach: {n} events ~{events_ms:.2} ms, ~{:.0} ns each",
+                events_ms * 1e6 / n.max(1) as f64
+            );
+            if flushes > 0 {
+                s += &format!(
+                    "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every step",
+                    flush_ms * 1e6 / flushes as f64
+                );
+            }
+            parts.push(s + ")");
+        }
+        let pushes = format!(
+            "the probe's pushes, ~{:.2} ms at {} ns/record and {} ns/elided pair",
+            c.est_probe_ms, c.ns_per_record, c.ns_per_elided
+        );
+        match c.adapter_ms {
+            Some(ms) => {
+                let ms = (ms - c.idle_adapter_ms).max(0.0);
+                parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})"))
+            }
+            None => parts.push(pushes),
+        }
+        s += &format!(
+            "  in the worker threads ~{:.2} ms = {:.2}% of worker time, in the steps that did work: {}\n",
+            c.worker_threads_ms,
+            c.worker_threads_share * 100.0,
+            parts.join(", ")
+        );
+        if c.idle_steps_ms >= 0.005 {
+            // (The count is known only with the engine's price.)
+            let calls = c.idle_flushes.map(|n| format!("{n} ")).unwrap_or_default();
+            s += &format!(
+                "  and ~{:.2} ms in {calls}flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
+                 adapter's ~{:.2} ms): timely flushes every registered log at every step, and a worker \
+                 that polls for work spends this instead of spinning\n",
+                c.idle_steps_ms, c.idle_engine_ms, c.idle_adapter_ms
+            );
+        }
+        s += &format!(
+            "  writer thread CPU {}\n",
+            match (c.writer_cpu_ms, c.writer_cpu_share) {
+                (Some(ms), Some(sh)) => format!("{ms:.1} ms ({:.2}% of one core over the traced time)", sh * 100.0),
+                (Some(ms), None) => format!("{ms:.1} ms"),
+                _ => "unknown (no probe figures)".into(),
+            }
+        );
+        s
+    }
 }
 
 /// Where the figures came from, in words (see [`Cost::source`]).
@@ -558,74 +635,7 @@ impl Summary {
         for (_, words, _) in &self.what_if {
             s += &format!("  what-if: {words}\n");
         }
-        s += &format!("  {}\n", c.account);
-        if let Some(idle) = &c.idle_account {
-            s += &format!("  {idle}\n");
-        }
-        s += &format!("  figures: {}\n", c.source_words);
-        s += &format!(
-            "  tracing cost: {} records ({} lost), {} schedules elided{}, {} bytes ({:.1} B/record)\n",
-            c.records,
-            c.records_lost,
-            c.elided_schedules,
-            c.local_messages.map(|n| format!(", {n} worker-local message halves not written")).unwrap_or_default(),
-            c.bytes,
-            c.bytes_per_record,
-        );
-        let mut parts = Vec::new();
-        if let (Some(ms), Some(n)) = (c.engine_log_ms, c.engine_events) {
-            // In the steps that did work (the idle steps' part is below).
-            let ms = (ms - c.idle_engine_ms).max(0.0);
-            let flushes = c.engine_flushes.unwrap_or(0).saturating_sub(c.idle_flushes.unwrap_or(0));
-            let flush_ms = (c.engine_flush_ms.unwrap_or(0.0) - c.idle_engine_ms).clamp(0.0, ms);
-            let events_ms = ms - flush_ms;
-            let mut s = format!(
-                "the engine's own logging ~{ms:.2} ms (a floor, priced at attach: {n} events ~{events_ms:.2} ms, ~{:.0} ns each",
-                events_ms * 1e6 / n.max(1) as f64
-            );
-            if flushes > 0 {
-                s += &format!(
-                    "; {flushes} flushes of its logs ~{flush_ms:.2} ms, ~{:.0} ns each: every log at every step",
-                    flush_ms * 1e6 / flushes as f64
-                );
-            }
-            parts.push(s + ")");
-        }
-        let pushes = format!(
-            "the probe's pushes, ~{:.2} ms at {} ns/record and {} ns/elided pair",
-            c.est_probe_ms, c.ns_per_record, c.ns_per_elided
-        );
-        match c.adapter_ms {
-            Some(ms) => {
-                let ms = (ms - c.idle_adapter_ms).max(0.0);
-                parts.push(format!("the adapter {ms:.2} ms (measured, including {pushes})"))
-            }
-            None => parts.push(pushes),
-        }
-        s += &format!(
-            "  in the worker threads ~{:.2} ms = {:.2}% of worker time, in the steps that did work: {}\n",
-            c.worker_threads_ms,
-            c.worker_threads_share * 100.0,
-            parts.join(", ")
-        );
-        if c.idle_steps_ms >= 0.005 {
-            // (The count is known only with the engine's price.)
-            let calls = c.idle_flushes.map(|n| format!("{n} ")).unwrap_or_default();
-            s += &format!(
-                "  and ~{:.2} ms in {calls}flush calls of steps that did nothing (the engine's ~{:.2} ms, the \
-                 adapter's ~{:.2} ms): timely flushes every registered log at every step, and a worker \
-                 that polls for work spends this instead of spinning\n",
-                c.idle_steps_ms, c.idle_engine_ms, c.idle_adapter_ms
-            );
-        }
-        s += &format!(
-            "  writer thread CPU {}\n",
-            match (c.writer_cpu_ms, c.writer_cpu_share) {
-                (Some(ms), Some(sh)) => format!("{ms:.1} ms ({:.2}% of one core over the traced time)", sh * 100.0),
-                (Some(ms), None) => format!("{ms:.1} ms"),
-                _ => "unknown (no probe figures)".into(),
-            }
-        );
+        s += &c.text();
         s
     }
 }

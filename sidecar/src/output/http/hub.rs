@@ -285,7 +285,7 @@ mod tests {
             totals: Default::default(),
             errors: 0,
             connections: 1,
-            refused: [0; 3],
+            refused: [0; 4],
         }))
     }
 
@@ -394,7 +394,7 @@ mod tests {
             totals,
             errors: 0,
             connections: 1,
-            refused: [0; 3],
+            refused: [0; 4],
         };
         h.apply(Update::Window(Box::new(u)));
         let inner = h.inner.lock().unwrap();

@@ -17,7 +17,7 @@
 //! | `sidecar_decode_errors_total` | counter | |
 //! | `sidecar_dropped_updates_total` | counter | `consumer` (`hub`, `browser`) |
 //! | `sidecar_tracing_cost_seconds` | gauge | `part` (`worker_threads`: what tracing cost the job's worker threads while they worked; `idle_polling`: apart, flush calls of idle steps; `writer_thread`: the probe's writer thread's CPU, once the probes' figures say it), as the summary's cost account, from the probes' figures in their streams |
-//! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`: each a time a limit of `sidecar run` acted) |
+//! | `sidecar_connection_refusals_total` | counter | `limit` (`max_connections`, `hello_timeout`, `max_buffered`, `max_buffered_total`: each a time a limit of `sidecar run` acted) |
 //! | `sidecar_arrangement_records` | gauge | `worker`, `operator`, `id` (differential: updates the trace holds, at the latest window's end) |
 //! | `sidecar_arrangement_batches` | gauge | the same |
 //! | `sidecar_arrangement_merges` | gauge | the same (merges in flight) |
@@ -149,7 +149,7 @@ impl Metrics {
         r.register(
             "connection_refusals",
             "Times a connection limit acted: refused over --max-connections, closed without a Hello by --hello-timeout, \
-             a buffer at --max-buffered",
+             a buffer at --max-buffered, all buffers at --max-buffered-total",
             m.refusals.clone(),
         );
         for ((name, _, help), (_, family)) in ARRANGEMENT_GAUGES.iter().zip(&m.arrangements) {
@@ -359,8 +359,14 @@ impl Metrics {
 
 impl Metrics {
     /// The connection limits' counts so far (`WindowUpdate::refused`).
-    pub fn refusals(&mut self, [over, no_hello, full]: [u64; 3]) {
-        for (limit, n) in [("max_connections", over), ("hello_timeout", no_hello), ("max_buffered", full)] {
+    pub fn refusals(&mut self, [over, no_hello, full, total]: [u64; 4]) {
+        let limits = [
+            ("max_connections", over),
+            ("hello_timeout", no_hello),
+            ("max_buffered", full),
+            ("max_buffered_total", total),
+        ];
+        for (limit, n) in limits {
             raise(&self.refusals.get_or_create(&vec![("limit", limit.into())]), n);
         }
     }
@@ -470,13 +476,14 @@ mod tests {
     #[test]
     fn connection_refusals_are_counted_by_limit() {
         let mut m = Metrics::new();
-        m.refusals([3, 1, 0]);
-        m.refusals([52, 40, 2]);
-        m.refusals([50, 40, 2]);
+        m.refusals([3, 1, 0, 0]);
+        m.refusals([52, 40, 2, 5]);
+        m.refusals([50, 40, 2, 5]);
         let t = m.text();
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_connections\"} 52"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"hello_timeout\"} 40"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered\"} 2"), "{t}");
+        assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered_total\"} 5"), "{t}");
     }
 
     #[test]

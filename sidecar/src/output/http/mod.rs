@@ -62,9 +62,9 @@ pub struct WindowUpdate {
     pub errors: u64,
     pub connections: u64,
     /// Live: connections refused by `--max-connections`, closed without a
-    /// Hello by `--hello-timeout`, and times a buffer reached
-    /// `--max-buffered`, so far.
-    pub refused: [u64; 3],
+    /// Hello by `--hello-timeout`, times a buffer reached `--max-buffered`
+    /// and times all reached `--max-buffered-total`, so far.
+    pub refused: [u64; 4],
 }
 
 /// What the hub takes from the pipeline.

@@ -165,9 +165,9 @@ impl Printer {
                         totals: st.totals.clone(),
                         errors: st.errors.len() as u64,
                         connections: st.connections,
-                        refused: self.live.as_ref().map_or([0; 3], |q| {
+                        refused: self.live.as_ref().map_or([0; 4], |q| {
                             let c = &q.counts;
-                            [&c.refused, &c.no_hello, &c.buffer_full].map(|a| a.load(Ordering::Relaxed))
+                            [&c.refused, &c.no_hello, &c.buffer_full, &c.total_full].map(|a| a.load(Ordering::Relaxed))
                         }),
                     });
                 }
