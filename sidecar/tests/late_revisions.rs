@@ -87,10 +87,15 @@ impl Process {
 /// Returns (the chunks with the deadline after the first, every byte in
 /// the same order).
 fn run() -> (Vec<(Vec<u8>, Option<u64>)>, Vec<u8>) {
+    run_sending_at(3500)
+}
+
+/// [`run`] with w0's message sent at `send_at` (inside its execution).
+fn run_sending_at(send_at: u64) -> (Vec<(Vec<u8>, Option<u64>)>, Vec<u8>) {
     let (mut p, prelude) = Process::start();
     let w0_early = p.records(0, &[(0, start(1)), (100, stop(1)), (150, step())]);
     let w1_early = p.records(1, &[(0, start(1)), (100, stop(1)), (110, step()), (2900, step())]);
-    let late = p.records(0, &[(1200, start(2)), (3500, send(5, 1, 0)), (3600, stop(2)), (3610, step())]);
+    let late = p.records(0, &[(1200, start(2)), (send_at, send(5, 1, 0)), (3600, stop(2)), (3610, step())]);
     let w1_after = p.records(1, &[(3650, start(3)), (3660, recv(5, 0, 0)), (3700, stop(3)), (3710, step())]);
     let w0_after = p.records(0, &[(3700, start(1)), (3800, stop(1)), (3810, step())]);
     let end = p.end();
@@ -221,4 +226,27 @@ fn late_records_beyond_the_windows_kept_mark_the_next_window_incomplete() {
         let reason = w3.incomplete_reasons.join("; ");
         assert!(reason.contains("late data") && reason.contains("raise --grace"), "{reason}");
     }
+}
+
+/// w0's message sent at 1500 (window 1, in its late records) and read by w1
+/// at 3660 lies in w1's buffer all through window 2: w1 is not waiting
+/// there, which window 2 can tell only from w0's sequence numbers before
+/// it. Its revision takes them from window 1's late records, so it says
+/// what the whole input says (it once kept the first report's: w1's wait
+/// open there).
+#[test]
+fn a_revision_knows_the_messages_the_late_records_of_earlier_windows_sent() {
+    let (chunks, all) = run_sending_at(1500);
+    let (reps, errors) = live(&chunks, 16);
+    assert!(errors.is_empty(), "{errors:?}");
+    let (offline, _) = analyze_bytes_as_reported(&[("all", &all)], W);
+    let got = latest(&reps);
+    assert_eq!(got.len(), offline.len());
+    for (g, o) in got.iter().zip(&offline) {
+        assert_eq!(json(g), json(o), "window {}", o.window);
+    }
+    // Window 2: w1 buffered, not waiting; its first report had it open.
+    assert!(offline[2].waiting.iter().all(|w| w.worker != 1 || w.open.is_none()), "{:?}", offline[2].waiting);
+    let first2 = reps.iter().find(|r| r.window == 2 && r.revision == 0).unwrap();
+    assert!(first2.waiting.iter().any(|w| w.worker == 1 && w.open.is_some()), "{:?}", first2.waiting);
 }

@@ -364,6 +364,18 @@ pub struct Fragment {
     pub silent_since: Option<Ns>,
 }
 
+impl SeqMark {
+    /// Raises `m`'s group in `marks` (sorted by group) to `m` if it is
+    /// later, or adds it.
+    pub fn raise(marks: &mut Vec<SeqMark>, m: SeqMark) {
+        match marks.binary_search_by_key(&(m.half, m.channel, m.other), |x| (x.half, x.channel, x.other)) {
+            Ok(i) if marks[i].seq < m.seq => marks[i] = m,
+            Ok(_) => {}
+            Err(i) => marks.insert(i, m),
+        }
+    }
+}
+
 impl Fragment {
     /// Folds `patch`, late records of one stream for this window
     /// ([`Fragment::late`]), into the window's fragments `frags`, so that
@@ -394,6 +406,11 @@ impl Fragment {
             }
         }
         f.ended |= patch.ended;
+        // The stream's sequence numbers before the window, raised by the
+        // late records of the windows before it (`Windower::take_patches`).
+        for m in patch.seq_before {
+            SeqMark::raise(&mut f.seq_before, m);
+        }
         // (Its records came: it was not silent after all.)
         f.silent_since = None;
         if patch.ops.len() >= f.ops.len() {

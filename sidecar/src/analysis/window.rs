@@ -113,6 +113,9 @@ pub struct Windower {
     /// Late data for those windows, by window: handed over as late
     /// fragments ([`Fragment::late`]) once the stream has settled past them.
     patches: std::collections::BTreeMap<u64, Fragment>,
+    /// The last sequence numbers the late fragments handed over so far
+    /// raised (while more are pending).
+    late_marks: Vec<SeqMark>,
 }
 
 /// Arrangements a stream may report at most (a program has a few per
@@ -151,6 +154,7 @@ impl Windower {
             arrangements_refused: 0,
             revise: 0,
             patches: Default::default(),
+            late_marks: Vec::new(),
         }
     }
 
@@ -184,13 +188,40 @@ impl Windower {
     }
 
     /// Hands over the late fragments of the windows before `upto` (the
-    /// stream has settled past them).
+    /// stream has settled past them). Their messages are the stream's
+    /// latest (it was silent since), so each raises its group's last
+    /// sequence number: the windows handed over from now on carry them, and
+    /// each later late fragment carries the raises of those before it
+    /// (`seq_before`: raised into its window's, `Fragment::fold_late`), as
+    /// if they had come in time.
     fn take_patches(&mut self, upto: u64, out: &mut Vec<Fragment>) {
         while let Some(e) = self.patches.first_entry() {
             if *e.key() >= upto {
                 break;
             }
-            out.push(e.remove());
+            let mut p = e.remove();
+            p.seq_before = self.late_marks.clone();
+            let mut changed = false;
+            for g in &p.msgs.groups {
+                let Some(last) = g.entries.last() else { continue };
+                let (seq, at) = (last.seq, p.msgs.time(g.half, last));
+                let e = self.last_seq.entry((g.half, g.channel, g.other)).or_insert((seq, at));
+                if e.0 <= seq {
+                    *e = (seq, at);
+                }
+                SeqMark::raise(
+                    &mut self.late_marks,
+                    SeqMark { half: g.half, channel: g.channel, other: g.other, seq, at },
+                );
+                changed = true;
+            }
+            if changed {
+                self.rebuild_marks();
+            }
+            out.push(p);
+        }
+        if self.patches.is_empty() {
+            self.late_marks.clear();
         }
     }
 

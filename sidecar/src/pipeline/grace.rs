@@ -5,9 +5,10 @@
 //! the grace follows what the streams show: each window that lost data to
 //! lateness doubles it, up to a bound, and once raised it stays (a machine
 //! busy once is likely busy again). `--grace` given on the command line
-//! fixes it instead. (Late data for a window that can still be revised,
-//! [`crate::pipeline::revise`], does not raise it: that window is
-//! corrected, and windows keep going out on time.)
+//! fixes it instead. Late data for a window that can still be revised
+//! ([`crate::pipeline::revise`]) raises it too: that window is corrected,
+//! and the longer grace makes the next windows' first reports whole (on a
+//! loaded machine, a window left to revision reported no wait at first).
 
 use crate::analysis::model::Ns;
 

@@ -384,7 +384,10 @@ impl Streams {
             }
             let before = self.fragments.len();
             r.take_fragments(&mut self.fragments);
-            let late = self.fragments[before..].iter().any(|f| f.faults.iter().any(|x| x.starts_with(LATE_DATA)));
+            // (Late fragments too: their windows are revised, and a longer grace
+            // makes the next first reports whole.)
+            let late =
+                self.fragments[before..].iter().any(|f| f.late || f.faults.iter().any(|x| x.starts_with(LATE_DATA)));
             if late && self.grace.late() {
                 self.error_lines
                     .say(|| format!("sidecar: late data: the grace is now {} ms", self.grace.now / 1_000_000));
