@@ -236,16 +236,6 @@ struct Cursor {
     next: u32,
 }
 
-/// One speedup being replayed: what each class of work is scaled by, from
-/// where the replay starts, and its state.
-struct Lane {
-    scale: Vec<f64>,
-    from: Ns,
-    times: Vec<Ns>,
-    sent: Vec<Ns>,
-    at: Vec<Cursor>,
-}
-
 impl<'g> Replay<'g> {
     pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
         let seq = worker_sequences(g, links);
@@ -275,70 +265,104 @@ impl<'g> Replay<'g> {
     /// Each `(scales, from)` replayed with the points before `from` taken as
     /// measured.
     fn replay_from(&self, asked: &[(&Scales, Ns)]) -> Vec<Prediction> {
-        let g = self.g;
-        if asked.is_empty() {
-            return Vec::new();
-        }
         let (class, tables) = self.classes(asked);
-        let mut lanes: Vec<Lane> = asked
-            .iter()
-            .zip(tables)
-            .map(|(&(_, from), scale)| Lane {
-                scale,
-                from,
-                times: g.t.clone(),
-                sent: self.links.iter().map(|l| l.sent).collect(),
-                at: g.chains.iter().map(|&(s, e)| start_cursor(g, s, e, from)).collect(),
-            })
-            .collect();
-        let ends: Vec<u32> = g.chains.iter().map(|c| c.1).collect();
         let class = class.as_deref().unwrap_or(&self.class);
+        // (Up to four replays share a pass: each point's state for all of
+        // them in one place.)
+        let mut out = Vec::with_capacity(asked.len());
+        for (i, chunk) in asked.chunks(4).enumerate() {
+            let tables = &tables[4 * i..4 * i + chunk.len()];
+            out.extend(match chunk.len() {
+                1 => self.replay_lanes::<1>(class, tables, chunk),
+                2 => self.replay_lanes::<2>(class, tables, chunk),
+                3 => self.replay_lanes::<3>(class, tables, chunk),
+                _ => self.replay_lanes::<4>(class, tables, chunk),
+            });
+        }
+        out
+    }
+
+    /// `K` replays in one pass over the points: `tables[k][c]` is what
+    /// replay `k` scales work of class `c` by; it starts at `asked[k].1`.
+    fn replay_lanes<const K: usize>(
+        &self,
+        class: &[u32],
+        tables: &[Vec<f64>],
+        asked: &[(&Scales, Ns)],
+    ) -> Vec<Prediction> {
+        let g = self.g;
+        let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
+        let scale: Vec<[f64; K]> = (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect();
+        let mut times: Vec<[Ns; K]> = g.t.iter().map(|&t| [t; K]).collect();
+        let mut sent: Vec<[Ns; K]> = self.links.iter().map(|l| [l.sent; K]).collect();
+        let mut at: Vec<([Cursor; K], u32)> =
+            g.chains.iter().map(|&(s, e)| (from.map(|f| start_cursor(g, s, e, f)), e)).collect();
         for &p in &self.order {
             let ix = p as u32 as usize;
             match p >> 32 {
                 L_SEND => {
                     let l = &self.links[ix];
-                    let w = l.src as usize;
-                    for lane in lanes.iter_mut().filter(|lane| l.sent >= lane.from) {
-                        lane.sent[ix] = map(&lane.at[w], ends[w], class, &lane.scale, l.sent);
+                    let (cs, end) = &at[l.src as usize];
+                    let out = &mut sent[ix];
+                    for k in 0..K {
+                        if l.sent >= from[k] {
+                            out[k] = map(&cs[k], *end, class, &scale, k, l.sent);
+                        }
                     }
                 }
                 L_READ => {
                     let l = &self.links[ix];
-                    let (w, read) = (l.dst as usize, l.read.max(l.sent));
-                    for lane in lanes.iter_mut().filter(|lane| read >= lane.from) {
-                        let sent = lane.sent[ix];
-                        let c = &mut lane.at[w];
-                        if map(c, ends[w], class, &lane.scale, read) < sent {
+                    let read = l.read.max(l.sent);
+                    let (cs, end) = &mut at[l.dst as usize];
+                    let sent = &sent[ix];
+                    for k in 0..K {
+                        if read >= from[k] && map(&cs[k], *end, class, &scale, k, read) < sent[k] {
                             // Read before it is sent: the execution stalls there.
-                            (c.a, c.b) = (read, sent);
+                            (cs[k].a, cs[k].b) = (read, sent[k]);
+                        }
+                    }
+                }
+                V_WORK => {
+                    let (t, c) = (g.t[ix], class[ix]);
+                    let cs = &mut at[g.w[ix] as usize].0;
+                    let x = &mut times[ix];
+                    for k in 0..K {
+                        if t >= from[k] {
+                            let d = t.saturating_sub(cs[k].a);
+                            x[k] = cs[k].b + if c == 0 { d } else { scaled(d, scale[c as usize][k]) };
+                            cs[k] = Cursor { a: t, b: x[k], next: ix as u32 + 1 };
                         }
                     }
                 }
                 tag => {
-                    let (t, w) = (g.t[ix], g.w[ix] as usize);
-                    for lane in lanes.iter_mut().filter(|lane| t >= lane.from) {
-                        let c = &mut lane.at[w];
-                        let x = match tag {
-                            V_WORK => c.b + scale(t.saturating_sub(c.a), class[ix], &lane.scale),
-                            V_START => t,
-                            V_TERM => {
-                                // The message keeps its transit (send to the wait's end).
-                                let src = g.comms[g.term[ix] as usize].src as usize;
-                                lane.times[ix - 1].max(lane.times[src].saturating_add(t - g.t[src]))
-                            }
-                            V_KEEP => lane.times[ix - 1] + (t - g.t[ix - 1]),
-                            _ => lane.times[ix - 1].max(t),
-                        };
-                        lane.times[ix] = x;
-                        *c = Cursor { a: t, b: x, next: ix as u32 + 1 };
+                    let t = g.t[ix];
+                    let before = times[ix - usize::from(tag != V_START)];
+                    let x: [Ns; K] = match tag {
+                        V_START => [t; K],
+                        V_TERM => {
+                            // The message keeps its transit (send to the wait's end).
+                            let src = g.comms[g.term[ix] as usize].src as usize;
+                            let (sent, transit) = (times[src], t - g.t[src]);
+                            std::array::from_fn(|k| before[k].max(sent[k].saturating_add(transit)))
+                        }
+                        V_KEEP => before.map(|b| b + (t - g.t[ix - 1])),
+                        _ => before.map(|b| b.max(t)),
+                    };
+                    let cs = &mut at[g.w[ix] as usize].0;
+                    for k in 0..K {
+                        if t >= from[k] {
+                            times[ix][k] = x[k];
+                            cs[k] = Cursor { a: t, b: x[k], next: ix as u32 + 1 };
+                        }
                     }
                 }
             }
         }
-        lanes
-            .into_iter()
-            .map(|l| Prediction { measured_ns: self.measured_ns, predicted_ns: self.span(&l.times), times: l.times })
+        (0..K)
+            .map(|k| {
+                let times: Vec<Ns> = times.iter().map(|x| x[k]).collect();
+                Prediction { measured_ns: self.measured_ns, predicted_ns: self.span(&times), times }
+            })
             .collect()
     }
 
@@ -422,20 +446,10 @@ fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
     Cursor { a: t0, b: t0, next: s + before }
 }
 
-/// `d` of work of class `c` scaled (exact when not sped up).
+/// The replayed time, in replay `k`, of measured time `t` on a worker at
+/// `c` (its chain ending before `end`).
 #[inline]
-fn scale(d: Ns, c: u32, table: &[f64]) -> Ns {
-    if c == 0 {
-        d
-    } else {
-        scaled(d, table[c as usize])
-    }
-}
-
-/// The replayed time of measured time `t` on a worker at `c` (its chain
-/// ending before `end`).
-#[inline]
-fn map(c: &Cursor, end: u32, class: &[u32], table: &[f64], t: Ns) -> Ns {
+fn map<const K: usize>(c: &Cursor, end: u32, class: &[u32], scale: &[[f64; K]], k: usize, t: Ns) -> Ns {
     if t <= c.a {
         return c.b.saturating_sub(c.a - t);
     }
@@ -445,7 +459,8 @@ fn map(c: &Cursor, end: u32, class: &[u32], table: &[f64], t: Ns) -> Ns {
     match class[c.next as usize] {
         // Nothing happens inside a wait: a point there is at its start.
         NOT_WORK => c.b,
-        k => c.b + scale(t - c.a, k, table),
+        0 => c.b + (t - c.a),
+        x => c.b + scaled(t - c.a, scale[x as usize][k]),
     }
 }
 
