@@ -238,8 +238,7 @@ struct Cursor {
 
 impl<'g> Replay<'g> {
     pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
-        let seq = worker_sequences(g, links);
-        let order = schedule(g, links, &seq);
+        let order = schedule(g, links, &link_points(g, links));
         let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
@@ -502,156 +501,61 @@ fn sent_first(g: &Graph, src: usize, v: usize) -> bool {
     (same_time_depth(g, src), src) < (same_time_depth(g, v), v)
 }
 
-/// Each worker's points in time order, one worker after another: its
-/// chain's vertices (strictly increasing in time) with its sends and reads
-/// between them. A send or read at time `t` comes after the vertices at or
-/// before `t` (at the same time, the vertex first: a wait may end on a
-/// message sent at that time) and before those after; among those between
-/// the same two vertices, by time, then sends before reads, then by link.
-/// Returns the steps and where each worker's start.
-fn worker_sequences(g: &Graph, links: &[Link]) -> (Vec<u64>, Vec<usize>) {
+/// Each worker's sends and reads in time order: at the same time, sends
+/// before reads, each in link order (a stable sort of them in that order;
+/// a worker's links come in runs already sorted, one per channel and peer,
+/// which the sort merges).
+fn link_points(g: &Graph, links: &[Link]) -> Vec<Vec<(Ns, u64)>> {
     let nw = g.chains.len();
-    // Slot `s + w + k` of worker `w` (chain `[s, e)`): the sends and reads
-    // after its `k` first vertices, then (k < e - s) its vertex `s + k`.
-    let slots = g.len() + nw;
-    let slot = |w: usize, t: Ns, hint: &mut [usize]| {
-        let (s, e) = g.chains[w];
-        let k = count_at_most(&g.t[s as usize..e as usize], t, hint[w]);
-        hint[w] = k;
-        s as usize + w + k
-    };
     let ok = |l: &Link| (l.src as usize) < nw && (l.dst as usize) < nw;
-    let (mut hs, mut hr) = (vec![0; nw], vec![0; nw]);
-    let mut at: Vec<u32> = Vec::with_capacity(2 * links.len());
-    let mut count = vec![0u32; slots];
-    for l in links {
-        if ok(l) {
-            let (a, b) = (slot(l.src as usize, l.sent, &mut hs), slot(l.dst as usize, l.read.max(l.sent), &mut hr));
-            count[a] += 1;
-            count[b] += 1;
-            at.extend([a as u32, b as u32]);
-        } else {
-            // (A link to a worker the window does not have: not replayed.)
-            at.extend([u32::MAX; 2]);
-        }
+    let mut n = vec![0; nw];
+    for l in links.iter().filter(|l| ok(l)) {
+        n[l.src as usize] += 1;
+        n[l.dst as usize] += 1;
     }
-    // Each vertex at the end of its slot.
-    for (w, &(s, e)) in g.chains.iter().enumerate() {
-        for v in s as usize..e as usize {
-            count[v + w] += 1;
-        }
+    let mut per: Vec<Vec<(Ns, u64)>> = n.into_iter().map(Vec::with_capacity).collect();
+    // (A link to a worker the window does not have is not replayed.)
+    for (m, l) in links.iter().enumerate().filter(|(_, l)| ok(l)) {
+        per[l.src as usize].push((l.sent, step(L_SEND, m)));
     }
-    // Each slot's first position (an exclusive prefix sum).
-    let mut pos = count;
-    let mut sum = 0;
-    for c in pos.iter_mut() {
-        (*c, sum) = (sum, sum + *c);
+    for (m, l) in links.iter().enumerate().filter(|(_, l)| ok(l)) {
+        per[l.dst as usize].push((l.read.max(l.sent), step(L_READ, m)));
     }
-    let starts: Vec<usize> = g.chains.iter().enumerate().map(|(w, &(s, _))| pos[s as usize + w] as usize).collect();
-    let mut seq = vec![0u64; sum as usize];
-    // Sends, then reads, each in link order: a stable sort by time below
-    // keeps sends before reads and links in order at the same time.
-    let fill_start = pos.clone();
-    for (tag, half) in [(L_SEND, 0), (L_READ, 1)] {
-        for m in 0..links.len() {
-            let a = at[2 * m + half] as usize;
-            if a != u32::MAX as usize {
-                seq[pos[a] as usize] = step(tag, m);
-                pos[a] += 1;
-            }
-        }
+    for p in per.iter_mut() {
+        p.sort_by_key(|x| x.0);
     }
-    for (w, &(s, e)) in g.chains.iter().enumerate() {
-        for v in s as usize..e as usize {
-            let a = v + w;
-            // (The slot's links sorted by time: few, and nearly always in order.)
-            sort_by_time(&mut seq[fill_start[a] as usize..pos[a] as usize], links);
-            seq[pos[a] as usize] = step(vertex_tag(g, v), v);
-        }
-        let a = e as usize + w;
-        sort_by_time(&mut seq[fill_start[a] as usize..pos[a] as usize], links);
-    }
-    (seq, starts)
+    per
 }
 
-/// The measured time of a send or read step.
-#[inline]
-fn link_time(p: u64, links: &[Link]) -> Ns {
-    let l = &links[p as u32 as usize];
-    if p >> 32 == L_SEND {
-        l.sent
-    } else {
-        l.read.max(l.sent)
-    }
-}
-
-/// A slot's sends and reads sorted by time, stable (insertion sort: a slot
-/// holds a few).
-fn sort_by_time(ps: &mut [u64], links: &[Link]) {
-    for i in 1..ps.len() {
-        let (p, t) = (ps[i], link_time(ps[i], links));
-        let mut j = i;
-        while j > 0 && link_time(ps[j - 1], links) > t {
-            ps[j] = ps[j - 1];
-            j -= 1;
-        }
-        ps[j] = p;
-    }
-}
-
-/// How many of `ts` (sorted) are at most `t`: a galloping search from
-/// `hint` outwards, so that a run of nearby lookups costs about the log of
-/// the distances between them.
-fn count_at_most(ts: &[Ns], t: Ns, hint: usize) -> usize {
-    let (n, h) = (ts.len(), hint.min(ts.len()));
-    let (lo, hi) = if h < n && ts[h] <= t {
-        // The answer is past `h`.
-        let (mut lo, mut step) = (h + 1, 1);
-        while h + step < n && ts[h + step] <= t {
-            lo = h + step + 1;
-            step *= 2;
-        }
-        (lo, (h + step).min(n))
-    } else {
-        // The answer is at most `h`.
-        let (mut hi, mut step) = (h, 1);
-        while step <= h && ts[h - step] > t {
-            hi = h - step;
-            step *= 2;
-        }
-        (if step <= h { h - step + 1 } else { 0 }, hi)
-    };
-    lo + ts[lo..hi].partition_point(|&x| x <= t)
-}
-
-/// The order the replays follow: the workers' sequences walked in turn,
-/// each as far as it can go: a read waits for its send, a wait's end for
-/// the vertex that sent its message (when that comes first in time). The
-/// points in measured-time order would be a valid order, so one always
-/// can go: the earliest point not yet taken.
-fn schedule(g: &Graph, links: &[Link], (seq, starts): &(Vec<u64>, Vec<usize>)) -> Vec<u64> {
+/// The order the replays follow. Each worker's points are taken in time
+/// order: its chain's vertices (strictly increasing) merged with its sends
+/// and reads (one at the time of a vertex comes after it: a wait may end on
+/// a message sent at that time). The workers are walked in turn, each as
+/// far as it can go: a read waits for its send, a wait's end for the vertex
+/// that sent its message (when that comes first in time). The points in
+/// measured-time order would be a valid order, so one always can go: the
+/// earliest point not yet taken.
+fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> Vec<u64> {
     let nw = g.chains.len();
-    let mut pos = starts.clone();
-    let ends: Vec<usize> = (0..nw).map(|w| starts.get(w + 1).copied().unwrap_or(seq.len())).collect();
-    let mut sent = vec![false; links.len()];
-    // Per chain, the first vertex not taken.
+    let total = g.len() + per.iter().map(Vec::len).sum::<usize>();
+    // Per worker, its next vertex and its next send or read.
     let mut next: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
-    let mut order = Vec::with_capacity(seq.len());
-    let take = |p: u64, order: &mut Vec<u64>, sent: &mut [bool], next: &mut [u32]| {
-        let ix = p as u32 as usize;
-        match p >> 32 {
-            L_SEND => sent[ix] = true,
-            L_READ => {}
-            _ => next[g.w[ix] as usize] = ix as u32 + 1,
+    let mut j = vec![0usize; nw];
+    let mut sent = vec![false; links.len()];
+    let mut order = Vec::with_capacity(total);
+    // The worker's next point (and whether it is a vertex), if any.
+    let head = |w: usize, next: &[u32], j: &[usize]| -> Option<(u64, bool)> {
+        let (v, e) = (next[w] as usize, g.chains[w].1 as usize);
+        match per[w].get(j[w]) {
+            Some(&(t, p)) if v >= e || t < g.t[v] => Some((p, false)),
+            _ if v < e => Some((step(vertex_tag(g, v), v), true)),
+            _ => None,
         }
-        order.push(p);
     };
-    while order.len() < seq.len() {
+    while order.len() < total {
         let before = order.len();
         for w in 0..nw {
-            let (mut i, end) = (pos[w], ends[w]);
-            while i < end {
-                let p = seq[i];
+            while let Some((p, vertex)) = head(w, &next, &j) {
                 let ix = p as u32 as usize;
                 let ready = match p >> 32 {
                     L_READ => sent[ix],
@@ -664,21 +568,32 @@ fn schedule(g: &Graph, links: &[Link], (seq, starts): &(Vec<u64>, Vec<usize>)) -
                 if !ready {
                     break;
                 }
-                take(p, &mut order, &mut sent, &mut next);
-                i += 1;
+                take(p, vertex, w, &mut order, &mut sent, &mut next, &mut j);
             }
-            pos[w] = i;
         }
         if order.len() == before {
             // (Unreachable for a graph whose chains increase in time: the
             // earliest point left is always ready. Taken anyway, so that
             // a malformed graph still ends.)
-            let w = (0..nw).find(|&w| pos[w] < ends[w]).expect("points left");
-            take(seq[pos[w]], &mut order, &mut sent, &mut next);
-            pos[w] += 1;
+            let (w, (p, vertex)) = (0..nw).find_map(|w| Some((w, head(w, &next, &j)?))).expect("points left");
+            take(p, vertex, w, &mut order, &mut sent, &mut next, &mut j);
         }
     }
     order
+}
+
+/// Point `p` of worker `w` taken into `order`.
+#[inline]
+fn take(p: u64, vertex: bool, w: usize, order: &mut Vec<u64>, sent: &mut [bool], next: &mut [u32], j: &mut [usize]) {
+    if vertex {
+        next[w] += 1;
+    } else {
+        if p >> 32 == L_SEND {
+            sent[p as u32 as usize] = true;
+        }
+        j[w] += 1;
+    }
+    order.push(p);
 }
 
 /// An operator execution or a span ends at `v`.
@@ -725,7 +640,25 @@ fn scaled(d: Ns, s: f64) -> Ns {
     if s == 1.0 {
         d
     } else {
-        (d as f64 * s).round() as Ns
+        round(d as f64 * s)
+    }
+}
+
+/// `x.round() as Ns` for `x >= 0` (halves away from zero), without the
+/// call to libm's `round` (the build's baseline x86-64 has no rounding
+/// instruction): the conversion truncates, and the fraction left is exact.
+#[inline]
+fn round(x: f64) -> Ns {
+    // (From 2^52 on every double is an integer already.)
+    if x < 4_503_599_627_370_496.0 {
+        let i = x as Ns;
+        if x - i as f64 >= 0.5 {
+            i + 1
+        } else {
+            i
+        }
+    } else {
+        x.round() as Ns
     }
 }
 
@@ -910,6 +843,19 @@ mod tests {
     mod props {
         use super::*;
         use proptest::prelude::*;
+
+        proptest! {
+            /// The rounding is `f64::round`'s, halves and all.
+            #[test]
+            fn rounding_is_the_standard_librarys(x in 0.0f64..1e20, i in 0u64..1 << 53, half in any::<bool>()) {
+                prop_assert_eq!(round(x), x.round() as Ns);
+                let y = i as f64 + if half { 0.5 } else { 0.0 };
+                prop_assert_eq!(round(y), y.round() as Ns);
+                for z in [0.0, 0.49999999999999994, 0.5, 1.5, 2.5, 4503599627370495.5, 1.8446744073709552e19, 1e30] {
+                    prop_assert_eq!(round(z), z.round() as Ns);
+                }
+            }
+        }
 
         /// A random window: `n` workers, each a sequence of operator
         /// executions with waits between them, and messages sent inside

@@ -5,7 +5,7 @@
 //! every dependency (see [`super::Replay::new`]); the property tests check
 //! that the two agree exactly.
 
-use super::{own_push, scaled, Link, Prediction, Scales, INPUT_MIN};
+use super::{own_push, Link, Prediction, Scales, INPUT_MIN};
 use crate::analysis::graph::{EKind, Graph, NONE};
 use crate::analysis::model::Ns;
 
@@ -236,4 +236,13 @@ fn same_time_depth(g: &Graph, mut v: usize) -> u32 {
         v = src;
     }
     depth
+}
+
+/// `d` scaled by `s` (exact for 1), as the first replay rounded.
+fn scaled(d: Ns, s: f64) -> Ns {
+    if s == 1.0 {
+        d
+    } else {
+        (d as f64 * s).round() as Ns
+    }
 }
