@@ -219,6 +219,9 @@ pub struct Replay<'g> {
     /// The points as steps (see [`V_START`]), in an order that keeps every
     /// dependency.
     order: Vec<u64>,
+    /// Per link, the vertex its send's edge leads into on its sender's
+    /// chain, and its read's on its reader's (`NONE`: past the chain's end).
+    seg: Vec<[u32; 2]>,
     /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
@@ -227,22 +230,20 @@ pub struct Replay<'g> {
 }
 
 /// A worker's position while it is replayed: the measured time `a` of its
-/// last fixed point and that point's replayed time `b`; `next`: the vertex
-/// the current edge leads into.
+/// last fixed point and that point's replayed time `b`.
 #[derive(Clone, Copy, Debug)]
 struct Cursor {
     a: Ns,
     b: Ns,
-    next: u32,
 }
 
 impl<'g> Replay<'g> {
     pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
-        let order = schedule(g, links, &link_points(g, links));
+        let (order, seg) = schedule(g, links, &link_points(g, links));
         let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
-        let mut r = Replay { g, links, order, class, last_work, measured_ns: 0 };
+        let mut r = Replay { g, links, order, seg, class, last_work, measured_ns: 0 };
         r.measured_ns = r.span(&g.t);
         r
     }
@@ -294,28 +295,29 @@ impl<'g> Replay<'g> {
         let scale: Vec<[f64; K]> = (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect();
         let mut times: Vec<[Ns; K]> = g.t.iter().map(|&t| [t; K]).collect();
         let mut sent: Vec<[Ns; K]> = self.links.iter().map(|l| [l.sent; K]).collect();
-        let mut at: Vec<([Cursor; K], u32)> =
-            g.chains.iter().map(|&(s, e)| (from.map(|f| start_cursor(g, s, e, f)), e)).collect();
+        let mut at: Vec<[Cursor; K]> = g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect();
         for &p in &self.order {
             let ix = p as u32 as usize;
             match p >> 32 {
                 L_SEND => {
                     let l = &self.links[ix];
-                    let (cs, end) = &at[l.src as usize];
+                    let cs = &at[l.src as usize];
+                    let c = edge_class(self.seg[ix][0], class);
                     let out = &mut sent[ix];
                     for k in 0..K {
                         if l.sent >= from[k] {
-                            out[k] = map(&cs[k], *end, class, &scale, k, l.sent);
+                            out[k] = map(&cs[k], c, &scale, k, l.sent);
                         }
                     }
                 }
                 L_READ => {
                     let l = &self.links[ix];
                     let read = l.read.max(l.sent);
-                    let (cs, end) = &mut at[l.dst as usize];
+                    let cs = &mut at[l.dst as usize];
+                    let c = edge_class(self.seg[ix][1], class);
                     let sent = &sent[ix];
                     for k in 0..K {
-                        if read >= from[k] && map(&cs[k], *end, class, &scale, k, read) < sent[k] {
+                        if read >= from[k] && map(&cs[k], c, &scale, k, read) < sent[k] {
                             // Read before it is sent: the execution stalls there.
                             (cs[k].a, cs[k].b) = (read, sent[k]);
                         }
@@ -323,13 +325,13 @@ impl<'g> Replay<'g> {
                 }
                 V_WORK => {
                     let (t, c) = (g.t[ix], class[ix]);
-                    let cs = &mut at[g.w[ix] as usize].0;
+                    let cs = &mut at[g.w[ix] as usize];
                     let x = &mut times[ix];
                     for k in 0..K {
                         if t >= from[k] {
                             let d = t.saturating_sub(cs[k].a);
                             x[k] = cs[k].b + if c == 0 { d } else { scaled(d, scale[c as usize][k]) };
-                            cs[k] = Cursor { a: t, b: x[k], next: ix as u32 + 1 };
+                            cs[k] = Cursor { a: t, b: x[k] };
                         }
                     }
                 }
@@ -347,11 +349,11 @@ impl<'g> Replay<'g> {
                         V_KEEP => before.map(|b| b + (t - g.t[ix - 1])),
                         _ => before.map(|b| b.max(t)),
                     };
-                    let cs = &mut at[g.w[ix] as usize].0;
+                    let cs = &mut at[g.w[ix] as usize];
                     for k in 0..K {
                         if t >= from[k] {
                             times[ix][k] = x[k];
-                            cs[k] = Cursor { a: t, b: x[k], next: ix as u32 + 1 };
+                            cs[k] = Cursor { a: t, b: x[k] };
                         }
                     }
                 }
@@ -434,7 +436,7 @@ impl<'g> Replay<'g> {
 }
 
 /// A worker's cursor when a replay starts at `from`: at its last vertex
-/// before it (its first vertex if none), `next` the one after.
+/// before it (its first vertex if none).
 fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
     let before = g.t[s as usize..e as usize].partition_point(|&t| t < from) as u32;
     let t0 = match before {
@@ -442,20 +444,17 @@ fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
         0 => 0,
         k => g.t[(s + k - 1) as usize],
     };
-    Cursor { a: t0, b: t0, next: s + before }
+    Cursor { a: t0, b: t0 }
 }
 
 /// The replayed time, in replay `k`, of measured time `t` on a worker at
-/// `c` (its chain ending before `end`).
+/// `c`, inside an edge of class `class` (0 past the chain's end).
 #[inline]
-fn map<const K: usize>(c: &Cursor, end: u32, class: &[u32], scale: &[[f64; K]], k: usize, t: Ns) -> Ns {
+fn map<const K: usize>(c: &Cursor, class: u32, scale: &[[f64; K]], k: usize, t: Ns) -> Ns {
     if t <= c.a {
         return c.b.saturating_sub(c.a - t);
     }
-    if c.next >= end {
-        return c.b + (t - c.a);
-    }
-    match class[c.next as usize] {
+    match class {
         // Nothing happens inside a wait: a point there is at its start.
         NOT_WORK => c.b,
         0 => c.b + (t - c.a),
@@ -527,73 +526,96 @@ fn link_points(g: &Graph, links: &[Link]) -> Vec<Vec<(Ns, u64)>> {
     per
 }
 
-/// The order the replays follow. Each worker's points are taken in time
-/// order: its chain's vertices (strictly increasing) merged with its sends
-/// and reads (one at the time of a vertex comes after it: a wait may end on
-/// a message sent at that time). The workers are walked in turn, each as
-/// far as it can go: a read waits for its send, a wait's end for the vertex
-/// that sent its message (when that comes first in time). The points in
-/// measured-time order would be a valid order, so one always can go: the
-/// earliest point not yet taken.
-fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> Vec<u64> {
-    let nw = g.chains.len();
-    let total = g.len() + per.iter().map(Vec::len).sum::<usize>();
-    // Per worker, its next vertex and its next send or read.
+/// The order the replays follow, and for each link the vertex its send's
+/// edge leads into on its sender's chain and its read's on its reader's
+/// (`NONE`: past the chain's end; the same whatever the speedup).
+///
+/// Each worker's points are taken in time order: its chain's vertices
+/// (strictly increasing) merged with its sends and reads (one at the time
+/// of a vertex comes after it: a wait may end on a message sent at that
+/// time). The workers are walked in turn, each as far as it can go: a read
+/// waits for its send, a wait's end for the vertex that sent its message
+/// (when that comes first in time). The points in measured-time order would
+/// be a valid order, so one always can go: the earliest point not yet taken.
+fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> (Vec<u64>, Vec<[u32; 2]>) {
+    let mut seg = vec![[NONE; 2]; links.len()];
+    let seqs: Vec<Vec<u64>> = g
+        .chains
+        .iter()
+        .zip(per)
+        .map(|(&(s, e), per)| {
+            let (mut v, e) = (s as usize, e as usize);
+            let mut q = Vec::with_capacity(e - v + per.len());
+            for &(t, p) in per {
+                while v < e && g.t[v] <= t {
+                    q.push(step(vertex_tag(g, v), v));
+                    v += 1;
+                }
+                seg[p as u32 as usize][usize::from(p >> 32 == L_READ)] = if v < e { v as u32 } else { NONE };
+                q.push(p);
+            }
+            q.extend((v..e).map(|v| step(vertex_tag(g, v), v)));
+            q
+        })
+        .collect();
+    let total = seqs.iter().map(Vec::len).sum();
+    let mut pos = vec![0; seqs.len()];
+    // Per chain, the first vertex not taken; per link, whether it was sent.
     let mut next: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
-    let mut j = vec![0usize; nw];
     let mut sent = vec![false; links.len()];
     let mut order = Vec::with_capacity(total);
-    // The worker's next point (and whether it is a vertex), if any.
-    let head = |w: usize, next: &[u32], j: &[usize]| -> Option<(u64, bool)> {
-        let (v, e) = (next[w] as usize, g.chains[w].1 as usize);
-        match per[w].get(j[w]) {
-            Some(&(t, p)) if v >= e || t < g.t[v] => Some((p, false)),
-            _ if v < e => Some((step(vertex_tag(g, v), v), true)),
-            _ => None,
-        }
-    };
     while order.len() < total {
         let before = order.len();
-        for w in 0..nw {
-            while let Some((p, vertex)) = head(w, &next, &j) {
+        for (w, q) in seqs.iter().enumerate() {
+            let mut i = pos[w];
+            while let Some(&p) = q.get(i) {
                 let ix = p as u32 as usize;
-                let ready = match p >> 32 {
-                    L_READ => sent[ix],
-                    V_TERM => {
-                        let src = g.comms[g.term[ix] as usize].src;
-                        next[g.w[src as usize] as usize] > src
+                match p >> 32 {
+                    L_READ if !sent[ix] => break,
+                    L_READ => {}
+                    L_SEND => sent[ix] = true,
+                    tag => {
+                        if tag == V_TERM {
+                            let src = g.comms[g.term[ix] as usize].src;
+                            if next[g.w[src as usize] as usize] <= src {
+                                break;
+                            }
+                        }
+                        next[w] = ix as u32 + 1;
                     }
-                    _ => true,
-                };
-                if !ready {
-                    break;
                 }
-                take(p, vertex, w, &mut order, &mut sent, &mut next, &mut j);
+                order.push(p);
+                i += 1;
             }
+            pos[w] = i;
         }
         if order.len() == before {
             // (Unreachable for a graph whose chains increase in time: the
             // earliest point left is always ready. Taken anyway, so that
             // a malformed graph still ends.)
-            let (w, (p, vertex)) = (0..nw).find_map(|w| Some((w, head(w, &next, &j)?))).expect("points left");
-            take(p, vertex, w, &mut order, &mut sent, &mut next, &mut j);
+            let w = (0..seqs.len()).find(|&w| pos[w] < seqs[w].len()).expect("points left");
+            let p = seqs[w][pos[w]];
+            match p >> 32 {
+                L_SEND => sent[p as u32 as usize] = true,
+                L_READ => {}
+                _ => next[w] = p as u32 + 1,
+            }
+            order.push(p);
+            pos[w] += 1;
         }
     }
-    order
+    (order, seg)
 }
 
-/// Point `p` of worker `w` taken into `order`.
+/// The class of the edge into vertex `v` (`NONE`: past the chain's end,
+/// where time passes as measured).
 #[inline]
-fn take(p: u64, vertex: bool, w: usize, order: &mut Vec<u64>, sent: &mut [bool], next: &mut [u32], j: &mut [usize]) {
-    if vertex {
-        next[w] += 1;
+fn edge_class(v: u32, class: &[u32]) -> u32 {
+    if v == NONE {
+        0
     } else {
-        if p >> 32 == L_SEND {
-            sent[p as u32 as usize] = true;
-        }
-        j[w] += 1;
+        class[v as usize]
     }
-    order.push(p);
 }
 
 /// An operator execution or a span ends at `v`.
