@@ -244,7 +244,7 @@ impl<'g> Replay<'g> {
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
         let mut r = Replay { g, links, order, seg, class, last_work, measured_ns: 0 };
-        r.measured_ns = r.span(&g.t);
+        r.measured_ns = r.span(|v| g.t[v]);
         r
     }
 
@@ -255,16 +255,26 @@ impl<'g> Replay<'g> {
 
     /// The window replayed with each of `all`, in one pass over its points.
     pub fn run_all(&self, all: &[Scales]) -> Vec<Prediction> {
+        self.replay_all(all, true)
+    }
+
+    /// [`Replay::run_all`] without each vertex's time (`times` empty): the
+    /// spans alone, as the ranking needs.
+    pub fn spans_all(&self, all: &[Scales]) -> Vec<Prediction> {
+        self.replay_all(all, false)
+    }
+
+    fn replay_all(&self, all: &[Scales], times: bool) -> Vec<Prediction> {
         // Before the first sped-up piece of work starts, every point keeps
         // its measured time: each replay starts there, each worker at its
         // last point before it.
         let lanes: Vec<(&Scales, Ns)> = all.iter().map(|s| (s, self.first_change(s))).collect();
-        self.replay_from(&lanes)
+        self.replay_from(&lanes, times)
     }
 
     /// Each `(scales, from)` replayed with the points before `from` taken as
     /// measured.
-    fn replay_from(&self, asked: &[(&Scales, Ns)]) -> Vec<Prediction> {
+    fn replay_from(&self, asked: &[(&Scales, Ns)], times: bool) -> Vec<Prediction> {
         let (class, tables) = self.classes(asked);
         let class = class.as_deref().unwrap_or(&self.class);
         // (Up to four replays share a pass: each point's state for all of
@@ -273,10 +283,10 @@ impl<'g> Replay<'g> {
         for (i, chunk) in asked.chunks(4).enumerate() {
             let tables = &tables[4 * i..4 * i + chunk.len()];
             out.extend(match chunk.len() {
-                1 => self.replay_lanes::<1>(class, tables, chunk),
-                2 => self.replay_lanes::<2>(class, tables, chunk),
-                3 => self.replay_lanes::<3>(class, tables, chunk),
-                _ => self.replay_lanes::<4>(class, tables, chunk),
+                1 => self.replay_lanes::<1>(class, tables, chunk, times),
+                2 => self.replay_lanes::<2>(class, tables, chunk, times),
+                3 => self.replay_lanes::<3>(class, tables, chunk, times),
+                _ => self.replay_lanes::<4>(class, tables, chunk, times),
             });
         }
         out
@@ -289,6 +299,7 @@ impl<'g> Replay<'g> {
         class: &[u32],
         tables: &[Vec<f64>],
         asked: &[(&Scales, Ns)],
+        with_times: bool,
     ) -> Vec<Prediction> {
         let g = self.g;
         let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
@@ -361,8 +372,9 @@ impl<'g> Replay<'g> {
         }
         (0..K)
             .map(|k| {
-                let times: Vec<Ns> = times.iter().map(|x| x[k]).collect();
-                Prediction { measured_ns: self.measured_ns, predicted_ns: self.span(&times), times }
+                let predicted_ns = self.span(|v| times[v][k]);
+                let times = if with_times { times.iter().map(|x| x[k]).collect() } else { Vec::new() };
+                Prediction { measured_ns: self.measured_ns, predicted_ns, times }
             })
             .collect()
     }
@@ -423,11 +435,11 @@ impl<'g> Replay<'g> {
     /// execution, a span, unknown worker time) with vertex times `ts`. A
     /// wait still going at the window's end is not the window's work: what
     /// ends it is in a later window, or outside.
-    fn span(&self, ts: &[Ns]) -> Ns {
+    fn span(&self, ts: impl Fn(usize) -> Ns) -> Ns {
         let g = self.g;
-        let start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| ts[a as usize]).min();
+        let start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| ts(a as usize)).min();
         // (Replayed times never decrease along a chain.)
-        let end = self.last_work.iter().filter(|&&v| v != NONE).map(|&v| ts[v as usize]).max();
+        let end = self.last_work.iter().filter(|&&v| v != NONE).map(|&v| ts(v as usize)).max();
         match (start, end) {
             (Some(s), Some(e)) => e.saturating_sub(s),
             _ => 0,
@@ -1051,6 +1063,7 @@ mod tests {
                     prop_assert_eq!(&p.times, &want.times, "{:?}", s);
                     prop_assert_eq!((p.measured_ns, p.predicted_ns), (want.measured_ns, want.predicted_ns));
                     prop_assert_eq!(p, &new.run(s));
+                    prop_assert_eq!(new.spans_all(std::slice::from_ref(s))[0].predicted_ns, p.predicted_ns);
                 }
             }
         }
@@ -1087,7 +1100,7 @@ mod tests {
                 let (g, links) = window(n, seed);
                 let r = Replay::new(&g, &links);
                 for s in [scales(n, &[(w % n, op, f)]), scales(n, &(0..n).map(|w| (w, op, f)).collect::<Vec<_>>())] {
-                    let (a, b) = (r.run(&s), r.replay_from(&[(&s, 0)]).pop().unwrap());
+                    let (a, b) = (r.run(&s), r.replay_from(&[(&s, 0)], true).pop().unwrap());
                     prop_assert_eq!(&a.times, &b.times);
                     prop_assert_eq!(a.predicted_ns, b.predicted_ns);
                 }

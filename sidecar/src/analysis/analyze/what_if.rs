@@ -51,7 +51,7 @@ pub(super) fn rank_what_ifs(
         })
         .collect();
     let distinct: Vec<Scales> = distinct.into_iter().cloned().collect();
-    let predictions = replay.run_all(&distinct);
+    let predictions = replay.spans_all(&distinct);
     let mut out: Vec<WhatIf> = candidates
         .iter()
         .zip(which)
