@@ -24,6 +24,51 @@ pub struct SynthConfig {
     /// How Records frames are compressed: zstd as the probe writes files,
     /// or none as it writes into a Unix socket (what a live sidecar reads).
     pub compression: ringlog::Compression,
+    /// Whom each worker sends its messages and progress to.
+    pub pattern: Pattern,
+    /// Workers per process (0: all in one): a timely cluster's processes
+    /// on one host, numbered from `pid`, each with its process-wide stream;
+    /// workers are numbered across the cluster, as timely numbers them.
+    pub per_process: u32,
+}
+
+/// The message pattern of a synthetic trace: whom each worker's operator 1
+/// sends a message to each round, and whom its progress goes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pattern {
+    /// Every worker to every worker (timely's exchange and progress
+    /// broadcast): p² messages a round.
+    #[default]
+    AllToAll,
+    /// Each worker to itself and its next `k` workers (modulo the count):
+    /// a trace of many streams whose rounds stay small.
+    Neighbours(u32),
+}
+
+impl Pattern {
+    /// The workers `w` sends to, of `p`.
+    pub fn targets(self, w: u32, p: u32) -> Vec<u32> {
+        match self {
+            Pattern::AllToAll => (0..p).collect(),
+            Pattern::Neighbours(k) => {
+                let mut t: Vec<u32> = (0..=k.min(p - 1)).map(|i| (w + i) % p).collect();
+                t.sort_unstable();
+                t
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Pattern {
+    type Err = String;
+    /// `all` or `neighbours:K`.
+    fn from_str(s: &str) -> Result<Pattern, String> {
+        match s.split_once(':') {
+            None if s == "all" => Ok(Pattern::AllToAll),
+            Some(("neighbours", k)) => k.parse().map(Pattern::Neighbours).map_err(|e| format!("neighbours:K: {e}")),
+            _ => Err(format!("unknown message pattern {s:?} (all, or neighbours:K)")),
+        }
+    }
 }
 
 impl Default for SynthConfig {
@@ -38,6 +83,8 @@ impl Default for SynthConfig {
             pid: 4242,
             t0_ns: 1_000_000_000,
             compression: ringlog::Compression::Zstd,
+            pattern: Pattern::AllToAll,
+            per_process: 0,
         }
     }
 }
@@ -96,10 +143,12 @@ struct Synth<'a> {
     enc: Encoder,
     /// Encoded frames not yet written.
     out: Vec<u8>,
-    hello: Hello,
-    /// The process-wide stream and its next frame number.
-    pw: StreamId,
-    pw_seq: u64,
+    /// Workers per process (all of them when the config says 0).
+    per_process: u32,
+    /// Per process: its process-wide stream and that stream's next frame
+    /// number.
+    pw: Vec<StreamId>,
+    pw_seq: Vec<u64>,
     /// Per worker: its next frame number, its records not yet framed, its clock (ns).
     seqs: Vec<u64>,
     bufs: Vec<Vec<Record>>,
@@ -133,23 +182,17 @@ impl<'a> Synth<'a> {
         let p = cfg.workers.max(1);
         let mut enc = Encoder::new();
         enc.set_compression(cfg.compression);
-        let hello = Hello {
-            host_name: "synth".into(),
-            program: "synth".into(),
-            pid: cfg.pid,
-            workers: p,
-            invariant_tsc: true,
-            ticks_per_sec: 1_000_000_000 * TICKS_PER_NS,
-        };
+        let per_process = if cfg.per_process == 0 { p } else { cfg.per_process.min(p) };
+        let procs = p.div_ceil(per_process);
         let n = p as usize;
         Synth {
             cfg,
             p,
             enc,
             out: Vec::with_capacity(1 << 20),
-            hello,
-            pw: StreamId { host: cfg.host, process: cfg.pid, worker: PROCESS_WIDE },
-            pw_seq: 0,
+            per_process,
+            pw: (0..procs).map(|k| StreamId { host: cfg.host, process: cfg.pid + k, worker: PROCESS_WIDE }).collect(),
+            pw_seq: vec![0; procs as usize],
             seqs: vec![0; n],
             bufs: vec![Vec::with_capacity(cfg.batch); n],
             now: vec![cfg.t0_ns; n],
@@ -163,18 +206,41 @@ impl<'a> Synth<'a> {
     }
 
     fn sid(&self, w: u32) -> StreamId {
-        StreamId { host: self.cfg.host, process: self.cfg.pid, worker: w }
+        StreamId { host: self.cfg.host, process: self.cfg.pid + w / self.per_process, worker: w }
     }
 
-    /// The process's Hello and first clock sample, each worker's Hello and
+    /// The Hello of process `k` (its pid, its workers).
+    fn hello(&self, k: u32) -> Hello {
+        Hello {
+            host_name: "synth".into(),
+            program: "synth".into(),
+            pid: self.cfg.pid + k,
+            workers: self.per_process.min(self.p - k * self.per_process),
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000 * TICKS_PER_NS,
+        }
+    }
+
+    /// A process-wide frame of every process: a clock sample at `ns`.
+    fn clock_samples(&mut self, ns: u64) {
+        for k in 0..self.pw.len() {
+            self.enc.clock(self.pw[k], self.pw_seq[k], DOMAIN, &[sample(ns)], &mut self.out);
+            self.pw_seq[k] += 1;
+        }
+    }
+
+    /// Each process's Hello and first clock sample, each worker's Hello and
     /// metadata (two operators and the channel between them).
     fn headers(&mut self) {
-        self.enc.hello(self.pw, self.pw_seq, DOMAIN, &self.hello, &mut self.out);
-        self.pw_seq += 1;
-        self.enc.clock(self.pw, self.pw_seq, DOMAIN, &[sample(self.cfg.t0_ns)], &mut self.out);
-        self.pw_seq += 1;
+        for k in 0..self.pw.len() {
+            let hello = self.hello(k as u32);
+            self.enc.hello(self.pw[k], self.pw_seq[k], DOMAIN, &hello, &mut self.out);
+            self.pw_seq[k] += 1;
+        }
+        self.clock_samples(self.cfg.t0_ns);
         for w in 0..self.p {
-            self.enc.hello(self.sid(w), 0, DOMAIN, &self.hello, &mut self.out);
+            let hello = self.hello(w / self.per_process);
+            self.enc.hello(self.sid(w), 0, DOMAIN, &hello, &mut self.out);
             let meta = vec![
                 Meta::Operator { id: 1, name: "Exchange".into(), addr: vec![0, 1] },
                 Meta::Operator { id: 2, name: "Count".into(), addr: vec![0, 2] },
@@ -198,23 +264,24 @@ impl<'a> Synth<'a> {
             if self.cfg.straggler == Some(w as u32) {
                 dur *= self.cfg.slow.max(1);
             }
-            for to in 0..p {
-                t += dur / (p as u64 + 1);
+            let targets = self.cfg.pattern.targets(w as u32, p);
+            for &to in &targets {
+                t += dur / (targets.len() as u64 + 1);
                 let k = (w as u32 * p + to) as usize;
                 let q = self.msg_seq[k];
                 self.msg_seq[k] += 1;
                 self.bufs[w].push(rec(t, Event::MessageSend { channel: 7, to, seq: q, records: 100 }));
                 sends.push((w as u32, to, q, t));
             }
-            t += dur / (p as u64 + 1);
+            t += dur / (targets.len() as u64 + 1);
             self.bufs[w].push(rec(t, Event::ScheduleStop { op: 1 }));
             t += 100;
             let q = self.pseq[w];
             self.pseq[w] += 1;
             self.bufs[w].push(rec(t, Event::ProgressSend { channel: 0, seq: q }));
-            for d in 0..p as usize {
-                if d != w {
-                    self.prog[d].push((t, w as u32, q));
+            for &d in &targets {
+                if d as usize != w {
+                    self.prog[d as usize].push((t, w as u32, q));
                 }
             }
             self.now[w] = t;
@@ -297,8 +364,7 @@ impl<'a> Synth<'a> {
     fn clock_sample_if_due(&mut self) {
         let tmax = *self.now.iter().max().unwrap();
         if tmax >= self.next_clock {
-            self.enc.clock(self.pw, self.pw_seq, DOMAIN, &[sample(self.next_clock)], &mut self.out);
-            self.pw_seq += 1;
+            self.clock_samples(self.next_clock);
             self.next_clock += 1_000_000_000;
         }
     }
@@ -317,7 +383,9 @@ impl<'a> Synth<'a> {
             let sid = self.sid(w as u32);
             self.enc.end(sid, self.seqs[w], 0, DOMAIN, &EndStats { produced: 0, lost: 0, elided: 0 }, &mut self.out);
         }
-        self.enc.end(self.pw, self.pw_seq, 0, DOMAIN, &EndStats::default(), &mut self.out);
+        for k in 0..self.pw.len() {
+            self.enc.end(self.pw[k], self.pw_seq[k], 0, DOMAIN, &EndStats::default(), &mut self.out);
+        }
     }
 }
 
@@ -341,5 +409,52 @@ mod tests {
             }
         }
         assert_eq!(recs, n);
+    }
+
+    /// Ten workers, four per process: three processes (pids 4242–4244) of
+    /// 4, 4 and 2 workers, each with its own process-wide Hello; worker 9
+    /// is in the third. Analyzed, the cluster's one window is complete.
+    #[test]
+    fn workers_per_process_make_a_cluster_of_processes() {
+        let mut bytes = Vec::new();
+        let cfg = SynthConfig { records: 20_000, workers: 10, per_process: 4, ..Default::default() };
+        generate(&cfg, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let mut hellos = Vec::new();
+        let mut process_of_9 = None;
+        for f in ringlog::Decoder::new(&bytes[..]) {
+            let f = f.unwrap();
+            let s = f.header.stream;
+            match f.body {
+                ringlog::Body::Hello(h) if s.worker == ringlog::PROCESS_WIDE => {
+                    hellos.push((s.process, h.pid, h.workers))
+                }
+                _ if s.worker == 9 => process_of_9 = Some(s.process),
+                _ => {}
+            }
+        }
+        assert_eq!(hellos, vec![(4242, 4242, 4), (4243, 4243, 4), (4244, 4244, 2)]);
+        assert_eq!(process_of_9, Some(4244));
+        let (reports, errors) = crate::pipeline::analyze_bytes(&[("cluster", &bytes)], 10_000_000_000);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(
+            reports.iter().all(|r| r.complete),
+            "{:?}",
+            reports.iter().map(|r| &r.incomplete_reasons).collect::<Vec<_>>()
+        );
+    }
+
+    /// Neighbours(2) of 5 workers: worker 4 sends to itself, 0 and 1; all
+    /// to all, to everyone; a pattern wider than the workers is all of them.
+    #[test]
+    fn a_neighbour_pattern_sends_to_the_next_workers_around() {
+        assert_eq!(Pattern::Neighbours(2).targets(4, 5), vec![0, 1, 4]);
+        assert_eq!(Pattern::AllToAll.targets(1, 3), vec![0, 1, 2]);
+        assert_eq!(Pattern::Neighbours(9).targets(0, 3), vec![0, 1, 2]);
+        assert_eq!("neighbours:3".parse(), Ok(Pattern::Neighbours(3)));
+        assert!("ring".parse::<Pattern>().is_err());
     }
 }

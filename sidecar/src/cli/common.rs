@@ -258,8 +258,18 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
                 let rate = st.records as f64 / secs.max(1e-9) / 1e6;
                 format!("{} records, {} in {secs:.2} s ({rate:.2} M records/s)", st.records, human_bytes(st.bytes))
             };
+            // (Several workers: what their fragments cost to move.)
+            let crossing = match st.crossing_workers {
+                0 => String::new(),
+                b => format!(
+                    "; fragments to other workers {} ({:.1} B/record), to other processes {}",
+                    human_bytes(b),
+                    b as f64 / st.records.max(1) as f64,
+                    human_bytes(st.crossing_processes)
+                ),
+            };
             sidecar::say!(
-                "sidecar: {read}; {} windows ({} incomplete); {} errors{}{}",
+                "sidecar: {read}{crossing}; {} windows ({} incomplete); {} errors{}{}",
                 st.windows,
                 st.incomplete,
                 st.error_count,

@@ -3,8 +3,10 @@
 //! listener and the I/O thread for live probes; the relay; this host's
 //! clocks.
 //!
-//! - `reader`: one byte stream → its fragments ([`Reader`], [`Share`]),
-//!   with `unpack`: its frames unpacked ahead on a helper thread.
+//! - `reader`: one byte stream → its fragments ([`Reader`]),
+//!   with `unpack`: its frames unpacked ahead on a helper thread, and
+//!   `split`: a file shared by several workers read once ([`Splitter`],
+//!   [`Share`]).
 //! - `listener`: where probes connect ([`Listen`], [`Listener`]).
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
@@ -28,6 +30,7 @@ mod pipe;
 mod queues;
 mod reader;
 pub mod relay;
+mod split;
 mod unpack;
 
 pub use connections::spawn_listener;
@@ -37,4 +40,6 @@ pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use names::{names_in, names_in_stream, Named};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
-pub use reader::{Polled, Reader, Share};
+pub use reader::{Polled, Reader};
+pub use split::Share;
+pub use split::Splitter;

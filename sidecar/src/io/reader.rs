@@ -1,7 +1,7 @@
 //! One byte stream (a file, or a live connection's pipe) read in bounded
 //! slices and fed to an [`Ingest`]: framing, sharing a file's streams among
-//! timely workers ([`Share`]), and unpacking ahead on a helper thread
-//! ([`Unpacker`]).
+//! timely workers ([`Share`], the file read once by a [`Splitter`]), and
+//! unpacking ahead on a helper thread ([`Unpacker`]).
 
 use std::io::{ErrorKind, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,35 +10,10 @@ use std::sync::Arc;
 use ringlog::FrameBuffer;
 
 use super::pipe::Pipe;
+use super::split::{Item, Share, Splitter};
 use super::unpack::{Unpacked, Unpacker};
 use crate::analysis::model::{Fragment, Ns};
 use crate::ingest::stream::Ingest;
-
-/// Sharing one file among timely workers: every worker reads the file,
-/// parses every frame header, and decodes (decompresses) only the frames of
-/// the worker streams it owns, plus the process-wide ones (hello, clock).
-/// Decoding then runs in parallel even for a single file.
-#[derive(Clone, Copy, Debug)]
-pub struct Share {
-    pub peers: usize,
-    pub index: usize,
-    /// The file's position in the list (spreads streams of many files).
-    pub file: usize,
-}
-
-impl Share {
-    pub fn owns(&self, s: ringlog::StreamId) -> bool {
-        if s.worker == ringlog::PROCESS_WIDE {
-            return true;
-        }
-        let h = (s.host as usize).wrapping_add(s.process as usize * 31).wrapping_add(s.worker as usize);
-        (h.wrapping_add(self.file)) % self.peers == self.index
-    }
-    /// The worker that reports the file's faults (once, not once per worker).
-    pub fn primary(&self) -> bool {
-        self.file % self.peers == self.index
-    }
-}
 
 /// Bytes a read takes at most, by default: files read in slices of 1 MB.
 const READ_SLICE: usize = 1 << 20;
@@ -68,6 +43,11 @@ pub struct Reader {
     pub joined_unix_ns: Option<i128>,
     /// Frames read and unpacked on a helper thread ([`Reader::unpacked_ahead`]).
     unpacker: Option<Unpacker>,
+    /// A file shared with other workers of this process: its splitter and
+    /// this worker's global index ([`Reader::split`]).
+    split: Option<(Arc<Splitter>, usize)>,
+    /// The frames and events the splitter handed this worker, to ingest.
+    queued: std::collections::VecDeque<Item>,
 }
 
 pub enum Polled {
@@ -97,7 +77,33 @@ impl Reader {
             raw_offset: 0,
             joined_unix_ns: None,
             unpacker: None,
+            split: None,
+            queued: Default::default(),
         }
+    }
+
+    /// A reader of worker `index`'s frames of a file that `splitter` reads
+    /// for the workers of this process sharing it (`share`: which streams
+    /// are this worker's, which worker reports the file's faults).
+    pub fn split(name: String, splitter: Arc<Splitter>, share: Share, width: Ns) -> Reader {
+        let mut r = Reader::new(name, Box::new(std::io::empty()), width, None);
+        r.share = Some(share);
+        r.split = Some((splitter, share.index));
+        r
+    }
+
+    /// The earliest timely time this reader may still send a fragment to
+    /// (`shift`: a host's window index to timely time; None: nothing
+    /// open). A worker sharing a file publishes its own to the splitter;
+    /// one without an open stream of it stands where the others are.
+    pub fn frontier(&self, shift: impl Fn(u64) -> u64) -> Option<u64> {
+        let own = self.ingest.frontier(shift);
+        let Some((splitter, index)) = self.split.as_ref().filter(|_| !self.done) else { return own };
+        splitter.set_frontier(*index, own);
+        if self.ingest.all_done() {
+            return splitter.frontier_of_others();
+        }
+        own
     }
 
     /// Reads, unpacks (checksums, decompression) and decodes the frames on
@@ -221,6 +227,9 @@ impl Reader {
         if self.unpacker.is_some() {
             return self.poll_unpacked(budget, true);
         }
+        if self.split.is_some() {
+            return self.poll_split(budget);
+        }
         let mut read = 0;
         let before = self.ingest.out.len();
         let mut result = Polled::Data;
@@ -325,6 +334,87 @@ impl Reader {
                         return;
                     }
                 }
+            }
+        }
+    }
+
+    /// [`Reader::poll`] of a shared file: ingests the frames the splitter
+    /// handed this worker, about `budget` bytes of them. `Idle`: none yet
+    /// (another worker's queue is full: it is behind).
+    fn poll_split(&mut self, budget: usize) -> Polled {
+        let before = self.ingest.out.len();
+        let mut taken = 0;
+        while taken < budget && !self.done {
+            if self.queued.is_empty() {
+                let (splitter, index) = self.split.as_ref().expect("a split reader");
+                if !splitter.take(*index, &mut self.queued) {
+                    break;
+                }
+            }
+            while let Some(item) = self.queued.pop_front() {
+                taken += self.ingest_item(item);
+                if self.done || taken >= budget {
+                    break;
+                }
+            }
+        }
+        self.ingest.finish_batch(before);
+        match () {
+            _ if self.done => {
+                self.split = None;
+                self.queued.clear();
+                Polled::Done
+            }
+            _ if taken == 0 => Polled::Idle,
+            _ => Polled::Data,
+        }
+    }
+
+    /// One of the splitter's items, as [`Reader::drain_shared`] did for a
+    /// frame it read itself: the bytes taken.
+    fn ingest_item(&mut self, item: Item) -> usize {
+        match item {
+            Item::Frame { slice, range, offset, counted } => {
+                let len = range.len();
+                let booked = if counted { len as u64 } else { 0 };
+                let stream = ringlog::frame::parse_header(&slice[range.start..range.start + ringlog::HEADER_LEN])
+                    .map(|(h, _)| h.stream)
+                    .expect("checked by the splitter");
+                let ingest = &mut self.ingest;
+                let got =
+                    ringlog::decode_frame_with(&slice[range], |hdr, payload| ingest.payload(hdr, payload, booked));
+                let fault = match got {
+                    Ok(Some((Ok(()), _))) => None,
+                    Ok(Some((Err(error), _))) => Some((error, false)),
+                    // (The splitter handed a whole frame.)
+                    Ok(None) => Some((ringlog::DecodeError::Truncated { have: len as u64 }, true)),
+                    Err(error) => Some((error, true)),
+                };
+                if let Some((error, whole_frame)) = fault {
+                    let e = ringlog::StreamError { offset, error, stream: Some(stream) };
+                    // A process-wide frame is decoded by every sharing
+                    // worker and every stream of the process depends on it:
+                    // the file ends for all, reported once, by the primary.
+                    if whole_frame && stream.is_process_wide() {
+                        self.fail(e, true);
+                    } else {
+                        self.ingest.stream_error(&e);
+                    }
+                }
+                len
+            }
+            Item::Fatal(e) => {
+                self.fail(e, true);
+                0
+            }
+            Item::ReadError(e) => {
+                self.ingest.errors.push(format!("{}: read error: {e}", self.ingest.name));
+                0
+            }
+            Item::End => {
+                self.ingest.eof();
+                self.done = true;
+                0
             }
         }
     }

@@ -5,7 +5,8 @@
 # outputs in expected/ byte for byte (the Perfetto export by its digest). The
 # reports hold no field that measures time spent, so nothing is masked.
 # Recorded before the sidecar's restructuring (issue 30) with the build of
-# that day.
+# that day. The synthetic trace is also analyzed with two workers and with
+# two processes, which must give the one-worker output.
 #
 #   compare.sh SIDECAR GEN_TRACE           compare (exit 1 on a difference)
 #   compare.sh SIDECAR GEN_TRACE --update  rewrite expected/ (a deliberate change)
@@ -33,6 +34,18 @@ done
 run synth.jsonl analyze "$out/synth.rlog" --window 50ms -q --json -
 run synth-w2.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 run synth-raw.jsonl analyze "$out/synth-raw.rlog" --window 50ms -q --json -
+# Two processes of a timely cluster on loopback (one worker each, the file
+# read by both, each decoding the streams its worker owns): the same
+# reports as one process (expected/synth-p2.jsonl is synth.jsonl).
+port=$((20000 + RANDOM % 20000))
+printf '127.0.0.1:%d\n127.0.0.1:%d\n' "$port" "$((port + 1))" >"$out/hosts.txt"
+cluster=(--window 50ms -q --processes 2 --hostfile "$out/hosts.txt")
+"$sidecar" analyze "$out/synth.rlog" "${cluster[@]}" --process 1 --json /dev/null >/dev/null 2>&1 &
+second=$!
+# (Into a file: timely prints "awaiting connections" on standard output
+# while the other process starts.)
+"$sidecar" analyze "$out/synth.rlog" "${cluster[@]}" --process 0 --json "$out/synth-p2.jsonl" >/dev/null 2>&1
+wait "$second"
 # The Perfetto export (the analysis's detail path), by its digest: the trace
 # itself is a megabyte.
 "$sidecar" analyze "$here/skew.rlog" "$here/pagerank.rlog" --window 50ms -q --perfetto "$out/trace.pftrace" 2>/dev/null

@@ -132,15 +132,17 @@ pub(super) fn ingest<'s>(
                     Inputs::Files(_) => Grace::fixed(0),
                 },
                 error_lines: RateLimited::new("errors"),
+                crossing: (0, 0),
             },
         };
         move |output: &mut Output<'_>| ingest.activate(output)
     })
 }
 
-/// This worker's readers of the files: every worker reads every file and
-/// decodes the streams it owns (see `io::Share`), so decoding is parallel
-/// even for one file.
+/// This worker's readers of the files. With several workers, each file is
+/// read once for this process's workers ([`Splitter`](crate::io::Splitter), made by the first
+/// of them to get here) and each worker decodes the streams it owns (see
+/// `io::Share`), so decoding is parallel even for one file.
 fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
     let mut readers = Vec::new();
     let Inputs::Files(files) = &*shared.inputs else { return readers };
@@ -148,14 +150,20 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
     for (i, p) in files.iter().enumerate() {
         let share = Share { peers, index, file: i };
         let name = p.display().to_string();
-        let progress = if share.primary() { Some(shared.read_bytes.clone()) } else { None };
-        match std::fs::File::open(p) {
-            Ok(f) => {
-                let r = Reader::new(name, Box::new(f), settings.width, progress)
-                    .shared(share)
-                    .with_sync(settings.sync.clone());
-                readers.push(if settings.unpack_thread { r.unpacked_ahead() } else { r });
-            }
+        let opened = if peers > 1 {
+            shared.splitter(i, p, share).map(|s| Reader::split(name.clone(), s, share, settings.width))
+        } else {
+            std::fs::File::open(p).map_err(|e| e.to_string()).map(|f| {
+                let r = Reader::new(name.clone(), Box::new(f), settings.width, Some(shared.read_bytes.clone()));
+                if settings.unpack_thread {
+                    r.unpacked_ahead()
+                } else {
+                    r
+                }
+            })
+        };
+        match opened {
+            Ok(r) => readers.push(r.with_sync(settings.sync.clone())),
             // (The file's primary reader reports it.)
             Err(_) if !share.primary() => {}
             Err(e) => {
@@ -197,6 +205,9 @@ struct Streams {
     /// The input errors said (a faulty client may open connection after
     /// connection).
     error_lines: RateLimited,
+    /// Bytes of the fragments sent to another worker, and of those to a
+    /// worker of another process ([`wire_bytes`]).
+    crossing: (u64, u64),
 }
 
 impl Ingest {
@@ -255,18 +266,11 @@ impl Streams {
         stopping
     }
 
-    /// Whether the analysis is more than a few windows behind the source.
-    /// (A window on the analysis thread is one more in flight: the source
-    /// reads one window less ahead. On `t50`: peak RSS 548–565 MB, against
-    /// 570–628 reading two ahead and 444–458 without the thread; no slower.)
+    /// Whether the analysis is more than a few windows behind the source
+    /// ([`offline_windows_ahead`]; live, 16 for bursts).
     fn analysis_is_behind(&self, cap: &Capability<u64>) -> bool {
-        let ahead = if self.shared.live() {
-            16
-        } else if self.analysis_thread_on.get() {
-            1
-        } else {
-            2
-        };
+        let ahead =
+            if self.shared.live() { 16 } else { offline_windows_ahead(self.peers, self.analysis_thread_on.get()) };
         self.analyzed.less_than(&cap.time().saturating_sub(ahead))
     }
 
@@ -401,7 +405,9 @@ impl Streams {
     fn send(&mut self, output: &mut Output<'_>, cap: &Capability<u64>, hosts: &Hosts) {
         let mut session = output.session(cap);
         let t0 = *cap.time();
-        for mut f in self.fragments.drain(..) {
+        // (Taken out while fragments are counted, then put back for its room.)
+        let mut fragments = std::mem::take(&mut self.fragments);
+        for mut f in fragments.drain(..) {
             let host = crate::analysis::causality::window_host(&f);
             let t = f.window + hosts.shift(host);
             if t < t0 {
@@ -418,7 +424,23 @@ impl Streams {
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
-            session.give(TimedFragment { host, time: t, fragment: f });
+            let tf = TimedFragment { host, time: t, fragment: f };
+            self.count_crossing(&tf);
+            session.give(tf);
+        }
+        self.fragments = fragments;
+    }
+
+    /// Counts a fragment that leaves this worker (its window's owner is
+    /// another), and this process, by its approximate size on the wire.
+    fn count_crossing(&mut self, tf: &TimedFragment) {
+        let to = (super::to_window_owner(tf) % self.peers as u64) as usize;
+        if to != self.index {
+            let n = wire_bytes(&tf.fragment);
+            self.crossing.0 += n;
+            if !self.shared.local_workers.contains(&to) {
+                self.crossing.1 += n;
+            }
         }
     }
 
@@ -456,6 +478,8 @@ impl Streams {
     fn stop_reading(&mut self) {
         let mut st = self.shared.stats.lock().unwrap();
         count_read(&mut st, &self.readers);
+        st.crossing_workers += self.crossing.0;
+        st.crossing_processes += self.crossing.1;
         if let Some(g) = self.grace.tell() {
             crate::say!("sidecar: {g}");
         }
@@ -468,6 +492,8 @@ impl Streams {
     fn finish(&mut self) {
         let mut st = self.shared.stats.lock().unwrap();
         count_read(&mut st, &self.readers);
+        st.crossing_workers += self.crossing.0;
+        st.crossing_processes += self.crossing.1;
         if let Some(g) = self.grace.tell() {
             crate::say!("sidecar: {g}");
         }
@@ -498,7 +524,7 @@ impl Streams {
             ),
             _ => None,
         };
-        let min = self.readers.iter().filter_map(|r| r.ingest.frontier(|h| hosts.shift(h))).chain(joining).min();
+        let min = self.readers.iter().filter_map(|r| r.frontier(|h| hosts.shift(h))).chain(joining).min();
         if let Some(m) = min {
             if m > *cap.time() {
                 cap.downgrade(&m);
@@ -516,7 +542,9 @@ impl Streams {
         } else if self.shared.live() {
             self.activator.activate_after(Duration::from_nanos(self.next_deadline(self.grace.now, hosts)));
         } else {
-            self.activator.activate();
+            // A file shared with a worker that is behind (its queue of
+            // frames full, `io::Splitter`): come back when it has caught up.
+            self.activator.activate_after(Duration::from_micros(200));
         }
     }
 
@@ -541,7 +569,41 @@ impl Streams {
     }
 }
 
-/// Adds the records and bytes the readers read to the run's figures.
+/// How many windows the source reads ahead of the analysis offline: two
+/// for one worker (one with its analysis thread: the window on that thread
+/// is one more in flight; on `t50`, peak RSS 548–565 MB against 570–628
+/// reading two ahead and 444–458 without the thread, no slower), and one
+/// more per further worker, so that each has a window to analyze while the
+/// others do (windows go to their owners round robin). Memory is then
+/// bounded by `peers + 1` windows' fragments (docs/performance.md).
+fn offline_windows_ahead(peers: usize, analysis_thread: bool) -> u64 {
+    let base = if analysis_thread { 1 } else { 2 };
+    base + peers.saturating_sub(1) as u64
+}
+
+/// A fragment's size as it would cross to another process: its records'
+/// parts (items, reads, message halves, marks) at their size in memory,
+/// its strings, and the fixed part. An estimate (timely serializes it with
+/// its own encoding), cheap enough to count every fragment that leaves its
+/// worker.
+fn wire_bytes(f: &Fragment) -> u64 {
+    use std::mem::size_of_val;
+    let strings = |v: &[(u32, String)]| v.iter().map(|x| 4 + x.1.len()).sum::<usize>();
+    let groups: usize = f.msgs.groups.iter().map(|g| 16 + size_of_val(&g.entries[..])).sum();
+    let n = std::mem::size_of::<Fragment>()
+        + size_of_val(&f.items[..])
+        + size_of_val(&f.msgs.reads[..])
+        + groups
+        + size_of_val(&f.seq_before[..])
+        + f.faults.iter().map(String::len).sum::<usize>()
+        + f.program.len()
+        + strings(&f.ops)
+        + size_of_val(&f.channels[..])
+        + f.spans.iter().map(|x| 8 + x.1.len()).sum::<usize>()
+        + size_of_val(&f.other_hosts[..]);
+    n as u64
+}
+
 /// The windows one read may carry a stream ahead (see [`poll_windows`]).
 const WINDOWS_PER_READ: u64 = 64;
 
@@ -569,6 +631,7 @@ fn poll_windows(r: &mut Reader) -> bool {
     any
 }
 
+/// Adds the records and bytes the readers read to the run's figures.
 fn count_read<'a>(st: &mut RunStats, readers: impl IntoIterator<Item = &'a Reader>) {
     for r in readers {
         st.records += r.ingest.records;
@@ -579,6 +642,17 @@ fn count_read<'a>(st: &mut RunStats, readers: impl IntoIterator<Item = &'a Reade
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One worker reads two windows ahead (one with its analysis thread);
+    /// each further worker gets one more, so that with `w` workers `w`
+    /// windows can be analyzed at once.
+    #[test]
+    fn offline_windows_in_flight_grow_with_the_workers() {
+        assert_eq!(offline_windows_ahead(1, false), 2);
+        assert_eq!(offline_windows_ahead(1, true), 1);
+        assert_eq!(offline_windows_ahead(2, false), 3);
+        assert_eq!(offline_windows_ahead(16, true), 16);
+    }
 
     #[test]
     fn a_new_connection_holds_the_windows_its_first_records_may_fall_in() {

@@ -37,7 +37,7 @@ use timely::dataflow::{ProbeHandle, Scope};
 use timely::worker::Worker;
 
 use crate::analysis::model::Ns;
-use crate::io::Queues;
+use crate::io::{Queues, Share, Splitter};
 use crate::output::sink::{SharedPerfetto, Sink};
 
 use failure::{Armed, Failure};
@@ -96,6 +96,11 @@ pub struct RunStats {
     pub output_closed: bool,
     /// Live: probe connections the analysis workers took.
     pub connections: u64,
+    /// Bytes of the fragments this process's workers sent to another
+    /// worker's windows, and of those to another process's (an estimate of
+    /// their size on the wire; what crosses is fragments, never records).
+    pub crossing_workers: u64,
+    pub crossing_processes: u64,
 }
 
 impl RunStats {
@@ -127,7 +132,7 @@ pub fn run(settings: Settings, inputs: Inputs, sink: Sink) -> Result<RunStats, S
 /// the outputs are closed and the run's figures returned.
 fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failure>) -> Result<RunStats, String> {
     let config = timely::Config::from_args(settings.timely_args.clone().into_iter())?;
-    let shared = Shared::new(settings, inputs, sink, prints_reports(&config));
+    let shared = Shared::new(settings, inputs, sink, prints_reports(&config), local_workers(&config));
     let closing = outputs::Closing::of(&shared);
     let guards = {
         let failure = failure.clone();
@@ -161,10 +166,21 @@ struct Shared {
     host_clocks: HostClocks,
     /// Whether this process prints the reports (see [`prints_reports`]).
     prints_reports: bool,
+    /// This process's workers (global indices).
+    local_workers: std::ops::Range<usize>,
+    /// Each file shared by several workers, read once for all of them
+    /// (by the file's position; the error if it could not be opened).
+    splitters: Arc<Mutex<std::collections::BTreeMap<usize, Result<Arc<Splitter>, String>>>>,
 }
 
 impl Shared {
-    fn new(settings: Settings, inputs: Inputs, mut sink: Sink, prints_reports: bool) -> Shared {
+    fn new(
+        settings: Settings,
+        inputs: Inputs,
+        mut sink: Sink,
+        prints_reports: bool,
+        local_workers: std::ops::Range<usize>,
+    ) -> Shared {
         let perfetto = sink.perfetto.take();
         let graph = sink.graph.take();
         let feed = sink.http.take();
@@ -187,11 +203,34 @@ impl Shared {
             total_bytes,
             host_clocks: HostClocks::default(),
             prints_reports,
+            local_workers,
+            splitters: Default::default(),
         }
+    }
+
+    /// The splitter of file `i` at `path` for this process's workers, made
+    /// (the file opened) by the first worker to ask.
+    fn splitter(&self, i: usize, path: &std::path::Path, share: Share) -> Result<Arc<Splitter>, String> {
+        let mut all = self.splitters.lock().unwrap();
+        let made = all.entry(i).or_insert_with(|| {
+            let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+            let progress = Some(self.read_bytes.clone());
+            Ok(Arc::new(Splitter::new(Box::new(f), share, self.local_workers.clone(), progress)))
+        });
+        made.clone()
     }
 
     fn live(&self) -> bool {
         matches!(*self.inputs, Inputs::Live { .. })
+    }
+}
+
+/// The global indices of this process's workers.
+fn local_workers(config: &timely::Config) -> std::ops::Range<usize> {
+    match config.communication {
+        timely::CommunicationConfig::Thread => 0..1,
+        timely::CommunicationConfig::Process(n) | timely::CommunicationConfig::ProcessBinary(n) => 0..n,
+        timely::CommunicationConfig::Cluster { threads, process, .. } => process * threads..(process + 1) * threads,
     }
 }
 

@@ -1,0 +1,161 @@
+//! How the sidecar's offline analysis scales with its timely workers:
+//! throughput (records/s), CPU seconds per million records, the bytes of
+//! fragments that cross between workers per record, and the latency of a
+//! single window, against the number of workers, on synthetic traces of 8,
+//! 64 and 1,000 streams (and on any trace given, e.g. t50).
+//!
+//! `cargo run --release -p benches --bin scale -- [--records N] [--rounds R]
+//!  [--workers 1,2,4] [--trace FILE]... [--sidecar PATH] [-- SIDECAR ARGS]`
+//!
+//! Each run is `sidecar analyze FILE -w W -q --json /dev/null` with the
+//! offline helper threads off (SIDECAR_UNPACK, SIDECAR_ANALYSIS,
+//! SIDECAR_PREFAULT), so that each worker is one thread; the worker counts
+//! are alternated within each round and the medians reported, each with
+//! its ratio to one worker. CPU time is the child's user + system time
+//! (getrusage). The single-window trace is the 8-stream one analyzed as one
+//! window (`--window 60s`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use sidecar::synth::{generate, Pattern, SynthConfig};
+
+struct Args {
+    records: u64,
+    rounds: usize,
+    workers: Vec<usize>,
+    traces: Vec<PathBuf>,
+    sidecar: PathBuf,
+    extra: Vec<String>,
+}
+
+fn args() -> Args {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut a = Args {
+        records: 10_000_000,
+        rounds: 3,
+        workers: vec![1, 2, cores],
+        traces: Vec::new(),
+        sidecar: PathBuf::from("target/release/sidecar"),
+        extra: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        let mut val = || it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+        match x.as_str() {
+            "--records" => a.records = val().parse().expect("--records N"),
+            "--rounds" => a.rounds = val().parse().expect("--rounds R"),
+            "--workers" => a.workers = val().split(',').map(|w| w.parse().expect("--workers 1,2,4")).collect(),
+            "--trace" => a.traces.push(PathBuf::from(val())),
+            "--sidecar" => a.sidecar = PathBuf::from(val()),
+            "--" => a.extra = it.by_ref().collect(),
+            _ => panic!("unknown argument {x:?} (see the file's doc)"),
+        }
+    }
+    a.workers.dedup();
+    a
+}
+
+/// Writes a synthetic trace of `streams` streams (one per worker of one
+/// process) with message `pattern`, unless it is there already.
+fn synth(dir: &Path, records: u64, streams: u32, pattern: Pattern, per_process: u32) -> PathBuf {
+    let name = format!("scale-{streams}-{records}-{pattern:?}-{per_process}.rlog").replace(['(', ')'], "");
+    let path = dir.join(name);
+    if !path.exists() {
+        let cfg = SynthConfig { records, workers: streams, pattern, per_process, ..Default::default() };
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path).expect("create trace"));
+        generate(&cfg, &mut |b| std::io::Write::write_all(&mut w, b)).expect("write trace");
+        std::io::Write::flush(&mut w).unwrap();
+    }
+    path
+}
+
+/// The CPU time (user + system, s) of the children waited for so far.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage writes a plain struct we own; RUSAGE_CHILDREN is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
+/// One run: (wall s, CPU s, records, bytes of fragments to other workers).
+fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> (f64, f64, u64, u64) {
+    let cpu0 = children_cpu();
+    let t = Instant::now();
+    let out = Command::new(&a.sidecar)
+        .args(["analyze", &trace.display().to_string(), "-w", &workers.to_string(), "--window", window])
+        .args(["-q", "--json", "/dev/null"])
+        .args(&a.extra)
+        .envs([("SIDECAR_UNPACK", "off"), ("SIDECAR_ANALYSIS", "off"), ("SIDECAR_PREFAULT", "off")])
+        .output()
+        .expect("run the sidecar");
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = children_cpu() - cpu0;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let closing =
+        err.lines().rev().find(|l| l.contains(" records, ")).unwrap_or_else(|| panic!("no closing line: {err}"));
+    let records = closing.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("records in the closing line");
+    // "fragments to other workers 12.3 MB (4.5 B/record)": the per-record
+    // figure times the records.
+    let per_record: f64 = closing
+        .split_once("fragments to other workers ")
+        .and_then(|(_, r)| r.split_once('(')?.1.split_once(" B/record").map(|x| x.0.parse().ok()))
+        .flatten()
+        .unwrap_or(0.0);
+    (wall, cpu, records, (per_record * records as f64) as u64)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let a = args();
+    let dir = std::env::temp_dir();
+    let mut traces: Vec<(String, PathBuf, &str)> = vec![
+        ("8 streams, one window".into(), synth(&dir, a.records / 10, 8, Pattern::AllToAll, 0), "60s"),
+        ("8 streams".into(), synth(&dir, a.records, 8, Pattern::AllToAll, 0), "1s"),
+        ("64 streams".into(), synth(&dir, a.records, 64, Pattern::Neighbours(4), 0), "1s"),
+        // As a cluster of 125 processes of 8 workers (the 1,000 hosts of
+        // the model in docs/performance.md), not one process of 1,000: the
+        // analysis lays each progress message's arrival at every other
+        // worker of its process (timely broadcasts progress), quadratic in
+        // a process's workers (docs/performance.md).
+        ("1000 streams (125 processes × 8)".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8), "1s"),
+    ];
+    for t in &a.traces {
+        traces.push((t.display().to_string(), t.clone(), "1s"));
+    }
+    println!("| trace | workers | wall s | M records/s | vs 1 worker | CPU s per M records | fragment bytes to other workers per record |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, path, window) in &traces {
+        let mut walls = vec![Vec::new(); a.workers.len()];
+        let mut cpus = vec![Vec::new(); a.workers.len()];
+        let mut records = 0;
+        let mut crossing = vec![0u64; a.workers.len()];
+        for _ in 0..a.rounds {
+            for (i, &w) in a.workers.iter().enumerate() {
+                let (wall, cpu, n, cross) = run(&a, path, w, window);
+                walls[i].push(wall);
+                cpus[i].push(cpu);
+                records = n;
+                crossing[i] = cross;
+            }
+        }
+        let m = records as f64 / 1e6;
+        let base = median(walls[0].clone());
+        for (i, &w) in a.workers.iter().enumerate() {
+            let wall = median(walls[i].clone());
+            println!(
+                "| {name} | {w} | {wall:.2} | {:.2} | {:.2}× | {:.3} | {:.1} |",
+                m / wall,
+                base / wall,
+                median(cpus[i].clone()) / m,
+                crossing[i] as f64 / records.max(1) as f64
+            );
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! One file read once by the timely workers of this process that share it:
+//! whichever worker runs out of frames reads the next slice, cuts it into
+//! frames by their headers and queues each frame for the worker that owns
+//! its stream ([`Share::owns`]); process-wide frames (hello, clock samples,
+//! end), which every stream of the process needs, go to every worker. Each
+//! worker then checks, decompresses and decodes only the frames queued for
+//! it: every byte is read and header-parsed once and every payload unpacked
+//! once (bar the small process-wide ones), so CPU per record stays flat as
+//! workers are added (Denys et al.: the trace is processed where it is
+//! read, once).
+//!
+//! Frames are not copied: a slice is one shared buffer and a queued frame
+//! is its range in it (a frame cut by the slice's end moves to the next).
+//! Queues are bounded: a worker whose queue is empty reads for the others
+//! only while every queue holds less than [`Splitter::QUEUE_BYTES`]; a worker
+//! that owns no open stream of the file stands where the others do
+//! ([`Splitter::frontier_of_others`]) instead of holding the windows back.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ringlog::{frame::parse_header, DecodeError, StreamError, HEADER_LEN};
+
+/// Sharing one file among timely workers: the file is read once, its
+/// frames cut by their headers and handed to the worker that owns their
+/// stream ([`Splitter`]); each worker decodes (decompresses) only those, plus
+/// the process-wide ones (hello, clock). Decoding then runs in parallel even
+/// for a single file.
+#[derive(Clone, Copy, Debug)]
+pub struct Share {
+    pub peers: usize,
+    pub index: usize,
+    /// The file's position in the list (spreads streams of many files).
+    pub file: usize,
+}
+
+impl Share {
+    pub fn owns(&self, s: ringlog::StreamId) -> bool {
+        if s.worker == ringlog::PROCESS_WIDE {
+            return true;
+        }
+        let h = (s.host as usize).wrapping_add(s.process as usize * 31).wrapping_add(s.worker as usize);
+        (h.wrapping_add(self.file)) % self.peers == self.index
+    }
+    /// The worker that reports the file's faults (once, not once per worker).
+    pub fn primary(&self) -> bool {
+        self.file % self.peers == self.index
+    }
+}
+
+/// A frame or an event of the file, queued for one worker.
+pub enum Item {
+    /// The frame at `range` of `slice`, found at byte `offset` of the file.
+    /// `counted`: this worker books its bytes (a process-wide frame goes to
+    /// every worker and is counted by one, so the bytes read do not depend
+    /// on the number of workers).
+    Frame { slice: Arc<Vec<u8>>, range: Range<usize>, offset: u64, counted: bool },
+    /// The framing is lost (a bad header, truncation): the file ends here
+    /// for every worker.
+    Fatal(StreamError),
+    /// A read error (the file then ends), said by one worker.
+    ReadError(String),
+    /// The file's end, after its last whole frame.
+    End,
+}
+
+/// A file shared by this process's workers (see the module's doc).
+pub struct Splitter {
+    state: Mutex<State>,
+}
+
+struct State {
+    file: Box<dyn Read + Send>,
+    /// Bytes read and not yet cut into frames: a partial frame.
+    carry: Vec<u8>,
+    /// The file offset of `carry`'s first byte.
+    offset: u64,
+    /// The queue of each worker of this process (by global index − first).
+    queues: Vec<Queue>,
+    /// The global index of this process's first worker.
+    first: usize,
+    /// Which worker owns which stream, and which one counts the
+    /// process-wide frames (the file's primary, if it is in this process).
+    share: Share,
+    progress: Option<Arc<AtomicU64>>,
+    ended: bool,
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+    /// Bytes of the frames in `items`.
+    bytes: usize,
+    /// How far its worker's streams of this file are ([`Splitter::set_frontier`]).
+    frontier: Option<u64>,
+}
+
+impl Splitter {
+    /// Bytes read at a time.
+    const SLICE: usize = 1 << 20;
+    /// A queue this full stops the others from reading for it (its worker
+    /// is behind: they wait for it).
+    pub const QUEUE_BYTES: usize = 32 << 20;
+
+    /// A splitter of `file` for the workers `local` (global indices) of a
+    /// run with `share.peers` workers; `share.index` is ignored.
+    pub fn new(
+        file: Box<dyn Read + Send>,
+        share: Share,
+        local: Range<usize>,
+        progress: Option<Arc<AtomicU64>>,
+    ) -> Splitter {
+        let queues = local.clone().map(|_| Queue::default()).collect();
+        Splitter {
+            state: Mutex::new(State {
+                file,
+                carry: Vec::new(),
+                offset: 0,
+                queues,
+                first: local.start,
+                share,
+                progress,
+                ended: false,
+            }),
+        }
+    }
+
+    /// Takes the items queued for worker `index` into `out`; if there are
+    /// none, reads the next slice first, unless another worker's queue is
+    /// full (it is behind: this one waits for it). Returns whether `out`
+    /// got any.
+    pub fn take(&self, index: usize, out: &mut VecDeque<Item>) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let me = index - s.first;
+        while s.queues[me].items.is_empty() && !s.ended && s.queues.iter().all(|q| q.bytes < Self::QUEUE_BYTES) {
+            s.read_slice();
+        }
+        let q = &mut s.queues[me];
+        q.bytes = 0;
+        out.append(&mut q.items);
+        !out.is_empty()
+    }
+
+    /// Notes how far worker `index`'s streams of this file are (the
+    /// earliest timely time they may still send to; None: no stream open).
+    pub fn set_frontier(&self, index: usize, frontier: Option<u64>) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let me = index - s.first;
+        s.queues[me].frontier = frontier;
+    }
+
+    /// Where a worker that holds no open stream of this file stands: where
+    /// the others' are (a stream that shows itself later in the file is at
+    /// least as late as theirs, the file being in time order). A worker
+    /// without a stream of its own must not hold the windows back until it
+    /// has read the whole file for the others (nor read it all into their
+    /// queues).
+    pub fn frontier_of_others(&self) -> Option<u64> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.ended {
+            return None;
+        }
+        s.queues.iter().filter_map(|q| q.frontier).min()
+    }
+}
+
+impl State {
+    /// Reads the next slice (at least the rest of a frame cut by the last
+    /// one) and queues its whole frames; at the end of the file, the end (or
+    /// truncation) for every worker.
+    fn read_slice(&mut self) {
+        let want = self.pending_frame_len().saturating_sub(self.carry.len()).max(Splitter::SLICE);
+        let mut buf = Vec::with_capacity(self.carry.len() + want);
+        buf.append(&mut self.carry);
+        let have = buf.len();
+        buf.resize(have + want, 0);
+        let mut got = 0;
+        let mut read_error = None;
+        while got < want {
+            match self.file.read(&mut buf[have + got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
+            }
+        }
+        buf.truncate(have + got);
+        if let Some(p) = &self.progress {
+            p.fetch_add(got as u64, Ordering::Relaxed);
+        }
+        let (buf, used) = self.cut(buf);
+        if self.ended {
+            return;
+        }
+        let failed = read_error.is_some();
+        if let Some(e) = read_error {
+            let primary = self.share.file % self.share.peers;
+            if let Some(q) = primary.checked_sub(self.first).and_then(|i| self.queues.get_mut(i)) {
+                q.items.push_back(Item::ReadError(e.to_string()));
+            }
+        }
+        if got == 0 || failed {
+            let left = buf.len() - used;
+            self.end(if left > 0 {
+                let error = DecodeError::Truncated { have: left as u64 };
+                Some(StreamError::fatal(self.offset, error))
+            } else {
+                None
+            });
+            return;
+        }
+        self.carry = buf[used..].to_vec();
+    }
+
+    /// The length of the frame `carry` starts (0: its header is not whole
+    /// yet, or unreadable).
+    fn pending_frame_len(&self) -> usize {
+        if self.carry.len() < HEADER_LEN {
+            return 0;
+        }
+        parse_header(&self.carry[..HEADER_LEN]).map_or(0, |(h, _)| HEADER_LEN + h.payload_len as usize)
+    }
+
+    /// Queues the whole frames at the start of `buf` (a bad header ends the
+    /// file); returns the bytes they take, and `buf` shared.
+    fn cut(&mut self, buf: Vec<u8>) -> (Arc<Vec<u8>>, usize) {
+        let slice = Arc::new(buf);
+        let mut at = 0;
+        loop {
+            let rest = &slice[at..];
+            if rest.len() < HEADER_LEN {
+                break;
+            }
+            let h = match parse_header(&rest[..HEADER_LEN]) {
+                Ok((h, _)) => h,
+                Err(error) => {
+                    self.end(Some(StreamError::fatal(self.offset, error)));
+                    break;
+                }
+            };
+            let total = HEADER_LEN + h.payload_len as usize;
+            if rest.len() < total {
+                break;
+            }
+            self.queue(&slice, at..at + total, h.stream);
+            at += total;
+            self.offset += total as u64;
+        }
+        (slice, at)
+    }
+
+    /// Queues a frame for the worker that owns its stream (none here: a
+    /// worker of another process owns it), or, process-wide, for all.
+    fn queue(&mut self, slice: &Arc<Vec<u8>>, range: Range<usize>, stream: ringlog::StreamId) {
+        let (peers, file, offset) = (self.share.peers, self.share.file, self.offset);
+        let len = range.len();
+        let frame = |counted| Item::Frame { slice: slice.clone(), range: range.clone(), offset, counted };
+        if stream.is_process_wide() {
+            for (i, q) in self.queues.iter_mut().enumerate() {
+                let counted = (self.first + i) == file % peers;
+                q.items.push_back(frame(counted));
+                q.bytes += len;
+            }
+            return;
+        }
+        let first = self.first;
+        let owner = (0..self.queues.len()).find(|&i| Share { peers, index: first + i, file }.owns(stream));
+        if let Some(q) = owner.map(|i| &mut self.queues[i]) {
+            q.items.push_back(frame(true));
+            q.bytes += len;
+        }
+    }
+
+    /// The file is over for every worker: `fault`, or its clean end.
+    fn end(&mut self, fault: Option<StreamError>) {
+        self.ended = true;
+        for q in self.queues.iter_mut() {
+            q.items.push_back(match &fault {
+                Some(e) => Item::Fatal(StreamError { offset: e.offset, error: e.error.clone(), stream: e.stream }),
+                None => Item::End,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringlog::{ClockDomain, Encoder, EndStats, Event, Record, StreamId, PROCESS_WIDE};
+
+    /// A file of 5 worker streams of one process, 100 uncompressed Records
+    /// frames each, between the process's hello and end frames: a few
+    /// slices, so that frames are cut by a slice's end.
+    fn file() -> Vec<u8> {
+        let (mut e, mut out) = (Encoder::new(), Vec::new());
+        e.set_compression(ringlog::Compression::None);
+        let sid = |worker| StreamId { host: 7, process: 1, worker };
+        let dom = ClockDomain::Tsc;
+        let hello = ringlog::Hello {
+            host_name: "h".into(),
+            program: "p".into(),
+            pid: 1,
+            workers: 5,
+            invariant_tsc: true,
+            ticks_per_sec: 1_000_000_000,
+        };
+        e.hello(sid(PROCESS_WIDE), 0, dom, &hello, &mut out);
+        for seq in 0..100u64 {
+            for w in 0..5 {
+                let recs: Vec<Record> =
+                    (0..1000).map(|i| Record::from_event(seq * 1000 + i, Event::Mark { id: i })).collect();
+                e.records(sid(w), seq, 0, dom, &[&recs], &mut out);
+            }
+        }
+        e.end(sid(PROCESS_WIDE), 1, 0, dom, &EndStats::default(), &mut out);
+        assert!(out.len() > Splitter::SLICE, "{} bytes", out.len());
+        out
+    }
+
+    /// Takes everything for workers `local` in turn, as their readers would.
+    fn drain(s: &Splitter, local: Range<usize>) -> Vec<Vec<Item>> {
+        let mut got: Vec<Vec<Item>> = local.clone().map(|_| Vec::new()).collect();
+        let mut open: Vec<bool> = local.clone().map(|_| true).collect();
+        while open.iter().any(|&o| o) {
+            for (i, w) in local.clone().enumerate() {
+                let mut q = VecDeque::new();
+                s.take(w, &mut q);
+                for item in q {
+                    open[i] &= !matches!(item, Item::End | Item::Fatal(_));
+                    got[i].push(item);
+                }
+            }
+        }
+        got
+    }
+
+    fn stream_of(item: &Item) -> Option<ringlog::StreamId> {
+        match item {
+            Item::Frame { slice, range, .. } => Some(parse_header(&slice[range.clone()]).unwrap().0.stream),
+            _ => None,
+        }
+    }
+
+    /// Three workers share the file: each worker frame reaches exactly its
+    /// owner, each process-wide frame every worker, and the bytes counted
+    /// add up to the file's length: each byte read and counted once.
+    #[test]
+    fn a_shared_file_is_read_once_and_each_frame_goes_to_its_owner() {
+        let bytes = file();
+        let share = Share { peers: 3, index: 0, file: 1 };
+        let s = Splitter::new(Box::new(std::io::Cursor::new(bytes.clone())), share, 0..3, None);
+        let got = drain(&s, 0..3);
+        let mut counted = 0;
+        let mut frames = 0;
+        for (w, items) in got.iter().enumerate() {
+            assert!(matches!(items.last(), Some(Item::End)), "worker {w} ends with the file");
+            for item in items {
+                if let Item::Frame { range, counted: c, .. } = item {
+                    let sid = stream_of(item).unwrap();
+                    assert!(sid.is_process_wide() || Share { index: w, ..share }.owns(sid), "{sid} at worker {w}");
+                    counted += if *c { range.len() } else { 0 };
+                    frames += usize::from(!sid.is_process_wide());
+                }
+            }
+        }
+        assert_eq!(counted, bytes.len());
+        let whole = ringlog::Decoder::new(&bytes[..]).filter(|f| !f.as_ref().unwrap().header.stream.is_process_wide());
+        assert_eq!(frames, whole.count());
+    }
+
+    /// A file cut inside a frame: every worker gets the truncation, after
+    /// the whole frames before it.
+    #[test]
+    fn a_truncated_shared_file_ends_with_the_fault_for_every_worker() {
+        let bytes = file();
+        let cut = bytes[..bytes.len() - 10].to_vec();
+        let s = Splitter::new(Box::new(std::io::Cursor::new(cut)), Share { peers: 2, index: 0, file: 0 }, 0..2, None);
+        for items in drain(&s, 0..2) {
+            match items.last() {
+                Some(Item::Fatal(e)) => assert!(matches!(e.error, DecodeError::Truncated { .. }), "{e:?}"),
+                _ => panic!("no truncation"),
+            }
+        }
+    }
+
+    /// In a cluster, the frames of workers of the other process are
+    /// skipped, and the process-wide ones are counted by the file's primary
+    /// worker only if it is here (worker 1 of 2, process 0 holding worker 0).
+    #[test]
+    fn frames_of_another_process_are_skipped() {
+        let bytes = file();
+        let share = Share { peers: 2, index: 1, file: 0 };
+        let s = Splitter::new(Box::new(std::io::Cursor::new(bytes)), share, 1..2, None);
+        let got = drain(&s, 1..2);
+        for item in &got[0] {
+            if let (Some(sid), Item::Frame { counted, .. }) = (stream_of(item), item) {
+                assert!(sid.is_process_wide() || share.owns(sid));
+                assert_eq!(*counted, !sid.is_process_wide());
+            }
+        }
+    }
+}
