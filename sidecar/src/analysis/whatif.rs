@@ -34,10 +34,14 @@
 //!   DProf §5.2 keeps the outside world's edges inelastic; this one follows
 //!   the worker's own progress, so it moves like its other work.
 //!
-//! The replay visits every point (vertex, send, read) once in the order of
-//! its measured time, which is a topological order of the DAG (program
-//! order is time order, and every send precedes its read), so one sort per
-//! window serves every speedup asked.
+//! The replay visits every point (vertex, send, read) once, in an order
+//! that keeps the DAG's dependencies (program order, each send before its
+//! read, the sender of a wait's message before the wait's end): measured
+//! time order is one, but sorting every point took as long as the replays
+//! themselves. Each worker's points are in time order already, so the
+//! order walks the workers in turn, each as far as its messages allow
+//! ([`Replay::new`]); it is built once per window, and the speedups asked
+//! are replayed together in one pass over it ([`Replay::run_all`]).
 //!
 //! # Limits
 //!
@@ -953,6 +957,18 @@ mod tests {
             (b.build(), links)
         }
 
+        /// A xorshift generator (the analysis imports nothing else of the
+        /// sidecar, not even in tests).
+        struct Rng(u64);
+        impl Rng {
+            fn range(&mut self, lo: u64, hi: u64) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                lo + self.0 % (hi - lo).max(1)
+            }
+        }
+
         /// A window with what real ones have now and then: executions,
         /// spans, unknown time, waits for input long and short, waits
         /// ended by a message sent at the very time they end (on a worker
@@ -961,7 +977,7 @@ mod tests {
         /// waits, to workers the window does not have. Times on a coarse
         /// grid, so that points of different workers often coincide.
         fn rich_window(n: usize, seed: u64) -> (Graph, Vec<Link>) {
-            let mut rng = crate::synth::Rng(seed | 1);
+            let mut rng = Rng(seed | 1);
             let mut b = GraphBuilder::new((0, 400 * INPUT_MIN), n);
             let span = b.span(77);
             let mut ends: Vec<Vec<(Ns, bool)>> = vec![Vec::new(); n];
@@ -985,7 +1001,7 @@ mod tests {
                     t += d + rng.range(0, 3) * rng.range(0, 2) * 10;
                 }
             }
-            let pick = |rng: &mut crate::synth::Rng, w: usize| ends[w][rng.range(0, ends[w].len() as u64) as usize];
+            let pick = |rng: &mut Rng, w: usize| ends[w][rng.range(0, ends[w].len() as u64) as usize];
             for w in 0..n {
                 for &(at, is_wait) in &ends[w] {
                     if !is_wait || rng.range(0, 4) == 0 {
@@ -1023,7 +1039,7 @@ mod tests {
         /// Up to four random speedups of a window's operators and span,
         /// on one worker or all.
         fn random_scales(n: usize, seed: u64) -> Vec<Scales> {
-            let mut rng = crate::synth::Rng(seed.rotate_left(17) | 1);
+            let mut rng = Rng(seed.rotate_left(17) | 1);
             (0..rng.range(1, 5))
                 .map(|_| {
                     let mut s = Scales(vec![Vec::new(); n]);
