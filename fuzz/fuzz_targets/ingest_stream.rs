@@ -6,7 +6,9 @@
 //! Checked: nothing panics; a byte stream the decoder finds a fault in is
 //! reported as an error; the same bytes read whole or in small pieces give
 //! the same reports (a live socket hands them over in any pieces), and so
-//! do frames unpacked on a helper thread.
+//! do frames unpacked on a helper thread; a file shared by several
+//! workers (cut into frames by a splitter, each worker decoding its own
+//! streams) neither panics nor hangs, and its faults are reported.
 //! Unbounded time or memory on a small input shows as a libFuzzer timeout
 //! or an out-of-memory.
 //!
@@ -21,7 +23,7 @@ use std::io::Read;
 use libfuzzer_sys::fuzz_target;
 use ringlog::frame::MAGIC;
 use ringlog::{Decoder, HEADER_LEN};
-use sidecar::io::{Polled, Reader};
+use sidecar::io::{Polled, Reader, Share, Splitter};
 use sidecar::analysis::model::{EndedStreams, Fragment, Ns};
 use sidecar::ingest::sync::SharedSync;
 
@@ -55,6 +57,14 @@ fuzz_target!(|data: &[u8]| {
     let (a, b) = split(&sound);
     let two = analyze(&[a, b], width, piece, true, false);
     check_faults_reported(&[a, b], &two);
+
+    // One file shared by 2 or 3 workers (`sidecar analyze -w N`): cut
+    // into frames by their headers and handed to the worker that owns each
+    // stream. Its framing of untrusted bytes must not panic or hang, and
+    // a fault is reported by some worker.
+    let workers = 2 + data.len() % 2;
+    let shared = analyze_shared(&sound, width, workers);
+    check_faults_reported(&[&sound], &Outcome { reports: Vec::new(), errors: vec![shared.errors.concat()] });
 });
 
 struct Outcome {
@@ -70,7 +80,7 @@ struct Outcome {
 /// with `unpack`, each reader's frames are unpacked on a helper thread.
 fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool) -> Outcome {
     let sync = SharedSync::default();
-    let mut readers: Vec<Reader> = inputs
+    let readers: Vec<Reader> = inputs
         .iter()
         .enumerate()
         .map(|(i, b)| {
@@ -83,6 +93,29 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
             }
         })
         .collect();
+    analyze_readers(readers, width, piece, detail, false)
+}
+
+/// `sidecar analyze -w WORKERS` of one file: a splitter and one reader per
+/// worker, each decoding the streams it owns.
+fn analyze_shared(data: &[u8], width: Ns, workers: usize) -> Outcome {
+    let sync = SharedSync::default();
+    let file = Pieces { data: data.to_vec(), at: 0, piece: usize::MAX };
+    let splitter =
+        std::sync::Arc::new(Splitter::new(Box::new(file), Share { peers: workers, index: 0, file: 0 }, 0..workers, None));
+    let readers = (0..workers)
+        .map(|index| {
+            let share = Share { peers: workers, index, file: 0 };
+            Reader::split(format!("worker{index}"), splitter.clone(), share, width).with_sync(sync.clone())
+        })
+        .collect();
+    analyze_readers(readers, width, 1 << 20, false, true)
+}
+
+/// The readers polled in turn to their ends, as the dataflow's sources do,
+/// then each window analyzed as its owner does; `shared`: readers of one
+/// file, which may find nothing for them while another worker reads.
+fn analyze_readers(mut readers: Vec<Reader>, width: Ns, piece: usize, detail: bool, shared: bool) -> Outcome {
     let mut errors = vec![Vec::new(); readers.len()];
     let mut frags: Vec<Fragment> = Vec::new();
     let mut ended = EndedStreams::default();
@@ -91,8 +124,10 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
     while readers.iter().any(|r| !r.done) {
         for (r, errs) in readers.iter_mut().zip(&mut errors) {
             if !r.done {
-                // Only the I/O of a file ends a poll early: never idle here.
-                assert!(!matches!(r.poll(piece.min(4 << 20)), Polled::Idle));
+                // Only the I/O of a file ends a poll early: never idle here
+                // (a shared file's reader may wait for another worker).
+                let polled = r.poll(piece.min(4 << 20));
+                assert!(shared || !matches!(polled, Polled::Idle));
             }
             for (sid, k, marks) in r.ingest.ended.drain(..) {
                 ended.note(sid, k, marks);

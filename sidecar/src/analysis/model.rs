@@ -351,6 +351,81 @@ pub struct Fragment {
     pub marker: bool,
     /// For markers: the worker index it is sent to.
     pub route: u64,
+    /// Late records of this stream for a window already handed over (live:
+    /// the deadline closed it first), within the windows kept for revision:
+    /// folded into the window's fragments by [`Fragment::fold_late`], and
+    /// the window is reported again.
+    pub late: bool,
+    /// Live: the stream's records stopped at this time while its process's
+    /// writer went on sending frames (its other workers' records, its
+    /// periodic Stats frames): the worker is inside one step, whose events
+    /// timely delivers when it ends (most often one long execution). Set on
+    /// the windows the live deadline hands over in that silence.
+    pub silent_since: Option<Ns>,
+}
+
+impl Fragment {
+    /// Folds `patch`, late records of one stream for this window
+    /// ([`Fragment::late`]), into the window's fragments `frags`, so that
+    /// they hold what they would have held had the records come in time.
+    /// The stream's fragment had its timeline up to the last record before
+    /// the silence, then the gap the live deadline handed over open
+    /// (`Builder::force`); the late items start at that gap's start: the
+    /// open gap goes, they come in its place. What the stream covered is
+    /// recomputed from its items and messages (the open gap reached the
+    /// window's end). Returns false if `patch` is not a late fragment.
+    pub fn fold_late(frags: &mut Vec<Fragment>, width: Ns, mut patch: Fragment) -> bool {
+        if !patch.late {
+            return false;
+        }
+        patch.late = false;
+        let Some(f) = frags.iter_mut().find(|f| !f.marker && f.stream == patch.stream) else {
+            frags.push(patch);
+            return true;
+        };
+        let from = patch.items.iter().map(Item::start).min().unwrap_or(Ns::MAX);
+        f.items.retain(|it| !matches!(*it, Item::Gap { next: GapEnd::Open, end, .. } if end > from));
+        f.items.append(&mut patch.items);
+        f.msgs.append(std::mem::take(&mut patch.msgs));
+        f.counters.add(&patch.counters);
+        for why in patch.faults {
+            if !f.faults.contains(&why) {
+                f.faults.push(why);
+            }
+        }
+        f.ended |= patch.ended;
+        // (Its records came: it was not silent after all.)
+        f.silent_since = None;
+        if patch.ops.len() >= f.ops.len() {
+            f.ops = patch.ops;
+            f.op_addrs = patch.op_addrs;
+            f.channels = patch.channels;
+            f.spans = patch.spans;
+        }
+        f.covered = covered(f, width);
+        true
+    }
+}
+
+/// The part of window `f.window` its stream's items and messages cover
+/// (as the windower computes it: items clipped to the window, message
+/// times); an empty one is the window's start.
+fn covered(f: &Fragment, width: Ns) -> (Ns, Ns) {
+    let (ws, we) = (f.window.saturating_mul(width), f.window.saturating_add(1).saturating_mul(width));
+    let (mut lo, mut hi) = (Ns::MAX, 0);
+    for it in &f.items {
+        lo = lo.min(it.start().max(ws));
+        hi = hi.max(it.end().min(we));
+    }
+    for (.., t) in f.msgs.iter() {
+        lo = lo.min(t);
+        hi = hi.max(t);
+    }
+    if lo > hi {
+        (ws, ws)
+    } else {
+        (lo, hi)
+    }
 }
 
 /// Empty vectors kept for reuse, the roomiest handed out first; bounded by

@@ -55,6 +55,29 @@ pub struct WindowReport {
     /// any).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub arrangements: Vec<ArrangementReport>,
+    /// Live: the how-manieth report of this window (absent: the first). A
+    /// window whose late records arrived after its report is analyzed again
+    /// with them and reported again with the next number; a consumer keeps
+    /// the report with the highest number (it replaces the earlier ones).
+    #[serde(skip_serializing_if = "is_first")]
+    pub revision: u32,
+    /// Live: workers whose records stopped while their process's writer
+    /// went on sending frames, and since when (ns, this host's clock):
+    /// inside one step, most often one long execution, whose records come
+    /// when it ends (then the window is revised). Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inside_execution: Vec<InsideExecution>,
+}
+
+/// A worker silent inside one step (see `WindowReport::inside_execution`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct InsideExecution {
+    pub worker: u32,
+    pub since_ns: Ns,
+}
+
+fn is_first(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One arrangement (a differential trace and its batcher) of one worker at
@@ -333,6 +356,17 @@ pub struct Instrumentation {
 }
 
 impl Instrumentation {
+    /// [`Instrumentation::add`] undone.
+    pub fn remove(&mut self, o: &Instrumentation) {
+        self.records = self.records.saturating_sub(o.records);
+        self.elided_schedules = self.elided_schedules.saturating_sub(o.elided_schedules);
+        self.spin_ns = self.spin_ns.saturating_sub(o.spin_ns);
+        self.bytes = self.bytes.saturating_sub(o.bytes);
+        self.records_lost = self.records_lost.saturating_sub(o.records_lost);
+        self.steps = self.steps.saturating_sub(o.steps);
+        self.unpaired = self.unpaired.saturating_sub(o.unpaired);
+    }
+
     /// Adds another window's figures (as `Counters::add`: the counts a
     /// stream states saturate).
     pub fn add(&mut self, o: &Instrumentation) {
@@ -375,6 +409,59 @@ pub fn human_ns(ns: Ns) -> String {
 }
 
 impl WindowReport {
+    /// The terminal line of a revised report (`revision` > 0), against the
+    /// report it replaces: `window 12 (250 ms) revised (late records of
+    /// w0): INCOMPLETE → complete; critical path 120 ms → 250 ms: w0
+    /// ArrangeByKey 100% (was w1 Feedback 40%); waits: w1→w0 240 ms (was
+    /// w0 waiting since 1.2 s (open))`. Only what changed is named.
+    pub fn revision_line(&self, old: &WindowReport, late_from: &[u32]) -> String {
+        let mut s = format!("window {} ({}) revised", self.window, human_ns(self.end_ns.saturating_sub(self.start_ns)));
+        if !late_from.is_empty() {
+            let who: Vec<String> = late_from.iter().map(|&w| self.who(w)).collect();
+            s += &format!(" (late records of {})", who.join(", "));
+        }
+        let mut changes = Vec::new();
+        let state = |r: &WindowReport| if r.complete { "complete".to_string() } else { "INCOMPLETE".to_string() };
+        if old.complete != self.complete || old.incomplete_reasons != self.incomplete_reasons {
+            let now = if self.complete {
+                state(self)
+            } else {
+                format!("INCOMPLETE ({})", self.incomplete_reasons.join("; "))
+            };
+            changes.push(format!("{} → {now}", state(old)));
+        }
+        let top = |r: &WindowReport| {
+            let t = r.critical_path.top_operators.first();
+            r.critical_path
+                .tie_words()
+                .or_else(|| t.map(|o| format!("{} {} {:.0}%", r.who(o.worker), o.name, o.share * 100.0)))
+        };
+        let (cp, ocp) = (self.critical_path.length_ns, old.critical_path.length_ns);
+        let (t, ot) = (top(self), top(old));
+        if cp != ocp || t != ot {
+            let mut c = if cp != ocp {
+                format!("critical path {} → {}", human_ns(ocp), human_ns(cp))
+            } else {
+                "critical path".to_string()
+            };
+            if t != ot {
+                c += &format!(": {} (was {})", t.as_deref().unwrap_or("none"), ot.as_deref().unwrap_or("none"));
+            }
+            changes.push(c);
+        }
+        let (w, ow) = (self.top_waits(2), old.top_waits(2));
+        if w != ow {
+            changes.push(format!("waits: {w} (was {ow})"));
+        }
+        if self.events != old.events {
+            changes.push(format!("{} events (was {})", self.events, old.events));
+        }
+        if changes.is_empty() {
+            changes.push("its figures are unchanged".into());
+        }
+        s + ": " + &changes.join("; ")
+    }
+
     /// One terminal line that explains itself: `window 12 (250 ms)
     /// complete  critical path 250 ms: w0 Consume 99%  waits: w1→w0 249 ms
     /// what-if: w0 Consume 2× faster: window −48 %  2 streams, 524 events`
@@ -474,14 +561,28 @@ impl WindowReport {
         }
         let mut v: Vec<((u32, Option<u32>), Ns)> = by.into_iter().filter(|(_, ns)| *ns > 0).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let open: Vec<String> = self
-            .waiting
+        // A worker silent inside one step is not waiting: it says so.
+        let inside = |w: u32| self.inside_execution.iter().find(|i| i.worker == w);
+        let mut open: Vec<String> = self
+            .inside_execution
             .iter()
-            .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
-            .map(|(w, o)| {
-                format!("{} waiting since {} (open)", self.who(w), human_ns(self.end_ns.saturating_sub(o.since_ns)))
+            .map(|i| {
+                format!(
+                    "{} inside one execution since {}",
+                    self.who(i.worker),
+                    human_ns(self.end_ns.saturating_sub(i.since_ns))
+                )
             })
             .collect();
+        open.extend(
+            self.waiting
+                .iter()
+                .filter(|w| inside(w.worker).is_none())
+                .filter_map(|w| w.open.as_ref().map(|o| (w.worker, o)))
+                .map(|(w, o)| {
+                    format!("{} waiting since {} (open)", self.who(w), human_ns(self.end_ns.saturating_sub(o.since_ns)))
+                }),
+        );
         if v.is_empty() && open.is_empty() {
             return "none".into();
         }
@@ -796,6 +897,66 @@ impl RunTotals {
         }
     }
 
+    /// Takes a window's report back out ([`RunTotals::add`] undone), for a
+    /// revised report to be added in its place: the sums are subtracted.
+    /// The streams seen, the arrangements' levels and the what-if's last
+    /// entry are left as they are (a set, a level and a peak cannot be
+    /// taken back; the revised report, added next, sets them again).
+    pub fn remove(&mut self, r: &WindowReport) {
+        fn sub<K: Ord>(m: &mut std::collections::BTreeMap<K, Ns>, k: K, ns: Ns) {
+            if let Some(v) = m.get_mut(&k) {
+                *v = v.saturating_sub(ns);
+                if *v == 0 {
+                    m.remove(&k);
+                }
+            }
+        }
+        self.windows = self.windows.saturating_sub(1);
+        self.incomplete = self.incomplete.saturating_sub((!r.complete) as u64);
+        let p = &r.properties;
+        self.property_violations = self
+            .property_violations
+            .saturating_sub(!(p.min_in_degree.ok && p.communication_existence.ok && p.wait_termination.ok) as u64);
+        self.instrumentation.remove(&r.instrumentation);
+        for s in &r.streams {
+            self.worker_ns = self.worker_ns.saturating_sub(s.covered_ns[1].saturating_sub(s.covered_ns[0]));
+        }
+        if !r.workers_not_started.is_empty() {
+            self.starting = self.starting.saturating_sub(1);
+            return;
+        }
+        self.critical_path_ns = self.critical_path_ns.saturating_sub(r.critical_path.length_ns);
+        let k = &r.critical_path.by_kind;
+        self.transit_ns = self.transit_ns.saturating_sub(k.data_message + k.progress_message);
+        for o in &r.critical_path.top_operators {
+            sub(&mut self.operators, (o.worker, o.name.clone()), o.ns);
+        }
+        for w in &r.waiting {
+            for on in &w.on {
+                if on.kind == "not_started" {
+                    self.not_started_ns = self.not_started_ns.saturating_sub(on.total_ns());
+                    continue;
+                }
+                sub(&mut self.waits, (w.worker, on.worker), on.total_ns());
+            }
+        }
+        self.span_ns = self.span_ns.saturating_sub(r.critical_path.span_ns);
+        if let Some(t) = r.critical_path.tie_words() {
+            if let Some(n) = self.ties.get_mut(&t) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.ties.remove(&t);
+                }
+            }
+        }
+        for w in &r.what_if {
+            if let Some(e) = self.what_if.get_mut(&w.speedup) {
+                e.0 = e.0.saturating_sub(w.saved_ns);
+                e.1 = e.1.saturating_sub(w.measured_ns);
+            }
+        }
+    }
+
     /// A process's Stats frame (its frame number `seq`): kept if it is the
     /// process's latest (the figures are running totals: the last says
     /// all).
@@ -874,6 +1035,34 @@ mod tests {
         }
         r.properties.wait_termination.ok = true;
         r
+    }
+
+    /// A revised window's line names the workers whose late records came
+    /// and only what changed.
+    #[test]
+    fn a_revised_line_says_what_changed() {
+        let new = skewed();
+        let mut old = new.clone();
+        old.complete = false;
+        old.incomplete_reasons = vec!["late data".into()];
+        old.critical_path.top_operators[0].name = "Probe".into();
+        old.waiting.clear();
+        assert_eq!(
+            new.revision_line(&old, &[0]),
+            "window 12 (250 ms) revised (late records of w0): INCOMPLETE → complete; \
+             critical path: w0 Consume 99% (was w0 Probe 99%); waits: w1→w0 249 ms (was none)"
+        );
+        let mut longer = new.clone();
+        longer.critical_path.length_ns = 300_000_000;
+        longer.events = 600;
+        assert_eq!(
+            longer.revision_line(&new, &[]),
+            "window 12 (250 ms) revised: critical path 250 ms → 300 ms; 600 events (was 524)"
+        );
+        assert_eq!(
+            new.revision_line(&new, &[1]),
+            "window 12 (250 ms) revised (late records of w1): its figures are unchanged"
+        );
     }
 
     #[test]

@@ -107,6 +107,12 @@ pub struct Windower {
     arrangements: Vec<ArrangementLevel>,
     /// Arrangement records of operators past `MAX_ARRANGEMENTS` (ignored).
     pub arrangements_refused: u64,
+    /// Live: how many of the last windows handed over may still be revised
+    /// ([`Windower::revise_within`]; 0: none, late data is counted).
+    revise: u64,
+    /// Late data for those windows, by window: handed over as late
+    /// fragments ([`Fragment::late`]) once the stream has settled past them.
+    patches: std::collections::BTreeMap<u64, Fragment>,
 }
 
 /// Arrangements a stream may report at most (a program has a few per
@@ -143,6 +149,48 @@ impl Windower {
             clean_since: 0,
             arrangements: Vec::new(),
             arrangements_refused: 0,
+            revise: 0,
+            patches: Default::default(),
+        }
+    }
+
+    /// Live: late data for the last `windows` windows handed over goes to
+    /// them as late fragments (their reports are revised) instead of being
+    /// counted late. Its memory is bounded by that data.
+    pub fn revise_within(&mut self, windows: u64) {
+        self.revise = windows;
+    }
+
+    /// The late fragment of window `k`, if `k` was handed over among the
+    /// last [`Windower::revise_within`] windows.
+    #[cold]
+    fn patch(&mut self, k: u64) -> Option<&mut Fragment> {
+        if !self.started || k >= self.next || k.saturating_add(self.revise) < self.next {
+            return None;
+        }
+        let f = self.fragment(k);
+        Some(self.patches.entry(k).or_insert_with(|| Fragment { late: true, covered: (Ns::MAX, 0), ..f }))
+    }
+
+    /// A message half for a window handed over: to its late fragment
+    /// (false: too old, counted late).
+    #[cold]
+    fn late_message(&mut self, t: Ns, half: Half, channel: u32, other: u32, seq: u64) -> bool {
+        let k = self.index(t);
+        let Some(p) = self.patch(k) else { return false };
+        let g = p.msgs.group(half, channel, other);
+        p.msgs.push(g, seq, t);
+        true
+    }
+
+    /// Hands over the late fragments of the windows before `upto` (the
+    /// stream has settled past them).
+    fn take_patches(&mut self, upto: u64, out: &mut Vec<Fragment>) {
+        while let Some(e) = self.patches.first_entry() {
+            if *e.key() >= upto {
+                break;
+            }
+            out.push(e.remove());
         }
     }
 
@@ -154,8 +202,10 @@ impl Windower {
             Some((_, lo, hi)) if t >= lo && t < hi => {}
             _ => {
                 if !self.messages_at(t) {
-                    self.late_msgs += 1;
-                    self.clean_since = self.clean_since.max(t);
+                    if !self.late_message(t, half, channel, other, seq) {
+                        self.late_msgs += 1;
+                        self.clean_since = self.clean_since.max(t);
+                    }
                     return;
                 }
             }
@@ -424,7 +474,11 @@ impl Windower {
                             }
                         }
                     }
-                    None => late += 1,
+                    None => match self.patch(k) {
+                        // (Late, for a window that may still be revised.)
+                        Some(p) => p.items.push(it),
+                        None => late += 1,
+                    },
                 }
             }
         }
@@ -436,6 +490,10 @@ impl Windower {
     pub fn count(&mut self, t: Ns, c: &Counters) {
         if !self.started {
             self.pending_counters.add(c);
+            return;
+        }
+        if let Some(p) = self.patch(self.index(t)) {
+            p.counters.add(c);
             return;
         }
         let k = self.index(t).max(self.next);
@@ -543,6 +601,7 @@ impl Windower {
     /// the vector given to `add`).
     pub fn take_ready(&mut self, settled: Ns, items: &mut Vec<Item>, out: &mut Vec<Fragment>) {
         let upto = settled / self.width; // windows < upto end <= settled
+        self.take_patches(upto, out);
         if self.lent.is_some_and(|(k, _)| k < upto) {
             self.reclaim(items);
         }
@@ -650,6 +709,7 @@ impl Windower {
     pub fn finish(&mut self, clean: bool, fault: Option<&str>, items: &mut Vec<Item>, out: &mut Vec<Fragment>) {
         self.reclaim(items);
         self.stash_messages();
+        self.take_patches(u64::MAX, out);
         let last = self.open.iter().rposition(|f| f.is_some()).map(|i| self.next + i as u64);
         if let Some(last) = last {
             if let Some(Some(f)) = self.open.get_mut((last - self.next) as usize) {

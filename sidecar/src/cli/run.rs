@@ -27,6 +27,13 @@ pub struct Args {
     /// 5 s); given, it stays.
     #[arg(long, value_parser = parse_duration)]
     grace: Option<u64>,
+    /// How many of the last windows reported late records still correct:
+    /// such a window is analyzed again and reported again (JSON
+    /// `revision`). Each window owner keeps that many windows' data for
+    /// it; late records for an older window mark the next one INCOMPLETE
+    /// (`late data`). 0: no revisions.
+    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN)]
+    revise_within: u64,
     /// Answer clock exchanges from relays on other hosts (`sidecar relay
     /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for
     /// 7071, listens on 127.0.0.1 only). This host's timeline becomes the
@@ -96,7 +103,7 @@ fn parse_clock_listen(s: &str) -> Result<String, String> {
 
 /// Analyzes live until Ctrl-C (then what has arrived): the exit status as
 /// `analyze`'s; 2 (at once) if it cannot listen or answer clock exchanges.
-pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: Args) -> i32 {
+pub fn run(Args { listen, grace, revise_within, clock_listen, host_id, limits, common, http }: Args) -> i32 {
     // (--http: the outputs are set up here, with the server's feed.)
     let mut sink = match outputs(&common) {
         Ok(s) => s,
@@ -128,7 +135,8 @@ pub fn run(Args { listen, grace, clock_listen, host_id, limits, common, http }: 
     // (Every 10 s: see `heap::trim`.)
     let trimmer = sidecar::heap::Trimmer::every(std::time::Duration::from_secs(10));
     let settings = live_settings(&common, sync.clone());
-    let (code, stats) = run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace }, &common, sink);
+    let (code, stats) =
+        run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace, revise_within }, &common, sink);
     if let Some(st) = &stats {
         say_cost(st);
     }

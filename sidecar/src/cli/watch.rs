@@ -29,6 +29,13 @@ pub struct Args {
     /// loses data arriving later (up to 5 s); given, it stays.
     #[arg(long, value_parser = parse_duration)]
     grace: Option<u64>,
+    /// How many of the last windows reported late records still correct:
+    /// such a window is analyzed again and reported again (JSON
+    /// `revision`). Each window owner keeps that many windows' data for
+    /// it; late records for an older window mark the next one INCOMPLETE
+    /// (`late data`). 0: no revisions.
+    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN)]
+    revise_within: u64,
     /// Estimated probe cost per published record, ns (measured: ~12 ns
     /// on the development machine; `cargo bench -p benches --bench hot_path`).
     #[arg(long, default_value_t = NS_PER_RECORD)]
@@ -117,7 +124,7 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let waiter = wait_then_stop(child, started, echo, listening, stop.clone());
     let settings = live_settings(&args.common, Default::default());
-    let inputs = Inputs::Live { queues, stop, grace };
+    let inputs = Inputs::Live { queues, stop, grace, revise_within: args.revise_within };
     let (analysis, stats) = run_dataflow_into(settings, inputs, &args.common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");
     drop(dir);

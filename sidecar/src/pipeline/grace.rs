@@ -5,7 +5,9 @@
 //! the grace follows what the streams show: each window that lost data to
 //! lateness doubles it, up to a bound, and once raised it stays (a machine
 //! busy once is likely busy again). `--grace` given on the command line
-//! fixes it instead.
+//! fixes it instead. (Late data for a window that can still be revised,
+//! [`crate::pipeline::revise`], does not raise it: that window is
+//! corrected, and windows keep going out on time.)
 
 use crate::analysis::model::Ns;
 

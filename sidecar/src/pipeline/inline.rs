@@ -82,6 +82,123 @@ pub fn analyze_bytes_as_reported(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<Wi
     (reps, errors)
 }
 
+/// The live pipeline's stages in one thread, for tests: one byte stream
+/// fed in chunks, each followed, if it says so, by a live deadline at that
+/// time (`--grace` passed: streams silent since before it are cut there,
+/// `Ingest::force`); then the windows every stream has handed over are
+/// analyzed, as their owner does when the frontier passes them. Late records
+/// for the last `revise_within` windows revise them
+/// ([`crate::pipeline::revise`]). Every report in the order it goes out (a
+/// revision after the window it revises, with its `revision` number), and
+/// the faults found.
+pub fn analyze_bytes_live(
+    chunks: &[(&[u8], Option<Ns>)],
+    width: Ns,
+    revise_within: u64,
+) -> (Vec<WindowReport>, Vec<String>) {
+    let mut live = Live {
+        width,
+        stash: Default::default(),
+        ended: Default::default(),
+        retained: crate::pipeline::revise::Retained::new(revise_within),
+        reports: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut ing = crate::ingest::stream::Ingest::new("live", width);
+    ing.revise_within(revise_within);
+    let mut fb = ringlog::FrameBuffer::new();
+    for (bytes, deadline) in chunks {
+        fb.feed(bytes);
+        loop {
+            let off = fb.offset();
+            match fb.next_frame() {
+                Ok(Some(f)) => {
+                    let before = ing.out.len();
+                    ing.frame(f, fb.offset() - off);
+                    ing.finish_batch(before);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if !ing.stream_error(&e) {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(t) = deadline {
+            for h in ing.hosts() {
+                ing.force(h, *t);
+            }
+        }
+        let frontier = ing.frontier(|_| 0);
+        live.step(&mut ing, frontier);
+    }
+    match fb.finish() {
+        Ok(()) => ing.eof(),
+        Err(e) => ing.decode_error(&e),
+    }
+    live.step(&mut ing, None);
+    (live.reports, live.errors)
+}
+
+/// [`analyze_bytes_live`]'s window owner.
+struct Live {
+    width: Ns,
+    stash: std::collections::BTreeMap<(u64, u64), Vec<Fragment>>,
+    ended: crate::analysis::model::EndedStreams,
+    retained: crate::pipeline::revise::Retained,
+    reports: Vec<WindowReport>,
+    errors: Vec<String>,
+}
+
+impl Live {
+    /// Takes what the stream handed over, analyzes the windows before
+    /// `frontier` (None: all), then folds the late fragments in.
+    fn step(&mut self, ing: &mut crate::ingest::stream::Ingest, frontier: Option<u64>) {
+        use crate::pipeline::revise::Late;
+        self.errors.append(&mut ing.errors);
+        for (sid, k, marks) in ing.ended.drain(..) {
+            self.ended.note(sid, k, marks);
+        }
+        let mut late = Vec::new();
+        for f in ing.out.drain(..) {
+            let host = crate::analysis::causality::window_host(&f);
+            if f.late {
+                late.push((host, f));
+            } else {
+                self.stash.entry((f.window, host)).or_default().push(f);
+            }
+        }
+        let due: Vec<(u64, u64)> =
+            self.stash.keys().take_while(|k| frontier.is_none_or(|fr| k.0 < fr)).copied().collect();
+        for key in due {
+            let mut frags = self.stash.remove(&key).unwrap();
+            self.ended.apply(key.0, self.width, &mut frags);
+            self.retained.analyzed(key, key.0, &frags);
+            let r = crate::analysis::causality::analyze_window(key.1, key.0, self.width, frags, None, None);
+            self.retained.reported(key, &r);
+            self.reports.push(r);
+        }
+        for (host, f) in late {
+            let key = (f.window, host);
+            if let Some(frags) = self.stash.get_mut(&key) {
+                Fragment::fold_late(frags, self.width, f);
+                continue;
+            }
+            match self.retained.late(key, self.width, f) {
+                Late::Revise(v) => {
+                    let mut r =
+                        crate::analysis::causality::analyze_window(host, v.window, self.width, v.frags, None, None);
+                    r.revision = v.revision;
+                    self.retained.reported(key, &r);
+                    self.reports.push(r);
+                }
+                Late::Gone => self.errors.push(format!("late records for window {} no longer kept", key.0)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

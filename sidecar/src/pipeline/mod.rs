@@ -13,5 +13,6 @@ pub mod analyst;
 pub mod dataflow;
 pub mod grace;
 mod inline;
+pub mod revise;
 
-pub use inline::{analyze_bytes, analyze_bytes_as_reported};
+pub use inline::{analyze_bytes, analyze_bytes_as_reported, analyze_bytes_live};

@@ -99,6 +99,7 @@ pub fn analyze_detail(
         end_ns: window.1,
         ..Default::default()
     };
+    rep.inside_execution = inside_execution(&frags);
     let merged = fragments::merge_fragments(index, width, frags);
     let mut frags = merged.frags;
     let streams = Streams::new(host, &frags);
@@ -140,6 +141,20 @@ pub fn analyze_detail(
     }
     conclude(&mut rep, reasons, streams.len());
     rep
+}
+
+/// Workers silent inside one step while their writer lived
+/// (`Fragment::silent_since`), by worker.
+fn inside_execution(frags: &[Fragment]) -> Vec<crate::analysis::report::InsideExecution> {
+    let mut v: Vec<_> = frags
+        .iter()
+        .filter_map(|f| {
+            Some(crate::analysis::report::InsideExecution { worker: f.stream?.worker, since_ns: f.silent_since? })
+        })
+        .collect();
+    v.sort_by_key(|i| (i.worker, i.since_ns));
+    v.dedup_by_key(|i| i.worker);
+    v
 }
 
 /// The window's start as UNIX time, from a stream's clock samples. (A

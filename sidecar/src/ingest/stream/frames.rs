@@ -78,6 +78,7 @@ impl Ingest {
             }
             Some(Body::End(_)) => p.ended = true,
             Some(Body::Stats(s)) => {
+                p.stats_frames += 1;
                 let program = p.program.clone();
                 let figures = ProcessFigures { program, seq: h.seq, figures: probe_figures(&s) };
                 // Running totals: a process's newer frame replaces its
@@ -160,6 +161,7 @@ impl Ingest {
             return recs;
         }
         let st = self.streams.get_mut(&sid).unwrap();
+        st.stats_seen = p.stats_frames;
         // A stream clock that went back: every frame from then on is
         // faulted (once the TSC passes its old value, samples are accepted
         // again, but the segment across the reset maps wrongly).

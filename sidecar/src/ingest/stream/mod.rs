@@ -44,6 +44,9 @@ struct Proc {
     /// #0.
     next_seq: Option<u128>,
     ended: bool,
+    /// Stats frames read (the writer's periodic figures): a stream that has
+    /// sent no records since fewer of them is silent while its writer lives.
+    stats_frames: u64,
 }
 
 struct Stream {
@@ -61,6 +64,8 @@ struct Stream {
     last_ts: Option<Ns>,
     done: bool,
     elided_seen: u64,
+    /// Its process's `stats_frames` at its last Records frame.
+    stats_seen: u64,
 }
 
 /// One byte stream's ingest state.
@@ -87,6 +92,9 @@ pub struct Ingest {
     /// The probes' figures about themselves (Stats frames) read since the
     /// caller last took them: (host, process, figures).
     pub probe_figures: Vec<(u64, u32, crate::analysis::report::ProcessFigures)>,
+    /// Live: late data for the last this many windows handed over revises
+    /// them ([`Windower::revise_within`]).
+    revise: u64,
 }
 
 impl Ingest {
@@ -105,6 +113,17 @@ impl Ingest {
             ended: Vec::new(),
             sync: Default::default(),
             probe_figures: Vec::new(),
+            revise: 0,
+        }
+    }
+
+    /// Live: late data for the last `windows` windows a stream handed over
+    /// goes to them as late fragments ([`Fragment::late`]), to be revised,
+    /// instead of faulting the stream's next window (`--revise-within`).
+    pub fn revise_within(&mut self, windows: u64) {
+        self.revise = windows;
+        for st in self.streams.values_mut() {
+            st.windower.revise_within(windows);
         }
     }
 
@@ -122,14 +141,19 @@ impl Ingest {
             workers: 0,
             next_seq: None,
             ended: false,
+            stats_frames: 0,
         })
     }
 
     fn stream(&mut self, sid: Sid) -> &mut Stream {
-        let width = self.width;
+        let (width, revise) = (self.width, self.revise);
         self.streams.entry(sid).or_insert_with(|| Stream {
             builder: Builder::new(),
-            windower: Windower::new(sid, width),
+            windower: {
+                let mut w = Windower::new(sid, width);
+                w.revise_within(revise);
+                w
+            },
             next_seq: None,
             ops: Vec::new(),
             op_addrs: Vec::new(),
@@ -138,6 +162,7 @@ impl Ingest {
             last_ts: None,
             done: false,
             elided_seen: 0,
+            stats_seen: 0,
         })
     }
 
@@ -213,12 +238,31 @@ impl Ingest {
         // wait ending mid-window without a terminator.
         let t = t / self.width * self.width;
         let before = self.out.len();
+        let heard = self.heard();
         for (sid, st) in self.streams.iter_mut() {
             if st.done || self.sync.timeline(sid.host, sid.process) != host {
                 continue;
             }
+            let from = self.out.len();
             match st.last_ts {
-                Some(l) if l < t => st.builder.force(t),
+                Some(l) if l < t => {
+                    st.builder.force(t);
+                    // Silent while its writer lives: inside one step.
+                    let stats = self.procs.get(&(sid.host, sid.process)).map_or(0, |p| p.stats_frames);
+                    // (Another worker recording well into its silence,
+                    // past its middle, says so too.)
+                    let mid = l + (t - l) / 2;
+                    let others = heard
+                        .iter()
+                        .any(|&(h, p, w, ts)| (h, p) == (sid.host, sid.process) && w != sid.worker && ts > mid);
+                    if stats > st.stats_seen || others {
+                        Self::flush(st, &mut self.out, false);
+                        for f in &mut self.out[from..] {
+                            f.silent_since = Some(l);
+                        }
+                        continue;
+                    }
+                }
                 // (Recording past `t`, yet an execution holds it back.)
                 Some(_) if st.builder.settled().is_some_and(|s| s < t) => {
                     st.builder.force_execution(t);
@@ -228,6 +272,11 @@ impl Ingest {
             Self::flush(st, &mut self.out, false);
         }
         self.finish_batch(before);
+    }
+
+    /// Each open stream's last record time: (host, process, worker, ns).
+    fn heard(&self) -> Vec<(u64, u32, u32, Ns)> {
+        self.streams.iter().filter_map(|(s, st)| Some((s.host, s.process, s.worker, st.last_ts?))).collect()
     }
 
     /// Lowest window index this byte stream may still send a fragment for

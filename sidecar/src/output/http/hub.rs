@@ -166,8 +166,27 @@ impl Hub {
         let lanes: Value = w.lanes.as_deref().and_then(|l| serde_json::from_str(l).ok()).unwrap_or(Value::Null);
         let summary = self.live_summary(&w);
         let mut inner = self.inner.lock().unwrap();
-        inner.seen += 1;
-        inner.metrics.window(&report, &lanes::lost(&lanes));
+        // A revised report (`revision`) takes the place of the window's
+        // earlier one, if still kept: in the metrics and the page's list.
+        let revision = report["revision"].as_u64().unwrap_or(0);
+        let same = |k: &Kept| {
+            k.window == report["window"].as_u64().unwrap_or(0)
+                && serde_json::from_str::<Value>(&k.json).is_ok_and(|o| o["host"] == report["host"])
+        };
+        let replaces = (revision > 0).then(|| inner.windows.iter().rposition(same)).flatten();
+        match replaces {
+            Some(i) => {
+                let old: Value = serde_json::from_str(&inner.windows[i].json).unwrap_or(Value::Null);
+                inner.metrics.revise(&old, &report);
+            }
+            // (A revision of a window no longer kept: its first report's
+            // figures stay in the counters.)
+            None if revision > 0 => {}
+            None => {
+                inner.seen += 1;
+                inner.metrics.window(&report, &lanes::lost(&lanes));
+            }
+        }
         let (fd, bd) = (self.feed_dropped.load(Ordering::Relaxed), self.browser_dropped.load(Ordering::Relaxed));
         inner.metrics.run_figures(w.connections, w.errors, fd, bd);
         inner.metrics.refusals(w.refused);
@@ -196,11 +215,12 @@ impl Hub {
         let event =
             json!({"report": report, "number": w.number, "lanes": lanes, "health": health, "summary": inner.summary});
         let event: Arc<str> = Arc::from(format!("event: window\ndata: {event}\n\n"));
-        inner.windows.push_back(Kept {
-            window: report["window"].as_u64().unwrap_or(0),
-            json: w.json.into(),
-            event: event.clone(),
-        });
+        let kept = Kept { window: report["window"].as_u64().unwrap_or(0), json: w.json.into(), event: event.clone() };
+        match replaces {
+            Some(i) => inner.windows[i] = kept,
+            None if revision > 0 => {}
+            None => inner.windows.push_back(kept),
+        }
         while inner.windows.len() > self.opts.keep_windows {
             inner.windows.pop_front();
         }

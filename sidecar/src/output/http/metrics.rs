@@ -246,8 +246,16 @@ impl Metrics {
     }
 
     fn critical_path(&mut self, cp: &Value) {
+        self.critical_path_length.inc_by(cp["length_ns"].as_u64().unwrap_or(0) as f64 / 1e9);
+        for (labels, s) in self.critical_path_parts(cp) {
+            self.critical_path.get_or_create(&labels).inc_by(s);
+        }
+    }
+
+    /// The window's critical path by (worker, operator) series, seconds.
+    fn critical_path_parts(&mut self, cp: &Value) -> Vec<(Labels, f64)> {
         let length = cp["length_ns"].as_u64().unwrap_or(0);
-        self.critical_path_length.inc_by(length as f64 / 1e9);
+        let mut parts = Vec::new();
         let mut named = 0u64;
         let mut other: std::collections::BTreeMap<String, u64> = Default::default();
         for (i, o) in cp["top_operators"].as_array().into_iter().flatten().enumerate() {
@@ -260,7 +268,7 @@ impl Metrics {
             }
             let name = o["name"].as_str().unwrap_or("?").to_string();
             let labels = self.admit(0, vec![("worker", worker), ("operator", name)], 1);
-            self.critical_path.get_or_create(&labels).inc_by(ns as f64 / 1e9);
+            parts.push((labels, ns as f64 / 1e9));
         }
         // The rest of the path (operators past the top, waits for input,
         // messages, unknown): `other`, on no worker in particular.
@@ -268,12 +276,21 @@ impl Metrics {
         for (worker, ns) in other {
             if ns > 0 {
                 let labels = vec![("worker", worker), ("operator", "other".to_string())];
-                self.critical_path.get_or_create(&labels).inc_by(ns as f64 / 1e9);
+                parts.push((labels, ns as f64 / 1e9));
             }
         }
+        parts
     }
 
     fn waits(&mut self, w: &Value) {
+        for (labels, s) in self.wait_parts(w) {
+            self.waits.get_or_create(&labels).inc_by(s);
+        }
+    }
+
+    /// The window's waits by (worker, waited on, kind) series, seconds.
+    fn wait_parts(&mut self, w: &Value) -> Vec<(Labels, f64)> {
+        let mut parts = Vec::new();
         for ww in w["waiting"].as_array().into_iter().flatten() {
             let worker = ww["worker"].as_u64().unwrap_or(0).to_string();
             for on in ww["on"].as_array().into_iter().flatten() {
@@ -284,9 +301,50 @@ impl Metrics {
                 // (A wait open across windows counts where it ended: its
                 // earlier windows' part is `carried_ns`.)
                 let ns = on["ns"].as_u64().unwrap_or(0) + on["carried_ns"].as_u64().unwrap_or(0);
-                self.waits.get_or_create(&labels).inc_by(ns as f64 / 1e9);
+                parts.push((labels, ns as f64 / 1e9));
             }
         }
+        parts
+    }
+
+    /// A window's revised report (`revision`) in place of `old`, the one it
+    /// replaces: each counter of its path, waits and records rises by what
+    /// the revision adds to its series.
+    /// A counter never falls (Prometheus counters only rise; a fall reads
+    /// as a restart): where a revision lowers a series, it keeps the first
+    /// report's figure. (The run's summary, `/api/summary`, is exact.)
+    pub fn revise(&mut self, old: &Value, new: &Value) {
+        // (`sidecar_windows_total` counts each window once, under its first
+        // report's completeness: a counter cannot move it.)
+        let job = |w: &Value| !w["workers_not_started"].as_array().is_some_and(|a| !a.is_empty());
+        let (cp0, cp1) = (&old["critical_path"], &new["critical_path"]);
+        if job(new) {
+            let l0 = if job(old) { cp0["length_ns"].as_u64().unwrap_or(0) } else { 0 };
+            let l1 = cp1["length_ns"].as_u64().unwrap_or(0);
+            self.critical_path_length.inc_by(l1.saturating_sub(l0) as f64 / 1e9);
+            let before = if job(old) { self.critical_path_parts(cp0) } else { Vec::new() };
+            for (labels, s) in rises(before, self.critical_path_parts(cp1)) {
+                self.critical_path.get_or_create(&labels).inc_by(s);
+            }
+            let before = if job(old) { self.wait_parts(old) } else { Vec::new() };
+            for (labels, s) in rises(before, self.wait_parts(new)) {
+                self.waits.get_or_create(&labels).inc_by(s);
+            }
+        }
+        let records = |w: &Value| -> Vec<(Labels, f64)> {
+            let streams = w["streams"].as_array().into_iter().flatten();
+            streams
+                .map(|s| {
+                    let label = stream_label(&s["host"], &s["process"], &s["worker"]);
+                    (vec![("stream", label)], s["records"].as_u64().unwrap_or(0) as f64)
+                })
+                .collect()
+        };
+        for (labels, n) in rises(records(old), records(new)) {
+            let labels = self.admit(2, labels, 0);
+            self.records.get_or_create(&labels).inc_by(n as u64);
+        }
+        self.arrangements(new);
     }
 
     /// The run's figures: connections accepted and decode errors so far,
@@ -306,6 +364,19 @@ impl Metrics {
             raise(&self.refusals.get_or_create(&vec![("limit", limit.into())]), n);
         }
     }
+}
+
+/// What each series of `after` has more than in `before` (series summed by
+/// labels first), where it has more.
+fn rises(before: Vec<(Labels, f64)>, after: Vec<(Labels, f64)>) -> Vec<(Labels, f64)> {
+    let mut by: std::collections::BTreeMap<Labels, f64> = Default::default();
+    for (l, v) in before {
+        *by.entry(l).or_default() -= v;
+    }
+    for (l, v) in after {
+        *by.entry(l).or_default() += v;
+    }
+    by.into_iter().filter(|(_, d)| *d > 0.0).collect()
 }
 
 /// Brings a counter up to `total` (the figure is a running total kept
@@ -355,6 +426,29 @@ mod tests {
         assert!(t.contains("sidecar_windows_total{completeness=\"starting\"} 1"), "{t}");
         assert!(!t.contains("Consume") && !t.contains("waited_on"), "{t}");
         assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
+    }
+
+    /// A revision adds to each series what it has more than the report it
+    /// replaces: the counters then read as if only the revision had come
+    /// (where it adds), the window counted once.
+    #[test]
+    fn a_revision_adds_only_what_it_changes() {
+        let mut m = Metrics::new();
+        let first = window(&[(1, "Probe", 1_000_000_000)], 2_000_000_000);
+        m.window(&first, &[]);
+        let mut revised = window(&[(0, "ArrangeByKey", 3_000_000_000)], 4_000_000_000);
+        revised["revision"] = 1.into();
+        m.revise(&first, &revised);
+        let t = m.text();
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"0\",operator=\"ArrangeByKey\"} 3.0"), "{t}");
+        assert!(t.contains("sidecar_critical_path_length_seconds_total 4.0"), "{t}");
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"all\",operator=\"other\"} 1.0"), "{t}");
+        // The same waits and records: not counted again.
+        assert!(t.contains("sidecar_wait_seconds_total{worker=\"1\",waited_on=\"0\",kind=\"data\"} 2.0"), "{t}");
+        assert!(t.contains("sidecar_records_total{stream=\"beef/7/1\"} 42"), "{t}");
+        assert!(t.contains("sidecar_windows_total{completeness=\"complete\"} 1"), "{t}");
+        // (A series the revision lowers keeps its figure: w1's Probe.)
+        assert!(t.contains("sidecar_critical_path_seconds_total{worker=\"1\",operator=\"Probe\"} 1.0"), "{t}");
     }
 
     #[test]

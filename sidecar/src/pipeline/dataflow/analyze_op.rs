@@ -24,6 +24,7 @@ use super::report::Reporter;
 use super::Shared;
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
 use crate::pipeline::analyst::{Analyst, Done, Job};
+use crate::pipeline::revise::{Late, Retained};
 
 /// The Analyze operator: `fragments` exchanged to their windows' owners
 /// (`pact`) → the windows' report lines, each at its window's time.
@@ -87,6 +88,11 @@ struct WindowOwner {
     prints_reports: bool,
     width: Ns,
     what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
+    /// Live: the last windows reported, kept for late records to revise.
+    retained: Retained,
+    /// Late fragments (`Fragment::late`) to fold in, each with the
+    /// capability its window's revised report goes out at.
+    late: Vec<(Capability<u64>, u64, u64, Fragment)>,
 }
 
 impl WindowOwner {
@@ -101,6 +107,11 @@ impl WindowOwner {
             prints_reports: shared.prints_reports,
             width: shared.settings.width,
             what_if: shared.settings.what_if.clone(),
+            retained: Retained::new(match &*shared.inputs {
+                super::Inputs::Live { revise_within, .. } => *revise_within,
+                super::Inputs::Files(_) => 0,
+            }),
+            late: Vec::new(),
         }
     }
 
@@ -117,6 +128,14 @@ impl WindowOwner {
                 self.ended.seen(sid, host, f.window);
             }
             if f.marker {
+                continue;
+            }
+            if f.late {
+                // (Its window's time is past: its revised report goes out
+                // at the time it came at.)
+                if let Some(c) = cap.retain_least(0) {
+                    self.late.push((c, host, time, f));
+                }
                 continue;
             }
             if let Entry::Vacant(e) = self.caps.entry(time) {
@@ -140,7 +159,7 @@ impl WindowOwner {
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
             while let Some(d) = a.try_take() {
-                out.extend(report(&self.reporter, &self.caps, d));
+                out.extend(report(&self.reporter, &self.caps, &mut self.retained, d));
             }
         }
         for key in ready {
@@ -154,15 +173,54 @@ impl WindowOwner {
             // `EndedStreams::prune`.)
             self.ended.prune(key.1, window);
             self.ended.apply(window, self.width, &mut frags);
+            self.retained.analyzed(key, window, &frags);
             let job = Job { key, window, frags, detail: self.reporter.wants_detail(), what_if: self.what_if.clone() };
             match self.analyst.as_mut() {
                 Some(a) => {
                     while !a.has_room() {
-                        out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, d)));
+                        out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, d)));
                     }
                     a.submit(job);
                 }
-                None => out.extend(report(&self.reporter, &self.caps, job.analyze(self.width))),
+                None => out.extend(report(&self.reporter, &self.caps, &mut self.retained, job.analyze(self.width))),
+            }
+        }
+        self.revise(out);
+    }
+
+    /// Folds the late fragments in: into their window if it is still
+    /// gathering, else into the window kept for revision, analyzed again
+    /// and reported again (on the worker: revisions are few). A window no
+    /// longer kept cannot be revised: its late records are counted.
+    fn revise(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
+        for (c, host, time, f) in std::mem::take(&mut self.late) {
+            let key = (time, host);
+            if let Some(frags) = self.stash.get_mut(&key) {
+                Fragment::fold_late(frags, self.width, f);
+                continue;
+            }
+            // The first report must be out (and counted) before the
+            // revision replaces it.
+            if let Some(a) = self.analyst.as_mut().filter(|_| self.retained.awaits_report(key)) {
+                while a.holds(time) {
+                    out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, d)));
+                }
+            }
+            let stream = f.stream;
+            match self.retained.late(key, self.width, f) {
+                Late::Revise(mut v) => {
+                    let job = Job {
+                        key,
+                        window: v.window,
+                        frags: std::mem::take(&mut v.frags),
+                        detail: false,
+                        what_if: self.what_if.clone(),
+                    };
+                    let done = job.analyze(self.width);
+                    let line = self.reporter.revise(done, &v, &mut self.retained, *c.time());
+                    out.push((c, line));
+                }
+                Late::Gone => self.reporter.too_late(stream, time),
             }
         }
     }
@@ -180,8 +238,12 @@ impl WindowOwner {
 fn report(
     reporter: &Reporter,
     caps: &BTreeMap<u64, Capability<u64>>,
+    retained: &mut Retained,
     done: Done,
 ) -> Option<(Capability<u64>, ReportLine)> {
+    if retained.on() {
+        retained.reported(done.key, &done.report);
+    }
     let line = reporter.report(done);
     caps.get(&line.time).cloned().map(|c| (c, line))
 }

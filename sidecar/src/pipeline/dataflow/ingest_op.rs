@@ -248,7 +248,7 @@ impl Streams {
     /// whether the run is stopping (then after the I/O thread's last pass
     /// over the sockets, waited for briefly).
     fn take_new_connections(&mut self) -> bool {
-        let Inputs::Live { queues, stop, .. } = &*self.shared.inputs else { return false };
+        let Inputs::Live { queues, stop, revise_within, .. } = &*self.shared.inputs else { return false };
         let q = &queues.workers[self.index % queues.workers.len()];
         let stopping = stop.load(Ordering::Relaxed);
         if stopping {
@@ -261,6 +261,9 @@ impl Streams {
         if !taken.is_empty() {
             // (Only then: the run's figures are locked while lines print.)
             self.shared.stats.lock().unwrap().connections += taken.len() as u64;
+        }
+        for r in taken.iter_mut() {
+            r.ingest.revise_within(*revise_within);
         }
         self.readers.append(&mut taken);
         stopping
@@ -410,7 +413,8 @@ impl Streams {
         for mut f in fragments.drain(..) {
             let host = crate::analysis::causality::window_host(&f);
             let t = f.window + hosts.shift(host);
-            if t < t0 {
+            // (A late fragment goes now, to revise its window: `revise`.)
+            if t < t0 && !f.late {
                 if self.late == 0 {
                     self.first_late = format!(
                         "{} window {} of host {host:016x}{}",

@@ -51,6 +51,9 @@ pub enum Inputs {
         queues: Queues,
         stop: Arc<AtomicBool>,
         grace: crate::pipeline::grace::Grace,
+        /// The last windows that late records still revise
+        /// (`--revise-within`; 0: none, see [`crate::pipeline::revise`]).
+        revise_within: u64,
     },
 }
 

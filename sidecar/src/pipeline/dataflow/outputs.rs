@@ -21,8 +21,11 @@ use crate::output::sink::{SharedPerfetto, Sink};
 /// `report::Reporter`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct ReportLine {
-    /// The window's timely time and its host: Print writes in this order.
+    /// The window's timely time and its host.
     pub(super) time: u64,
+    /// The timely time it goes out at, Print's order: the window's, or, for
+    /// a revision, when the late records came.
+    pub(super) at: u64,
     pub(super) host: u64,
     /// The window's number on its host's clock (its JSON's `window`).
     pub(super) window: u64,
@@ -33,6 +36,10 @@ pub(super) struct ReportLine {
     /// `--http`: the window's lanes for the dashboard (JSON).
     pub(super) lanes: Option<String>,
     pub(super) complete: bool,
+    /// 0: the window's first report; else its revision's number
+    /// (`revise`), and whether the report it replaces was complete.
+    pub(super) revision: u32,
+    pub(super) was_complete: bool,
 }
 
 /// The first failed write to an output (JSON lines, the terminal lines when
@@ -93,7 +100,7 @@ where
     reports.sink(pact, "Print", move |(input, frontier)| {
         input.for_each(|_cap, data| {
             for r in data.drain(..) {
-                printer.pending.insert((r.time, r.host), r);
+                printer.pending.insert((r.at, r.host, r.revision, r.time), r);
             }
         });
         printer.print_ready(frontier);
@@ -102,8 +109,9 @@ where
 
 /// The Print operator's state.
 struct Printer {
-    /// Report lines by (timely time, host), until the frontier passes them.
-    pending: BTreeMap<(u64, u64), ReportLine>,
+    /// Report lines by (timely time out, host, revision, window's timely
+    /// time), until the frontier passes them.
+    pending: BTreeMap<(u64, u64, u32, u64), ReportLine>,
     sink: Arc<Mutex<Sink>>,
     stats: Arc<Mutex<RunStats>>,
     outputs: Arc<Outputs>,
@@ -121,8 +129,8 @@ impl Printer {
     /// Writes the lines of the windows the frontier has passed, and counts
     /// them.
     fn print_ready(&mut self, frontier: &MutableAntichain<u64>) {
-        let ready: Vec<(u64, u64)> =
-            self.pending.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
+        let ready: Vec<(u64, u64, u32, u64)> =
+            self.pending.keys().take_while(|(w, ..)| !frontier.less_equal(w)).copied().collect();
         if ready.is_empty() {
             return;
         }
@@ -137,12 +145,18 @@ impl Printer {
             if self.outputs.stopped() {
                 continue;
             }
-            let first = *self.first.get_or_insert(k.0);
-            let number = k.0.saturating_sub(first);
+            let first = *self.first.get_or_insert(k.3);
+            let number = k.3.saturating_sub(first);
             report.line = numbered_from_start(&report.line, report.window, number);
             if write_lines(sink, &self.outputs, &report, terminal_only) {
-                st.windows += 1;
-                st.incomplete += (!report.complete) as u64;
+                if report.revision == 0 {
+                    st.windows += 1;
+                    st.incomplete += (!report.complete) as u64;
+                } else {
+                    // (The revised report replaces the first.)
+                    st.incomplete =
+                        (st.incomplete + (!report.complete) as u64).saturating_sub(!report.was_complete as u64);
+                }
                 if let Some(feed) = &self.feed {
                     feed.window(WindowUpdate {
                         json: report.json,

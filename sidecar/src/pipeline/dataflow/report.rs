@@ -13,6 +13,7 @@ use crate::io::now_unix_ns;
 use crate::output::http::Feed;
 use crate::output::sink::{SharedGraph, SharedPerfetto};
 use crate::pipeline::analyst::Done;
+use crate::pipeline::revise::{Retained, Revision};
 
 /// Turns a worker's analyzed windows into report lines.
 pub(super) struct Reporter {
@@ -82,7 +83,64 @@ impl Reporter {
             o.insert("emitted_after_end_ms".into(), serde_json::json!((d * 10.0).round() / 10.0));
         }
         let line = if self.compact_lines { report.line() } else { report.readable_line() };
-        ReportLine { time, host, window: report.window, json: json.to_string(), line, lanes, complete: report.complete }
+        ReportLine {
+            time,
+            at: time,
+            host,
+            window: report.window,
+            json: json.to_string(),
+            line,
+            lanes,
+            complete: report.complete,
+            revision: 0,
+            was_complete: report.complete,
+        }
+    }
+
+    /// A window analyzed again with its late records (`revise`): the
+    /// revised report replaces the one it revises in the run's totals (that
+    /// one's sums taken out, these added: the totals cover windows long
+    /// gone from the ones kept, so they cannot be summed again from
+    /// those), and its line says what changed. It goes out at timely time
+    /// `at`. (No detail: the Perfetto trace keeps the first report's.)
+    pub(super) fn revise(&self, done: Done, v: &Revision, retained: &mut Retained, at: u64) -> ReportLine {
+        let Done { key: (time, host), mut report, .. } = done;
+        report.revision = v.revision;
+        let old = retained.reported((time, host), &report);
+        {
+            let mut st = self.stats.lock().unwrap();
+            if let Some(o) = &old {
+                st.totals.remove(o);
+            }
+            st.totals.add(&report);
+        }
+        let line = match (&old, self.compact_lines) {
+            (_, true) => format!("{} (revision {})", report.line(), v.revision),
+            (Some(o), false) => report.revision_line(o, &v.late_from),
+            (None, false) => report.readable_line(),
+        };
+        ReportLine {
+            time,
+            at,
+            host,
+            window: report.window,
+            json: serde_json::to_value(&report).unwrap_or_default().to_string(),
+            line,
+            lanes: None,
+            complete: report.complete,
+            revision: v.revision,
+            was_complete: old.map_or(report.complete, |o| o.complete),
+        }
+    }
+
+    /// Late records for a window no longer kept for revision (the windower
+    /// revises a few windows less than are kept, so this is rare): counted
+    /// as an error of the run.
+    pub(super) fn too_late(&self, stream: Option<crate::analysis::model::Sid>, time: u64) {
+        let who = stream.map_or("a stream".to_string(), |s| s.to_string());
+        let e = format!("late records of {who} for a window no longer kept for revision (timely time {time})");
+        crate::say!("sidecar: error: {e}");
+        self.stats.lock().unwrap().error(e);
     }
 
     /// Live: how late the window's line is. A window cut short (Ctrl-C) is
