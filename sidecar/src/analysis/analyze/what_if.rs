@@ -37,22 +37,25 @@ pub(super) fn rank_what_ifs(
     }
     let replay = Replay::new(g, links);
     // (A speedup of every worker's operator that only one worker runs is
-    // that worker's: replayed once.)
-    let mut done: Vec<(Scales, Ns, Ns)> = Vec::new();
-    let mut out: Vec<WhatIf> = candidates
-        .into_iter()
-        .map(|spec| {
-            let scales = scales_of(&spec, g, sids, names);
-            let (measured, predicted) = match done.iter().find(|d| d.0 == scales) {
-                Some(d) => (d.1, d.2),
-                None => {
-                    let p = replay.run(&scales);
-                    done.push((scales, p.measured_ns, p.predicted_ns));
-                    (p.measured_ns, p.predicted_ns)
-                }
-            };
-            entry(&spec, cp, measured, predicted)
+    // that worker's: replayed once.) The distinct speedups are replayed
+    // together, in one pass over the window's points.
+    let scales: Vec<Scales> = candidates.iter().map(|spec| scales_of(spec, g, sids, names)).collect();
+    let mut distinct: Vec<&Scales> = Vec::new();
+    let which: Vec<usize> = scales
+        .iter()
+        .map(|s| {
+            distinct.iter().position(|d| *d == s).unwrap_or_else(|| {
+                distinct.push(s);
+                distinct.len() - 1
+            })
         })
+        .collect();
+    let distinct: Vec<Scales> = distinct.into_iter().cloned().collect();
+    let predictions = replay.spans_all(&distinct);
+    let mut out: Vec<WhatIf> = candidates
+        .iter()
+        .zip(which)
+        .map(|(spec, i)| entry(spec, cp, predictions[i].measured_ns, predictions[i].predicted_ns))
         .collect();
     if asked.is_none() {
         // (Of equal savings, the one worker's first: it says more.)
