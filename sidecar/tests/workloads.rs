@@ -437,11 +437,15 @@ fn a_skewed_run_with_long_executions_charges_the_waits_to_the_hot_worker() {
 /// `watch` at its defaults: 90 % of the edges have a source among the hot
 /// nodes, which all live on worker 0, so worker 0's `ArrangeByKey` (the
 /// edges arranged by source, merging big batches in long executions)
-/// holds the most records and leads worker 0's share of the critical path,
-/// worker 1 waits on worker 0 (at least 95 % of its waiting), and no wait
-/// that a message explains is left on `?`. (Which operator tops the whole
-/// path can move to worker 1's balanced `Reduce` when the machine preempts
-/// worker 1 under load; the hot worker's own ranking does not.)
+/// holds the most records, worker 0's operators hold more of the critical
+/// path than worker 1's, its `ArrangeByKey` among its first two, worker 1
+/// waits on worker 0
+/// (at least 95 % of its waiting), and no wait that a message explains is
+/// left on `?`. (At the example's default `--work 4`, worker 0's `Reduce`,
+/// whose input is that skewed data too, takes about as much of the path
+/// as its `ArrangeByKey`: measured 25 / 27 %, 32 / 25 % on a quiet
+/// machine, 27 / 20 % and 18 / 19 % beside a CPU hog; which of the two is
+/// first is the machine's choice, not the analysis'.)
 #[test]
 fn the_differential_example_under_skew_names_the_hot_arrangement() {
     let summary = tmp("reach-summary.json");
@@ -454,12 +458,12 @@ fn the_differential_example_under_skew_names_the_hot_arrangement() {
     let o = Command::new(BIN).args(&args).output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    // Worker 0's largest share of the path is its ArrangeByKey, and that is
-    // among the two largest of the run.
+    // Worker 0's operators hold more of the path than worker 1's, and its
+    // ArrangeByKey is one of its two largest shares.
     let top = s["top_operators"].as_array().unwrap();
-    let on_w0 = top.iter().find(|o| o[0] == 0).unwrap();
-    assert_eq!(on_w0[1], "ArrangeByKey", "{s}");
-    assert!(top.iter().take(2).any(|o| o[0] == 0 && o[1] == "ArrangeByKey"), "{s}");
+    let share = |w: u64| top.iter().filter(|o| o[0] == w).map(|o| o[2].as_f64().unwrap()).sum::<f64>();
+    assert!(share(0) > share(1), "{s}");
+    assert!(top.iter().filter(|o| o[0] == 0).take(2).any(|o| o[1] == "ArrangeByKey"), "{s}");
     // The largest arrangement is worker 0's ArrangeByKey, by far.
     let arr = s["arrangements"].as_array().unwrap();
     let held = |w: u64, name: &str| {
