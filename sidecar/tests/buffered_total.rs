@@ -27,21 +27,14 @@ fn dir(name: &str) -> PathBuf {
 /// starting now on this host's clock, uncompressed as a probe writes into
 /// a socket.
 fn process(pid: u32, records: u64) -> Vec<u8> {
-    let cfg = sidecar::synth::SynthConfig {
+    synth_bytes_of(&sidecar::synth::SynthConfig {
         records,
         workers: 2,
         pid,
         t0_ns: sidecar::io::os_clock::monotonic_ns(),
         compression: ringlog::Compression::None,
         ..Default::default()
-    };
-    let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
-        bytes.extend_from_slice(b);
-        Ok(())
     })
-    .unwrap();
-    bytes
 }
 
 /// The records in `bytes` (the counts of its Records frames).

@@ -583,18 +583,12 @@ fn a_record_that_does_not_decode_drops_only_its_stream() {
     // #12 runs past the payload's end. The records are decoded as they are
     // ingested, so this fault is found only after the ones before it were
     // taken; the stream is dropped all the same, and nothing else is.
-    let cfg = sidecar::synth::SynthConfig {
+    let bytes = common::synth_bytes_of(&sidecar::synth::SynthConfig {
         records: 400_000,
         workers: 4,
         compression: ringlog::Compression::None,
         ..Default::default()
-    };
-    let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
-        bytes.extend_from_slice(b);
-        Ok(())
-    })
-    .unwrap();
+    });
     let mut bad = bytes.clone();
     let (at, h) = common::frames(&bad)
         .into_iter()

@@ -94,9 +94,13 @@ pub fn synth_bytes(records: u64, workers: u32) -> Vec<u8> {
 
 /// [`synth_bytes`] starting at `t0_ns` on the host's monotonic clock.
 pub fn synth_bytes_at(records: u64, workers: u32, t0_ns: u64) -> Vec<u8> {
-    let cfg = sidecar::synth::SynthConfig { records, workers, t0_ns, ..Default::default() };
+    synth_bytes_of(&sidecar::synth::SynthConfig { records, workers, t0_ns, ..Default::default() })
+}
+
+/// The synthetic trace `cfg` describes, in memory.
+pub fn synth_bytes_of(cfg: &sidecar::synth::SynthConfig) -> Vec<u8> {
     let mut bytes = Vec::new();
-    sidecar::synth::generate(&cfg, &mut |b| {
+    sidecar::synth::generate(cfg, &mut |b| {
         bytes.extend_from_slice(b);
         Ok(())
     })
