@@ -130,6 +130,8 @@ fn workers_and_windows_out_of_bounds_are_refused_with_the_limits() {
         (&["run", "--listen", sock.as_str(), "--window", "10ns"][..], "1us to 7 days"),
         (&["watch", "-w", "0", "--", "sh", "-c", started.as_str()][..], "1 to 128"),
         (&["watch", "--window", "1", "--", "sh", "-c", started.as_str()][..], "a unit is needed"),
+        (&["run", "--listen", sock.as_str(), "--revise-within", "100000000"][..], "0 to 1024 windows"),
+        (&["watch", "--revise-within", "2000", "--", "sh", "-c", started.as_str()][..], "0 to 1024"),
     ] {
         let o = sidecar(args, &[]);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

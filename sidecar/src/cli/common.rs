@@ -145,6 +145,22 @@ pub fn parse_workers(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The most windows a live window owner keeps for revisions
+/// (`--revise-within`): each is a window's fragments and report.
+pub const MAX_REVISE_WITHIN: u64 = 1024;
+
+/// `--revise-within`: 0 to [`MAX_REVISE_WITHIN`] windows.
+pub fn parse_revise_within(s: &str) -> Result<u64, String> {
+    let n: u64 =
+        s.trim().parse().map_err(|_| format!("'{s}': expected a number of windows (0 to {MAX_REVISE_WITHIN})"))?;
+    if n > MAX_REVISE_WITHIN {
+        return Err(format!(
+            "'{n}': a window owner keeps 0 to {MAX_REVISE_WITHIN} windows for revisions (each holds its fragments)"
+        ));
+    }
+    Ok(n)
+}
+
 /// A size in bytes: 64MB, 512KB, 1GB, 4096 (binary units: 1KB = 1024).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();

@@ -31,8 +31,8 @@ pub struct Args {
     /// such a window is analyzed again and reported again (JSON
     /// `revision`). Each window owner keeps that many windows' data for
     /// it; late records for an older window mark the next one INCOMPLETE
-    /// (`late data`). 0: no revisions.
-    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN)]
+    /// (`late data`). 0: no revisions; at most 1024.
+    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN, value_parser = super::common::parse_revise_within)]
     revise_within: u64,
     /// Answer clock exchanges from relays on other hosts (`sidecar relay
     /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for

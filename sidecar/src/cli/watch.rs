@@ -33,8 +33,8 @@ pub struct Args {
     /// such a window is analyzed again and reported again (JSON
     /// `revision`). Each window owner keeps that many windows' data for
     /// it; late records for an older window mark the next one INCOMPLETE
-    /// (`late data`). 0: no revisions.
-    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN)]
+    /// (`late data`). 0: no revisions; at most 1024.
+    #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN, value_parser = super::common::parse_revise_within)]
     revise_within: u64,
     /// Estimated probe cost per published record, ns (measured: ~12 ns
     /// on the development machine; `cargo bench -p benches --bench hot_path`).
