@@ -5,7 +5,9 @@
 //! every dependency (see [`super::Replay::new`]); the property tests check
 //! that the two agree exactly.
 
-use super::{own_push, Link, Prediction, Scales, INPUT_MIN};
+// The graph's predicates are the replay's own; only the order and the
+// rounding are the reference's.
+use super::{is_wait_end, is_work, own_push, same_time_depth, Link, Prediction, Scales, INPUT_MIN};
 use crate::analysis::graph::{EKind, Graph, NONE};
 use crate::analysis::model::Ns;
 
@@ -213,29 +215,6 @@ impl<'g> Sorted<'g> {
             _ => c.b,
         }
     }
-}
-fn is_work(g: &Graph, v: usize) -> bool {
-    matches!(g.kind[v], EKind::Op(_) | EKind::Span(_) | EKind::Unknown)
-}
-
-fn is_wait_end(g: &Graph, v: usize) -> bool {
-    matches!(g.kind[v], EKind::Wait | EKind::WaitingForInput)
-}
-
-/// How many waits ending at `v`'s time lead to `v` through their ending
-/// messages (0: its message's sender did not end a wait at that time).
-fn same_time_depth(g: &Graph, mut v: usize) -> u32 {
-    let mut depth = 0;
-    // (Bounded: a cycle of messages at one instant cannot be causal.)
-    while depth < 64 && g.term[v] != NONE {
-        let src = g.comms[g.term[v] as usize].src as usize;
-        if g.t[src] != g.t[v] || !is_wait_end(g, src) {
-            break;
-        }
-        depth += 1;
-        v = src;
-    }
-    depth
 }
 
 /// `d` scaled by `s` (exact for 1), as the first replay rounded.
