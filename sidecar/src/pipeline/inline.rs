@@ -36,26 +36,10 @@ pub fn analyze_bytes_as_reported(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<Wi
         let mut ing = crate::ingest::stream::Ingest::new(*name, width).with_sync(sync.clone());
         let mut fb = ringlog::FrameBuffer::new();
         fb.feed(bytes);
-        loop {
-            let off = fb.offset();
-            match fb.next_frame() {
-                Ok(Some(f)) => {
-                    let before = ing.out.len();
-                    ing.frame(f, fb.offset() - off);
-                    ing.finish_batch(before);
-                }
-                Ok(None) => {
-                    match fb.finish() {
-                        Ok(()) => ing.eof(),
-                        Err(e) => ing.decode_error(&e),
-                    }
-                    break;
-                }
-                Err(e) => {
-                    if !ing.stream_error(&e) {
-                        break;
-                    }
-                }
+        if ingest_frames(&mut ing, &mut fb) {
+            match fb.finish() {
+                Ok(()) => ing.eof(),
+                Err(e) => ing.decode_error(&e),
             }
         }
         errors.append(&mut ing.errors);
@@ -109,22 +93,7 @@ pub fn analyze_bytes_live(
     let mut fb = ringlog::FrameBuffer::new();
     for (bytes, deadline) in chunks {
         fb.feed(bytes);
-        loop {
-            let off = fb.offset();
-            match fb.next_frame() {
-                Ok(Some(f)) => {
-                    let before = ing.out.len();
-                    ing.frame(f, fb.offset() - off);
-                    ing.finish_batch(before);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    if !ing.stream_error(&e) {
-                        break;
-                    }
-                }
-            }
-        }
+        ingest_frames(&mut ing, &mut fb);
         if let Some(t) = deadline {
             for h in ing.hosts() {
                 ing.force(h, *t);
@@ -194,6 +163,27 @@ impl Live {
                     self.reports.push(r);
                 }
                 Late::Gone => self.errors.push(format!("late records for window {} no longer kept", key.0)),
+            }
+        }
+    }
+}
+
+/// Ingests the whole frames `fb` holds: true when it has no more, false
+/// when a fault ended the stream.
+fn ingest_frames(ing: &mut crate::ingest::stream::Ingest, fb: &mut ringlog::FrameBuffer) -> bool {
+    loop {
+        let off = fb.offset();
+        match fb.next_frame() {
+            Ok(Some(f)) => {
+                let before = ing.out.len();
+                ing.frame(f, fb.offset() - off);
+                ing.finish_batch(before);
+            }
+            Ok(None) => return true,
+            Err(e) => {
+                if !ing.stream_error(&e) {
+                    return false;
+                }
             }
         }
     }
