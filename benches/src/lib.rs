@@ -2,6 +2,7 @@
 //! This library holds what they share: the statistics of alternated runs,
 //! and the engine scenarios with a known bottleneck ([`scenarios`]).
 
+pub mod paced;
 pub mod scenarios;
 
 /// Summaries of repeated measurements on a noisy machine.

@@ -6,7 +6,7 @@
 //!  cargo run --release -p benches --bin live_rate -- [--workers 1,2]
 //!  [--seconds 6] [--window 250ms] [--start-rate 250000] [--bisections 4]
 //!  [--rounds 1] [--connections 2] [--load-workers 2] [--late-windows 2]
-//!  [--sidecar PATH] [--load PATH] [-- SIDECAR ARGS]`
+//!  [--generator probe|synth] [--sidecar PATH] [--load PATH] [-- SIDECAR ARGS]`
 //!
 //! One trial at rate R: `sidecar run -w W --listen unix:SOCK --window 250ms
 //! --json FILE -q` (plus SIDECAR ARGS), then `--connections` generator
@@ -60,21 +60,32 @@ struct Args {
     late_windows: f64,
     sidecar: PathBuf,
     load: PathBuf,
+    /// The paced synthetic stream (`benches::paced`) instead of live_load.
+    synth: bool,
     extra: Vec<String>,
 }
 
 const USAGE: &str = "live_rate [--workers 1,2] [--seconds S] [--window 250ms] [--start-rate R] [--bisections N] \
-[--rounds N] [--connections N] [--load-workers N] [--late-windows N] [--sidecar PATH] [--load PATH] [-- SIDECAR ARGS]";
+[--rounds N] [--connections N] [--load-workers N] [--late-windows N] [--generator probe|synth] [--sidecar PATH] [--load PATH] \
+[-- SIDECAR ARGS]";
 
 fn main() {
-    let a = match parse_args(std::env::args().skip(1)) {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "--emit") {
+        // A generator of the synthetic stream: `--emit SOCK SECONDS WORKERS RATE`.
+        let n = |i: usize| argv.get(i).and_then(|s| s.parse::<f64>().ok()).expect("--emit SOCK SECONDS WORKERS RATE");
+        let written = benches::paced::emit(Path::new(&argv[1]), n(2), n(3) as u32, n(4)).expect("write to the sidecar");
+        eprintln!("synth: {written} records written, 0 lost");
+        return;
+    }
+    let a = match parse_args(argv.into_iter()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("live_rate: error: {e}\nusage: {USAGE}");
             std::process::exit(2);
         }
     };
-    for p in [&a.sidecar, &a.load] {
+    for p in [&a.sidecar].into_iter().chain((!a.synth).then_some(&a.load)) {
         if !p.exists() {
             eprintln!("live_rate: error: {} does not exist (cargo build --release -p sidecar --bin sidecar --example live_load)", p.display());
             std::process::exit(2);
@@ -98,6 +109,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         late_windows: 2.0,
         sidecar: PathBuf::from("target/release/sidecar"),
         load: PathBuf::from("target/release/examples/live_load"),
+        synth: false,
         extra: Vec::new(),
     };
     let mut it = args;
@@ -124,6 +136,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--late-windows" => a.late_windows = positive(&x, &v)? as f64,
             "--sidecar" => a.sidecar = PathBuf::from(v),
             "--load" => a.load = PathBuf::from(v),
+            "--generator" => {
+                a.synth = match v.as_str() {
+                    "probe" => false,
+                    "synth" => true,
+                    _ => return Err(format!("--generator {v:?}: expected probe (live_load) or synth")),
+                }
+            }
             _ => return Err(format!("unknown argument {x:?}")),
         }
     }
@@ -272,9 +291,16 @@ fn run_generators(a: &Args, sock: &Path, rate: f64) -> (u64, u64, f64, f64) {
     let per = rate / a.connections as f64;
     let kids: Vec<Child> = (0..a.connections)
         .map(|_| {
-            Command::new(&a.load)
-                .arg(sock)
-                .args([a.seconds.to_string(), a.load_workers.to_string(), "0".into(), format!("{per:.0}")])
+            let mut c = if a.synth {
+                let mut c = Command::new(std::env::current_exe().expect("this program's path"));
+                c.arg("--emit").arg(sock).args([a.seconds.to_string(), a.load_workers.to_string()]);
+                c
+            } else {
+                let mut c = Command::new(&a.load);
+                c.arg(sock).args([a.seconds.to_string(), a.load_workers.to_string(), "0".into()]);
+                c
+            };
+            c.arg(format!("{per:.0}"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -442,11 +468,12 @@ fn bench(a: &Args) {
     std::fs::create_dir_all(&dir).expect("create a directory for the sockets");
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "live_rate: {cores} cores; load average {} at the start; {} s per trial, {} windows, {} generator processes × {} probe workers; sidecar args {:?}",
+        "live_rate: {cores} cores; load average {} at the start; {} s per trial, {} windows; {} generator processes ({}) × {} workers; sidecar args {:?}",
         load(),
         a.seconds,
         a.window,
         a.connections,
+        if a.synth { "the paced synthetic stream" } else { "live_load, the real probe" },
         a.load_workers,
         a.extra
     );
@@ -536,6 +563,7 @@ mod tests {
         assert!(err("--frobnicate 3").contains("unknown argument \"--frobnicate\""));
         assert!(err("--window 250").contains("--window"));
         assert!(err("--window 0ms").contains("--window"));
+        assert!(err("--generator fast").contains("--generator \"fast\""));
         let a = args("--workers 1,2,3 --window 1s -- --what-if off").unwrap();
         assert_eq!(
             (a.workers, a.window_ms, a.extra),
