@@ -253,6 +253,19 @@ fn wait_or_kill(child: &mut Child, limit: Duration) -> bool {
     false
 }
 
+/// A child killed if the benchmark panics while it runs (a generator that
+/// failed), so that no sidecar outlives it.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts the sidecar on `sock`, its standard error into `err`; waits
 /// until it listens.
 fn start_sidecar(a: &Args, workers: usize, sock: &Path, json: &Path, err: &Path) -> Child {
@@ -331,7 +344,8 @@ fn run_generators(a: &Args, sock: &Path, rate: f64) -> (u64, u64, f64, f64) {
 /// One trial of `workers` at `rate`, judged by the file doc's rules.
 fn trial(a: &Args, workers: usize, rate: f64, dir: &Path) -> Trial {
     let (sock, json, err) = (dir.join("sock"), dir.join("windows.jsonl"), dir.join("sidecar.err"));
-    let mut sidecar = start_sidecar(a, workers, &sock, &json, &err);
+    let mut sidecar = Stopped(start_sidecar(a, workers, &sock, &json, &err));
+    let sidecar = &mut sidecar.0;
     let (written, lost, gen_cpu, gen_wall) = run_generators(a, &sock, rate);
     let cpu0 = children_cpu();
     // The streams ended with the generators: their last windows close by
@@ -339,7 +353,7 @@ fn trial(a: &Args, workers: usize, rate: f64, dir: &Path) -> Trial {
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) on our own child's pid, not yet waited for.
     unsafe { libc::kill(sidecar.id() as i32, libc::SIGINT) };
-    let stopped = wait_or_kill(&mut sidecar, Duration::from_secs(60));
+    let stopped = wait_or_kill(sidecar, Duration::from_secs(60));
     let mut t = Trial {
         made_rate: written as f64 / gen_wall,
         generator_cpu: gen_cpu / gen_wall,
