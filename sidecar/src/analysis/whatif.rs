@@ -230,6 +230,8 @@ pub struct Replay<'g> {
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
     last_work: Vec<u32>,
+    /// The earliest time of a point (`Ns::MAX`: none).
+    first_point: Ns,
     measured_ns: Ns,
 }
 
@@ -247,7 +249,8 @@ impl<'g> Replay<'g> {
         let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
-        let mut r = Replay { g, links, order, seg, class, last_work, measured_ns: 0 };
+        let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
+        let mut r = Replay { g, links, order, seg, class, last_work, first_point, measured_ns: 0 };
         r.measured_ns = r.span(|v| g.t[v]);
         r
     }
@@ -286,19 +289,26 @@ impl<'g> Replay<'g> {
         let mut out = Vec::with_capacity(asked.len());
         for (i, chunk) in asked.chunks(4).enumerate() {
             let tables = &tables[4 * i..4 * i + chunk.len()];
-            out.extend(match chunk.len() {
-                1 => self.replay_lanes::<1>(class, tables, chunk, times),
-                2 => self.replay_lanes::<2>(class, tables, chunk, times),
-                3 => self.replay_lanes::<3>(class, tables, chunk, times),
-                _ => self.replay_lanes::<4>(class, tables, chunk, times),
+            // (Replays that start at or before every point need not ask.)
+            let from = chunk.iter().any(|&(_, f)| f > self.first_point);
+            out.extend(match (chunk.len(), from) {
+                (1, false) => self.replay_lanes::<1, false>(class, tables, chunk, times),
+                (2, false) => self.replay_lanes::<2, false>(class, tables, chunk, times),
+                (3, false) => self.replay_lanes::<3, false>(class, tables, chunk, times),
+                (_, false) => self.replay_lanes::<4, false>(class, tables, chunk, times),
+                (1, true) => self.replay_lanes::<1, true>(class, tables, chunk, times),
+                (2, true) => self.replay_lanes::<2, true>(class, tables, chunk, times),
+                (3, true) => self.replay_lanes::<3, true>(class, tables, chunk, times),
+                (_, true) => self.replay_lanes::<4, true>(class, tables, chunk, times),
             });
         }
         out
     }
 
     /// `K` replays in one pass over the points: `tables[k][c]` is what
-    /// replay `k` scales work of class `c` by; it starts at `asked[k].1`.
-    fn replay_lanes<const K: usize>(
+    /// replay `k` scales work of class `c` by; it starts at `asked[k].1`
+    /// (`FROM`: some start after [`Replay::first_point`]).
+    fn replay_lanes<const K: usize, const FROM: bool>(
         &self,
         class: &[u32],
         tables: &[Vec<f64>],
@@ -320,7 +330,7 @@ impl<'g> Replay<'g> {
                     let c = edge_class(self.seg[ix][0], class);
                     let out = &mut sent[ix];
                     for k in 0..K {
-                        if l.sent >= from[k] {
+                        if !FROM || l.sent >= from[k] {
                             out[k] = map(&cs[k], c, &scale, k, l.sent);
                         }
                     }
@@ -332,7 +342,7 @@ impl<'g> Replay<'g> {
                     let c = edge_class(self.seg[ix][1], class);
                     let sent = &sent[ix];
                     for k in 0..K {
-                        if read >= from[k] && map(&cs[k], c, &scale, k, read) < sent[k] {
+                        if (!FROM || read >= from[k]) && map(&cs[k], c, &scale, k, read) < sent[k] {
                             // Read before it is sent: the execution stalls there.
                             (cs[k].a, cs[k].b) = (read, sent[k]);
                         }
@@ -343,7 +353,7 @@ impl<'g> Replay<'g> {
                     let cs = &mut at[g.w[ix] as usize];
                     let x = &mut times[ix];
                     for k in 0..K {
-                        if t >= from[k] {
+                        if !FROM || t >= from[k] {
                             let d = t.saturating_sub(cs[k].a);
                             x[k] = cs[k].b + if c == 0 { d } else { scaled(d, scale[c as usize][k]) };
                             cs[k] = Cursor { a: t, b: x[k] };
@@ -366,7 +376,7 @@ impl<'g> Replay<'g> {
                     };
                     let cs = &mut at[g.w[ix] as usize];
                     for k in 0..K {
-                        if t >= from[k] {
+                        if !FROM || t >= from[k] {
                             times[ix][k] = x[k];
                             cs[k] = Cursor { a: t, b: x[k] };
                         }
@@ -672,11 +682,17 @@ fn same_time_depth(g: &Graph, mut v: usize) -> u32 {
     depth
 }
 
-/// `d` scaled by `s` (exact for 1).
+/// `d` scaled by `s`, rounded as `f64::round` does (exact for 1). The
+/// ranking's factors, 2 and `inf`, are done in integers: below 2^53 a
+/// duration converts exactly, its half is exact, and a half rounds up.
 #[inline]
 fn scaled(d: Ns, s: f64) -> Ns {
     if s == 1.0 {
         d
+    } else if s == 0.0 {
+        0
+    } else if s == 0.5 && d < 1 << 53 {
+        (d >> 1) + (d & 1)
     } else {
         round(d as f64 * s)
     }
@@ -891,6 +907,17 @@ mod tests {
                 prop_assert_eq!(round(y), y.round() as Ns);
                 for z in [0.0, 0.49999999999999994, 0.5, 1.5, 2.5, 4503599627370495.5, 1.8446744073709552e19, 1e30] {
                     prop_assert_eq!(round(z), z.round() as Ns);
+                }
+            }
+
+            /// Scaling in integers (by 1, 1/2, 0) gives what the product in
+            /// `f64`, rounded, gives; for any duration and scale.
+            #[test]
+            fn scaling_is_the_rounded_product(d in any::<u64>(), small in 0u64..1 << 54, s in 0.0f64..1.0) {
+                for d in [d, small, d >> 11, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, u64::MAX] {
+                    for s in [s, 0.0, 0.5, 1.0] {
+                        prop_assert_eq!(scaled(d, s), if s == 1.0 { d } else { (d as f64 * s).round() as Ns }, "{} * {}", d, s);
+                    }
                 }
             }
         }
