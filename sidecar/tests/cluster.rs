@@ -204,3 +204,160 @@ fn a_process_that_dies_ends_the_others_with_an_error() {
         assert!(!err.contains("MergeQueue poisoned") && !err.contains("Send thread panic"), "{err}");
     }
 }
+
+/// `n` probe workers that pass messages around for `steps` steps of ~0.5 ms
+/// each, traced into `sock`; returns the records written.
+fn probe_run(sock: &Path, n: usize, steps: u64) -> u64 {
+    let probe = probe::Probe::builder()
+        .sink(probe::Sink::unix(sock))
+        .workers(n)
+        .program("cluster")
+        .start()
+        .expect("probe start");
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| std::sync::mpsc::channel::<(usize, u64)>()).unzip();
+    let handles: Vec<_> = rxs
+        .into_iter()
+        .enumerate()
+        .map(|(i, rx)| {
+            let mut w = probe.worker(i);
+            let txs = txs.clone();
+            std::thread::spawn(move || {
+                w.operator(1, "Exchange", &[0, 1]);
+                w.operator(2, "Count", &[0, 2]);
+                w.channel(7, (1, 0), (2, 0));
+                let mut seq = vec![0u64; n];
+                for _ in 0..steps {
+                    w.schedule_start(1);
+                    for (to, tx) in txs.iter().enumerate().filter(|(to, _)| *to != i) {
+                        w.message_send(7, to, seq[to], 10);
+                        let _ = tx.send((i, seq[to]));
+                        seq[to] += 1;
+                    }
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(300) {}
+                    w.schedule_stop(1);
+                    w.schedule_start(2);
+                    while let Ok((from, q)) = rx.try_recv() {
+                        w.message_recv(7, from, q, 10);
+                    }
+                    w.schedule_stop(2);
+                    w.step();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })
+        })
+        .collect();
+    drop(txs);
+    for h in handles {
+        h.join().unwrap();
+    }
+    probe.shutdown().expect("probe shutdown").workers.iter().map(|w| w.written).sum()
+}
+
+/// `GET path` on `addr`: the response's body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return String::new() };
+    let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_string())
+}
+
+/// The OpenMetrics samples whose series (name and labels as written)
+/// begins with `series`, summed; 0 when there are none.
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics.lines().filter(|l| l.starts_with(series)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+/// Ctrl-C to every process of a live cluster (each goes on until its
+/// own inputs end and the others' windows are done); their exit statuses
+/// and standard errors.
+fn interrupt_all(children: Vec<Child>) -> Vec<(std::process::ExitStatus, String)> {
+    for c in &children {
+        Command::new("kill").args(["-INT", &c.id().to_string()]).status().unwrap();
+    }
+    children
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut child)| {
+            let mut err = String::new();
+            let mut pipe = child.stderr.take().unwrap();
+            let status = common::wait_exit(child, &format!("process {i}"));
+            std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+            (status, err)
+        })
+        .collect()
+}
+
+#[test]
+fn a_window_owner_in_another_process_receives_fragments_never_raw_records() {
+    // Two live sidecars of one cluster, one per "host": the probes connect
+    // to process 1 only. Windows are owned by both workers in turn, so
+    // process 0 analyzes about half of them without having read a byte of
+    // their streams: it accepted no connection and decoded no record (its
+    // closing line: 0 records), and what reached it were process 1's
+    // fragments, which its /metrics count against the windows' input.
+    let hosts = hostfile("traffic-hosts.txt", 2);
+    let http = format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let socks = [tmp("traffic0.sock"), tmp("traffic1.sock")];
+    let json = tmp("traffic0.jsonl");
+    let start = |i: usize, extra: &[&str]| {
+        let _ = std::fs::remove_file(&socks[i]);
+        Command::new(env!("CARGO_BIN_EXE_sidecar"))
+            .arg("run")
+            .arg(format!("--listen=unix:{}", socks[i].display()))
+            .args(["--window", "100ms", "-w", "1", "--processes", "2", "--process", &i.to_string()])
+            .arg("--hostfile")
+            .arg(&hosts)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let p1 = start(1, &[]);
+    let p0 = start(0, &["--http", &http, "--json", json.to_str().unwrap()]);
+    common::wait_for(&socks[0]);
+    common::wait_for(&socks[1]);
+    let records = probe_run(&socks[1], 2, 2000);
+    // The windows out (the last ones close when the clocks pass them).
+    let t = Instant::now();
+    let mut metrics = String::new();
+    while t.elapsed() < Duration::from_secs(30) {
+        metrics = http_get(&http, "/metrics");
+        if sample(&metrics, "sidecar_records_total{stream=") > 0.0
+            && sample(&metrics, "sidecar_fragment_bytes_total{from=\"other_processes\"}") > 0.0
+            && sample(&metrics, "sidecar_windows_total{completeness=\"complete\"}") >= 6.0
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut done = interrupt_all(vec![p0, p1]).into_iter();
+    let ((s0, e0), (s1, e1)) = (done.next().unwrap(), done.next().unwrap());
+    assert!(s0.success() && s1.success(), "{s0}: {e0}\n{s1}: {e1}");
+
+    // Process 0 read nothing; process 1 read every record.
+    assert!(e0.contains("analyzed 0 records (0 B) live"), "{e0}");
+    assert!(e1.contains(&format!("analyzed {records} records")), "{e1}");
+    // Its reports hold the probes' records all the same.
+    let reps = reports(&json);
+    let in_windows: u64 =
+        reps.iter().flat_map(|r| r["streams"].as_array().unwrap().iter()).map(|s| s["records"].as_u64().unwrap()).sum();
+    assert!(in_windows * 10 >= records * 9, "{in_windows} of {records} records in the windows");
+    // What crossed to it were fragments, counted against the windows'
+    // input; none crossed inside a process of one worker.
+    assert_eq!(sample(&metrics, "sidecar_connections_total "), 0.0, "{metrics}");
+    let input = sample(&metrics, "sidecar_window_input_bytes_total ");
+    let other = sample(&metrics, "sidecar_fragment_bytes_total{from=\"other_processes\"}");
+    assert!(input > 0.0 && other > 0.0, "{metrics}");
+    assert_eq!(sample(&metrics, "sidecar_fragment_bytes_total{from=\"this_process\"}"), 0.0, "{metrics}");
+    assert!(sample(&metrics, "sidecar_window_crossing_ratio_count ") >= 6.0, "{metrics}");
+    // Process 1 says what it sent, against what it read.
+    assert!(e1.contains("to other processes") && e1.contains("× the bytes read"), "{e1}");
+    for p in [&json, &hosts] {
+        let _ = std::fs::remove_file(p);
+    }
+}

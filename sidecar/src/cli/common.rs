@@ -284,15 +284,7 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
                 format!("{} records, {} in {secs:.2} s ({rate:.2} M records/s)", st.records, human_bytes(st.bytes))
             };
             // (Several workers: what their fragments cost to move.)
-            let crossing = match st.crossing_workers {
-                0 => String::new(),
-                b => format!(
-                    "; fragments to other workers {} ({:.1} B/record), to other processes {}",
-                    human_bytes(b),
-                    b as f64 / st.records.max(1) as f64,
-                    human_bytes(st.crossing_processes)
-                ),
-            };
+            let crossing = crossing_line(&st);
             sidecar::say!(
                 "sidecar: {read}{crossing}; {} windows ({} incomplete); {} errors{}{}",
                 st.windows,
@@ -342,6 +334,24 @@ pub fn say_cost(st: &RunStats) {
         c.elided_schedules,
         human_bytes(c.bytes)
     );
+}
+
+/// What this process's fragments cost to move (several workers): bytes
+/// sent to other workers' windows per record, and of those to other
+/// processes', against the bytes this process read (its probes' frames).
+fn crossing_line(st: &RunStats) -> String {
+    if st.crossing_workers == 0 {
+        return String::new();
+    }
+    let to_processes = match st.crossing_processes {
+        0 => "0 B".to_string(),
+        b => format!("{} ({:.1}× the bytes read)", human_bytes(b), b as f64 / st.bytes.max(1) as f64),
+    };
+    format!(
+        "; fragments to other workers {} ({:.1} B/record), to other processes {to_processes}",
+        human_bytes(st.crossing_workers),
+        st.crossing_workers as f64 / st.records.max(1) as f64,
+    )
 }
 
 /// `812 B`, `19.2 KB`, `2.3 MB`, `1.2 GB` (powers of 1024).

@@ -185,11 +185,13 @@ impl Hub {
             None => {
                 inner.seen += 1;
                 inner.metrics.window(&report, &lanes::lost(&lanes));
+                inner.metrics.crossing(&w.traffic);
             }
         }
         let (fd, bd) = (self.feed_dropped.load(Ordering::Relaxed), self.browser_dropped.load(Ordering::Relaxed));
         inner.metrics.run_figures(w.connections, w.errors, fd, bd);
         inner.metrics.refusals(w.refused);
+        inner.metrics.traffic(&w.traffic);
         if !inner.closed {
             inner.metrics.cost(&summary["cost"]);
             inner.summary = summary;
@@ -286,6 +288,7 @@ mod tests {
             errors: 0,
             connections: 1,
             refused: [0; 4],
+            traffic: Default::default(),
         }))
     }
 
@@ -395,6 +398,7 @@ mod tests {
             errors: 0,
             connections: 1,
             refused: [0; 4],
+            traffic: Default::default(),
         };
         h.apply(Update::Window(Box::new(u)));
         let inner = h.inner.lock().unwrap();

@@ -70,6 +70,11 @@ pub struct Metrics {
     dropped: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
     tracing_cost: Family<Labels, FloatGauge>,
+    window_input_bytes: Counter,
+    fragment_bytes: Family<Labels, Counter>,
+    /// Per window: bytes of fragments from other processes per byte of
+    /// the window's input.
+    crossing_ratio: Histogram,
     /// The arrangement gauges, by the report field each shows.
     arrangements: Vec<(&'static str, Family<Labels, Gauge>)>,
     /// Label sets given a series so far, per family (0: operators, 1:
@@ -110,6 +115,10 @@ impl Metrics {
             dropped: Family::default(),
             refusals: Family::default(),
             tracing_cost: Family::default(),
+            window_input_bytes: Counter::default(),
+            fragment_bytes: Family::default(),
+            // 1/64 to 64 bytes crossing per byte of input.
+            crossing_ratio: Histogram::new(exponential_buckets(1.0 / 64.0, 2.0, 13)),
             arrangements: ARRANGEMENT_GAUGES.iter().map(|(_, field, _)| (*field, Family::default())).collect(),
             admitted: Default::default(),
         };
@@ -142,6 +151,24 @@ impl Metrics {
             "What tracing cost the job's worker threads while they worked, and apart, idle polling and the probe's writer thread",
             Unit::Seconds,
             m.tracing_cost.clone(),
+        );
+        r.register_with_unit(
+            "window_input",
+            "The probes' frames the analyzed windows' records came in",
+            Unit::Bytes,
+            m.window_input_bytes.clone(),
+        );
+        r.register_with_unit(
+            "fragment",
+            "Fragments received by the windows' owners from other workers (their estimated size on the wire), by \
+             where they came from: this_process (another worker of the owner's process), other_processes",
+            Unit::Bytes,
+            m.fragment_bytes.clone(),
+        );
+        r.register(
+            "window_crossing_ratio",
+            "Per window, bytes of fragments from other processes per byte of the window's input",
+            m.crossing_ratio.clone(),
         );
         r.register("connections", "Probe connections accepted", m.connections.clone());
         r.register("decode_errors", "Streams that failed to decode", m.errors.clone());
@@ -358,6 +385,23 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// What a window's owner received for it (a revision: what its late
+    /// records added, not observed again in the per-window histogram).
+    pub fn traffic(&mut self, t: &crate::output::http::WindowTraffic) {
+        self.window_input_bytes.inc_by(t.input_bytes);
+        for (from, n) in [("this_process", t.from_this_process), ("other_processes", t.from_other_processes)] {
+            self.fragment_bytes.get_or_create(&vec![("from", from.to_string())]).inc_by(n);
+        }
+    }
+
+    /// A window's bytes from other processes against its input, once per
+    /// window.
+    pub fn crossing(&mut self, t: &crate::output::http::WindowTraffic) {
+        if t.input_bytes > 0 {
+            self.crossing_ratio.observe(t.from_other_processes as f64 / t.input_bytes as f64);
+        }
+    }
+
     /// The connection limits' counts so far (`WindowUpdate::refused`).
     pub fn refusals(&mut self, [over, no_hello, full, total]: [u64; 4]) {
         let limits = [
@@ -484,6 +528,30 @@ mod tests {
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"hello_timeout\"} 40"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered\"} 2"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered_total\"} 5"), "{t}");
+    }
+
+    /// Two windows: one whose owner got 3,000 B of fragments from another
+    /// process for 1,000 B of input (ratio 3, in the bucket up to 4), one
+    /// analyzed where its streams were read (ratio 0, the first bucket).
+    /// The counters sum both.
+    #[test]
+    fn what_crossed_to_a_windows_owner_is_counted_against_its_input() {
+        use crate::output::http::WindowTraffic;
+        let mut m = Metrics::new();
+        let far = WindowTraffic { input_bytes: 1000, from_this_process: 200, from_other_processes: 3000 };
+        let near = WindowTraffic { input_bytes: 500, from_this_process: 100, from_other_processes: 0 };
+        for t in [far, near] {
+            m.traffic(&t);
+            m.crossing(&t);
+        }
+        let t = m.text();
+        assert!(t.contains("sidecar_window_input_bytes_total 1500"), "{t}");
+        assert!(t.contains("sidecar_fragment_bytes_total{from=\"this_process\"} 300"), "{t}");
+        assert!(t.contains("sidecar_fragment_bytes_total{from=\"other_processes\"} 3000"), "{t}");
+        assert!(t.contains("sidecar_window_crossing_ratio_count 2"), "{t}");
+        assert!(t.contains("sidecar_window_crossing_ratio_bucket{le=\"0.015625\"} 1"), "{t}");
+        assert!(t.contains("sidecar_window_crossing_ratio_bucket{le=\"2.0\"} 1"), "{t}");
+        assert!(t.contains("sidecar_window_crossing_ratio_bucket{le=\"4.0\"} 2"), "{t}");
     }
 
     #[test]

@@ -65,6 +65,31 @@ pub struct WindowUpdate {
     /// Hello by `--hello-timeout`, times a buffer reached `--max-buffered`
     /// and times all reached `--max-buffered-total`, so far.
     pub refused: [u64; 4],
+    /// What the window's analysis took in, and from where.
+    pub traffic: WindowTraffic,
+}
+
+/// What a window's owner received for it: the window's bytes on the wire
+/// (the probes' frames its records came in, read by whichever worker
+/// ingested each stream) and the fragments that crossed to the owner from
+/// other workers of its process and from other processes (their size on
+/// the wire, estimated). Raw records never cross: a stream's frames are
+/// read and decoded by the worker that ingests it, and only its fragments
+/// (activities, gaps, message halves) travel to the window's owner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowTraffic {
+    pub input_bytes: u64,
+    pub from_this_process: u64,
+    pub from_other_processes: u64,
+}
+
+impl WindowTraffic {
+    /// Adds `o`'s figures.
+    pub fn add(&mut self, o: &WindowTraffic) {
+        self.input_bytes += o.input_bytes;
+        self.from_this_process += o.from_this_process;
+        self.from_other_processes += o.from_other_processes;
+    }
 }
 
 /// What the hub takes from the pipeline.

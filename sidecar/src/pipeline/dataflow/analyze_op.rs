@@ -17,12 +17,13 @@ use timely::dataflow::operators::{Capability, InputCapability};
 use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
 
-use super::ingest_op::TimedFragment;
+use super::ingest_op::{wire_bytes, TimedFragment};
 use super::outputs::Outputs;
 use super::outputs::ReportLine;
 use super::report::Reporter;
 use super::Shared;
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
+use crate::output::http::WindowTraffic;
 use crate::pipeline::analyst::{Analyst, Done, Job};
 use crate::pipeline::revise::{Late, Retained};
 
@@ -55,7 +56,7 @@ where
                 r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker")).ok()
             });
         analysis_thread_on.set(analyst.is_some());
-        let mut owner = WindowOwner::new(shared, analyst);
+        let mut owner = WindowOwner::new(shared, analyst, scope.index());
         let mut out = Vec::new();
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, data| {
@@ -77,6 +78,13 @@ where
 struct WindowOwner {
     /// (timely time, host) → the fragments of that window so far.
     stash: BTreeMap<(u64, u64), Vec<Fragment>>,
+    /// (timely time, host) → what the window's fragments carried and where
+    /// they came from, until its report goes out.
+    traffic: BTreeMap<(u64, u64), WindowTraffic>,
+    /// This process's workers (global indices).
+    local_workers: std::ops::Range<usize>,
+    /// This worker's index.
+    index: usize,
     /// Streams that ended, for the windows after their end.
     ended: EndedStreams,
     /// A capability for each window (by timely time) gathered or in
@@ -96,9 +104,12 @@ struct WindowOwner {
 }
 
 impl WindowOwner {
-    fn new(shared: &Shared, analyst: Option<Analyst>) -> WindowOwner {
+    fn new(shared: &Shared, analyst: Option<Analyst>, index: usize) -> WindowOwner {
         WindowOwner {
             stash: BTreeMap::new(),
+            traffic: BTreeMap::new(),
+            local_workers: shared.local_workers.clone(),
+            index,
             ended: EndedStreams::default(),
             caps: BTreeMap::new(),
             analyst,
@@ -118,7 +129,8 @@ impl WindowOwner {
     /// Takes arriving fragments: an end marker is noted, any other is
     /// stashed with its window, which gets a capability at its timely time.
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
-        for TimedFragment { host, time, fragment: f } in batch.drain(..) {
+        for TimedFragment { host, time, from, fragment: f } in batch.drain(..) {
+            self.book_traffic((time, host), from, &f);
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);
@@ -147,6 +159,23 @@ impl WindowOwner {
         }
     }
 
+    /// Books a fragment of window `key` that came from worker `from`: its
+    /// stream's bytes on the wire, and its own size if it crossed from
+    /// another worker (of this process or another).
+    fn book_traffic(&mut self, key: (u64, u64), from: u32, f: &Fragment) {
+        let t = self.traffic.entry(key).or_default();
+        t.input_bytes += f.counters.bytes;
+        let from = from as usize;
+        if from != self.index {
+            let n = wire_bytes(f);
+            if self.local_workers.contains(&from) {
+                t.from_this_process += n;
+            } else {
+                t.from_other_processes += n;
+            }
+        }
+    }
+
     /// Analyzes the windows the frontier has passed (they are whole), in
     /// order, and puts their report lines in `out` with their capabilities.
     fn analyze_ready(&mut self, frontier: &MutableAntichain<u64>, out: &mut Vec<(Capability<u64>, ReportLine)>) {
@@ -159,13 +188,14 @@ impl WindowOwner {
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
             while let Some(d) = a.try_take() {
-                out.extend(report(&self.reporter, &self.caps, &mut self.retained, d));
+                out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
             }
         }
         for key in ready {
             let mut frags = self.stash.remove(&key).unwrap();
             if self.outputs.stopped() && self.prints_reports {
                 // nowhere to write it
+                self.traffic.remove(&key);
                 continue;
             }
             let window = frags[0].window;
@@ -178,11 +208,19 @@ impl WindowOwner {
             match self.analyst.as_mut() {
                 Some(a) => {
                     while !a.has_room() {
-                        out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, d)));
+                        out.extend(a.wait().and_then(|d| {
+                            report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
+                        }));
                     }
                     a.submit(job);
                 }
-                None => out.extend(report(&self.reporter, &self.caps, &mut self.retained, job.analyze(self.width))),
+                None => out.extend(report(
+                    &self.reporter,
+                    &self.caps,
+                    &mut self.retained,
+                    &mut self.traffic,
+                    job.analyze(self.width),
+                )),
             }
         }
         self.revise(out);
@@ -203,7 +241,10 @@ impl WindowOwner {
             // revision replaces it.
             if let Some(a) = self.analyst.as_mut().filter(|_| self.retained.awaits_report(key)) {
                 while a.holds(time) {
-                    out.extend(a.wait().and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, d)));
+                    out.extend(
+                        a.wait()
+                            .and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)),
+                    );
                 }
             }
             let stream = f.stream;
@@ -217,10 +258,14 @@ impl WindowOwner {
                         what_if: self.what_if.clone(),
                     };
                     let done = job.analyze(self.width);
-                    let line = self.reporter.revise(done, &v, &mut self.retained, *c.time());
+                    let traffic = self.traffic.remove(&key).unwrap_or_default();
+                    let line = self.reporter.revise(done, &v, &mut self.retained, *c.time(), traffic);
                     out.push((c, line));
                 }
-                Late::Gone => self.reporter.too_late(stream, time),
+                Late::Gone => {
+                    self.traffic.remove(&key);
+                    self.reporter.too_late(stream, time)
+                }
             }
         }
     }
@@ -239,11 +284,13 @@ fn report(
     reporter: &Reporter,
     caps: &BTreeMap<u64, Capability<u64>>,
     retained: &mut Retained,
+    traffic: &mut BTreeMap<(u64, u64), WindowTraffic>,
     done: Done,
 ) -> Option<(Capability<u64>, ReportLine)> {
     if retained.on() {
         retained.reported(done.key, &done.report);
     }
-    let line = reporter.report(done);
+    let t = traffic.remove(&done.key).unwrap_or_default();
+    let line = reporter.report(done, t);
     caps.get(&line.time).cloned().map(|c| (c, line))
 }

@@ -38,6 +38,9 @@ use crate::pipeline::grace::Grace;
 pub(super) struct TimedFragment {
     pub(super) host: u64,
     pub(super) time: u64,
+    /// The worker that ingested the stream (global index): the owner
+    /// books what crossed to it from other workers and processes.
+    pub(super) from: u32,
     pub(super) fragment: Fragment,
 }
 
@@ -431,7 +434,7 @@ impl Streams {
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
-            let tf = TimedFragment { host, time: t, fragment: f };
+            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f };
             self.count_crossing(&tf);
             session.give(tf);
         }
@@ -593,7 +596,7 @@ fn offline_windows_ahead(peers: usize, analysis_thread: bool) -> u64 {
 /// its strings, and the fixed part. An estimate (timely serializes it with
 /// its own encoding), cheap enough to count every fragment that leaves its
 /// worker.
-fn wire_bytes(f: &Fragment) -> u64 {
+pub(super) fn wire_bytes(f: &Fragment) -> u64 {
     use std::mem::size_of_val;
     let strings = |v: &[(u32, String)]| v.iter().map(|x| 4 + x.1.len()).sum::<usize>();
     let groups: usize = f.msgs.groups.iter().map(|g| 16 + size_of_val(&g.entries[..])).sum();

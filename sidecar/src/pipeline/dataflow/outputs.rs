@@ -14,7 +14,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
 
 use super::{RunStats, Shared};
-use crate::output::http::{Feed, WindowUpdate};
+use crate::output::http::{Feed, WindowTraffic, WindowUpdate};
 use crate::output::sink::{SharedPerfetto, Sink};
 
 /// A window's report as Print writes it (exchanged to worker 0; made by
@@ -40,6 +40,8 @@ pub(super) struct ReportLine {
     /// (`revise`), and whether the report it replaces was complete.
     pub(super) revision: u32,
     pub(super) was_complete: bool,
+    /// What the window's owner received for it (for `/metrics`).
+    pub(super) traffic: WindowTraffic,
 }
 
 /// The first failed write to an output (JSON lines, the terminal lines when
@@ -169,6 +171,7 @@ impl Printer {
                             let c = &q.counts;
                             [&c.refused, &c.no_hello, &c.buffer_full, &c.total_full].map(|a| a.load(Ordering::Relaxed))
                         }),
+                        traffic: report.traffic,
                     });
                 }
             }

@@ -10,7 +10,7 @@ use super::{Inputs, RunStats, Shared};
 use crate::analysis::model::Ns;
 use crate::analysis::report::WindowReport;
 use crate::io::now_unix_ns;
-use crate::output::http::Feed;
+use crate::output::http::{Feed, WindowTraffic};
 use crate::output::sink::{SharedGraph, SharedPerfetto};
 use crate::pipeline::analyst::Done;
 use crate::pipeline::revise::{Retained, Revision};
@@ -54,7 +54,7 @@ impl Reporter {
 
     /// A window analyzed: its Perfetto part written, its report added to
     /// the run's totals and made into its lines.
-    pub(super) fn report(&self, done: Done) -> ReportLine {
+    pub(super) fn report(&self, done: Done, traffic: WindowTraffic) -> ReportLine {
         let Done { key: (time, host), report, detail } = done;
         if let (Some(p), Some(detail)) = (&self.perfetto, &detail) {
             if !self.outputs.stopped() {
@@ -94,6 +94,7 @@ impl Reporter {
             complete: report.complete,
             revision: 0,
             was_complete: report.complete,
+            traffic,
         }
     }
 
@@ -103,7 +104,15 @@ impl Reporter {
     /// gone from the ones kept, so they cannot be summed again from
     /// those), and its line says what changed. It goes out at timely time
     /// `at`. (No detail: the Perfetto trace keeps the first report's.)
-    pub(super) fn revise(&self, done: Done, v: &Revision, retained: &mut Retained, at: u64) -> ReportLine {
+    /// `traffic`: what the late fragments carried.
+    pub(super) fn revise(
+        &self,
+        done: Done,
+        v: &Revision,
+        retained: &mut Retained,
+        at: u64,
+        traffic: WindowTraffic,
+    ) -> ReportLine {
         let Done { key: (time, host), mut report, .. } = done;
         report.revision = v.revision;
         let old = retained.reported((time, host), &report);
@@ -130,6 +139,7 @@ impl Reporter {
             complete: report.complete,
             revision: v.revision,
             was_complete: old.map_or(report.complete, |o| o.complete),
+            traffic,
         }
     }
 
