@@ -327,11 +327,11 @@ impl<'g> Replay<'g> {
                 L_SEND => {
                     let l = &self.links[ix];
                     let cs = &at[l.src as usize];
-                    let c = edge_class(self.seg[ix][0], class);
+                    let (inside, row) = edge_scale(self.seg[ix][0], class, &scale);
                     let out = &mut sent[ix];
                     for k in 0..K {
                         if !FROM || l.sent >= from[k] {
-                            out[k] = map(&cs[k], c, &scale, k, l.sent);
+                            out[k] = map(&cs[k], inside, row[k], l.sent);
                         }
                     }
                 }
@@ -339,10 +339,10 @@ impl<'g> Replay<'g> {
                     let l = &self.links[ix];
                     let read = l.read.max(l.sent);
                     let cs = &mut at[l.dst as usize];
-                    let c = edge_class(self.seg[ix][1], class);
+                    let (inside, row) = edge_scale(self.seg[ix][1], class, &scale);
                     let sent = &sent[ix];
                     for k in 0..K {
-                        if (!FROM || read >= from[k]) && map(&cs[k], c, &scale, k, read) < sent[k] {
+                        if (!FROM || read >= from[k]) && map(&cs[k], inside, row[k], read) < sent[k] {
                             // Read before it is sent: the execution stalls there.
                             (cs[k].a, cs[k].b) = (read, sent[k]);
                         }
@@ -352,11 +352,21 @@ impl<'g> Replay<'g> {
                     let (t, c) = (g.t[ix], class[ix]);
                     let cs = &mut at[g.w[ix] as usize];
                     let x = &mut times[ix];
-                    for k in 0..K {
-                        if !FROM || t >= from[k] {
-                            let d = t.saturating_sub(cs[k].a);
-                            x[k] = cs[k].b + if c == 0 { d } else { scaled(d, scale[c as usize][k]) };
-                            cs[k] = Cursor { a: t, b: x[k] };
+                    // (Work no replay speeds up, the most common, apart.)
+                    if c == 0 {
+                        for k in 0..K {
+                            if !FROM || t >= from[k] {
+                                x[k] = cs[k].b + t.saturating_sub(cs[k].a);
+                                cs[k] = Cursor { a: t, b: x[k] };
+                            }
+                        }
+                    } else {
+                        let row = &scale[c as usize];
+                        for k in 0..K {
+                            if !FROM || t >= from[k] {
+                                x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
+                                cs[k] = Cursor { a: t, b: x[k] };
+                            }
                         }
                     }
                 }
@@ -473,18 +483,17 @@ fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
     Cursor { a: t0, b: t0 }
 }
 
-/// The replayed time, in replay `k`, of measured time `t` on a worker at
-/// `c`, inside an edge of class `class` (0 past the chain's end).
+/// The replayed time of measured time `t` on a worker at `c`, inside
+/// work scaled by `s` or (`work` false) inside a wait.
 #[inline]
-fn map<const K: usize>(c: &Cursor, class: u32, scale: &[[f64; K]], k: usize, t: Ns) -> Ns {
+fn map(c: &Cursor, work: bool, s: f64, t: Ns) -> Ns {
     if t <= c.a {
-        return c.b.saturating_sub(c.a - t);
-    }
-    match class {
+        c.b.saturating_sub(c.a - t)
+    } else if work {
+        c.b + scaled(t - c.a, s)
+    } else {
         // Nothing happens inside a wait: a point there is at its start.
-        NOT_WORK => c.b,
-        0 => c.b + (t - c.a),
-        x => c.b + scaled(t - c.a, scale[x as usize][k]),
+        c.b
     }
 }
 
@@ -633,14 +642,15 @@ fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> (Vec<u64>, Vec
     (order, seg)
 }
 
-/// The class of the edge into vertex `v` (`NONE`: past the chain's end,
-/// where time passes as measured).
+/// Whether the edge into vertex `v` is work, and what each replay scales
+/// it by (`NONE`: past the chain's end, where time passes as measured).
 #[inline]
-fn edge_class(v: u32, class: &[u32]) -> u32 {
-    if v == NONE {
-        0
+fn edge_scale<'a, const K: usize>(v: u32, class: &[u32], scale: &'a [[f64; K]]) -> (bool, &'a [f64; K]) {
+    let c = if v == NONE { 0 } else { class[v as usize] };
+    if c == NOT_WORK {
+        (false, &scale[0])
     } else {
-        class[v as usize]
+        (true, &scale[c as usize])
     }
 }
 
