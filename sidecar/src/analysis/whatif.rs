@@ -211,12 +211,12 @@ const NOT_WORK: u32 = u32::MAX;
 /// vertex that sent the message ending the wait. Any order keeping those
 /// dependencies gives the same times as visiting the points in measured
 /// time, which is one such order (program order is time order, and every
-/// send precedes its read). Each worker's points are in time order already
-/// (its chain's vertices, strictly increasing; its sends and reads fall
-/// between them: each is placed by a galloping search along the chain from
-/// where the last one fell, then a counting sort); the order walks the
-/// workers in turn, each as far as its dependencies allow. No global sort:
-/// the sort of all points by time was 40 % of the ranking's instructions.
+/// send precedes its read). Each worker's points are put in time order
+/// apart (its chain's vertices, strictly increasing, merged with its sends
+/// and reads, sorted per worker: they come in a few long runs, one per
+/// channel and peer); the order walks the workers in turn, each as far as
+/// its dependencies allow. No global sort: the sort of all points by time
+/// was 40 % of the ranking's instructions.
 pub struct Replay<'g> {
     g: &'g Graph,
     links: &'g [Link],
@@ -498,6 +498,7 @@ fn map(c: &Cursor, work: bool, s: f64, t: Ns) -> Ns {
 }
 
 /// How the replay times vertex `v` (its tag), given the graph alone.
+#[inline]
 fn vertex_tag(g: &Graph, v: usize) -> u64 {
     match g.kind[v] {
         EKind::Start => V_START,
