@@ -307,7 +307,8 @@ impl<'g> Replay<'g> {
 
     /// `K` replays in one pass over the points: `tables[k][c]` is what
     /// replay `k` scales work of class `c` by; it starts at `asked[k].1`
-    /// (`FROM`: some start after [`Replay::first_point`]).
+    /// (`FROM`: some start after [`Replay::first_point`]). One loop with
+    /// each kind of point's step written out in it: the ranking's hot loop.
     fn replay_lanes<const K: usize, const FROM: bool>(
         &self,
         class: &[u32],
