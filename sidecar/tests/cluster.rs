@@ -5,6 +5,8 @@
 
 mod common;
 
+use sidecar::analysis::report::{RunTotals, WindowReport};
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -355,9 +357,41 @@ fn a_window_owner_in_another_process_receives_fragments_never_raw_records() {
     assert!(input > 0.0 && other > 0.0, "{metrics}");
     assert_eq!(sample(&metrics, "sidecar_fragment_bytes_total{from=\"this_process\"}"), 0.0, "{metrics}");
     assert!(sample(&metrics, "sidecar_window_crossing_ratio_count ") >= 6.0, "{metrics}");
-    // Process 1 says what it sent, against what it read.
+    // Process 0 sums every window and the probe's figures, though process 1
+    // analyzed some windows and read every frame.
+    assert!(
+        e0.contains(&format!("the probe's figures from its stream (1 process, final): {records} records written")),
+        "{e0}"
+    );
+    assert!(e0.contains("tracing cost the worker threads"), "{e0}");
+    // Process 1 says what it sent, against what it read, and how many
+    // windows it analyzed for process 0.
     assert!(e1.contains("to other processes") && e1.contains("× the bytes read"), "{e1}");
+    assert!(e1.contains("windows analyzed here, reported by process 0"), "{e1}");
     for p in [&json, &hosts] {
         let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The printing process sums the run's totals from the windows' JSON lines
+/// (their owners may be other processes): a report read back from its JSON
+/// is the same report, and the totals of the reports read back are the
+/// totals of the reports themselves.
+#[test]
+fn a_report_read_back_from_its_json_gives_the_same_totals() {
+    let bytes = common::synth_bytes(200_000, 4);
+    for width in [2_000_000, 20_000_000] {
+        let (reps, errors) = sidecar::pipeline::analyze_bytes_as_reported(&[("t", &bytes)], width);
+        assert!(errors.is_empty() && reps.len() > 2, "{errors:?}");
+        let (mut direct, mut read_back) = (RunTotals::default(), RunTotals::default());
+        for r in &reps {
+            let json = serde_json::to_string(r).unwrap();
+            let back: WindowReport = serde_json::from_str(&json).expect("a report's JSON reads back");
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+            direct.add(r);
+            read_back.add(&back);
+        }
+        assert!(direct.critical_path_ns > 0 && !direct.waits.is_empty());
+        assert_eq!(format!("{read_back:?}"), format!("{direct:?}"));
     }
 }

@@ -8,20 +8,20 @@
 //! * 3.11 Wait termination: every wait ends together with the message that
 //!   ended it; only waits cut at the window's end are exempt.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::graph::{EKind, Graph, NONE};
 use crate::analysis::model::Ns;
 
 /// Where a property failed: worker (local index) and time.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
     pub worker: Option<u32>,
     pub at_ns: Ns,
     pub until_ns: Option<Ns>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     pub ok: bool,
     pub violations: u64,
@@ -45,7 +45,7 @@ impl Check {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Properties {
     pub min_in_degree: Check,
     pub communication_existence: Check,
@@ -58,7 +58,7 @@ pub struct Properties {
     pub stream_starts: StreamStarts,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamStarts {
     pub min_in_degree: u64,
     pub communication_existence: u64,

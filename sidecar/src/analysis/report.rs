@@ -1,12 +1,12 @@
 //! The per-window JSON object (schema documented in the README) and its
 //! one-line terminal form. Plain data; assembly is in `analyze`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::model::{Counters, Ns};
 use crate::analysis::properties::Properties;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct WindowReport {
     /// Host whose timeline this window is on (hex id).
     pub host: String,
@@ -24,7 +24,7 @@ pub struct WindowReport {
     /// kept out of the run's totals, and no wait is on these workers
     /// (waiting for them to start is counted under `not_started`). Absent
     /// when every process is there.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers_not_started: Vec<u32>,
     /// Other hosts analyzed alongside, on their own timelines (hex ids).
     pub unsynchronized_hosts: Vec<String>,
@@ -53,24 +53,24 @@ pub struct WindowReport {
     /// Differential arrangements as the window leaves them, by worker and
     /// operator, the most records first (absent when no stream reports
     /// any).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrangements: Vec<ArrangementReport>,
     /// Live: the how-manieth report of this window (absent: the first). A
     /// window whose late records arrived after its report is analyzed again
     /// with them and reported again with the next number; a consumer keeps
     /// the report with the highest number (it replaces the earlier ones).
-    #[serde(skip_serializing_if = "is_first")]
+    #[serde(default, skip_serializing_if = "is_first")]
     pub revision: u32,
     /// Live: workers whose records stopped while their process's writer
     /// went on sending frames, and since when (ns, this host's clock):
     /// inside one step, most often one long execution, whose records come
     /// when it ends (then the window is revised). Absent when none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inside_execution: Vec<InsideExecution>,
 }
 
 /// A worker silent inside one step (see `WindowReport::inside_execution`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InsideExecution {
     pub worker: u32,
     pub since_ns: Ns,
@@ -82,7 +82,7 @@ fn is_first(n: &u32) -> bool {
 
 /// One arrangement (a differential trace and its batcher) of one worker at
 /// the end of a window: the levels the probe's Arrangement records set.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ArrangementReport {
     pub worker: u32,
     /// The operator that holds the trace (its id and name).
@@ -110,7 +110,7 @@ pub struct ArrangementReport {
 
 /// One what-if prediction for the window (DProf §5.2: the window replayed
 /// with the operator faster).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct WhatIf {
     /// The speedup as a spec: `w0:Consume=2`, `Consume=inf`.
     pub speedup: String,
@@ -145,7 +145,7 @@ impl WhatIf {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct StreamInfo {
     /// The stream's host (hex): process ids are per host.
     pub host: String,
@@ -153,7 +153,7 @@ pub struct StreamInfo {
     pub worker: u32,
     /// The host's name, in a window with streams of more than one host
     /// (absent otherwise).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host_name: String,
     pub program: String,
     /// Part of the window the stream covers, ns.
@@ -162,7 +162,7 @@ pub struct StreamInfo {
     pub faults: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ByKind {
     pub operator: Ns,
     pub data_message: Ns,
@@ -172,7 +172,7 @@ pub struct ByKind {
     pub unknown: Ns,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CpSummary {
     pub length_ns: Ns,
     /// The part of the window the streams' timelines cover, from the
@@ -193,7 +193,7 @@ pub struct CpSummary {
     /// The workers the top operator ties on (its critical participation
     /// within 10 % of each other's on each): the path went through one of
     /// them, the others were as critical. Empty (absent) when no tie.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tie: Vec<u32>,
 }
 
@@ -207,7 +207,7 @@ impl CpSummary {
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OpShare {
     pub worker: u32,
     pub operator: u32,
@@ -216,7 +216,7 @@ pub struct OpShare {
     pub share: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SpanShare {
     pub worker: u32,
     pub span: u64,
@@ -225,7 +225,7 @@ pub struct SpanShare {
     pub share: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WorkerShare {
     pub worker: u32,
     pub ns: Ns,
@@ -254,7 +254,7 @@ pub struct ParticipationEntry {
     pub score: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerWaiting {
     pub worker: u32,
     pub waiting_ns: Ns,
@@ -264,18 +264,18 @@ pub struct WorkerWaiting {
     /// The wait still open at the window's end (its gap goes on past it):
     /// typed by what ends it, in a later window, which carries this part
     /// (`carried`); not counted in the figures above.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<OpenWait>,
     /// The part of a wait that earlier windows reported open and that ended
     /// (or was typed) in this one: counted here against what ended it, in
     /// `on[].carried_ns` for a wait on a message. Not in the figures above,
     /// which are this window's time.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried: Option<CarriedWait>,
 }
 
 /// A wait open at a window's end.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct OpenWait {
     /// When the wait began (maybe in an earlier window), ns.
     pub since_ns: Ns,
@@ -308,7 +308,7 @@ pub struct WaitedOn {
     pub count: u64,
     /// Time of a wait on it that earlier windows reported open, ended in
     /// this window (`WorkerWaiting::carried`); not in `ns`.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub carried_ns: Ns,
 }
 
@@ -324,7 +324,7 @@ impl WaitedOn {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MessageCounts {
     /// Data messages with both halves in the window.
     pub data_matched: u64,
@@ -344,7 +344,7 @@ pub struct MessageCounts {
     pub read_before_send: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Instrumentation {
     pub records: u64,
     pub elided_schedules: u64,
@@ -759,7 +759,7 @@ pub struct RunTotals {
 /// totals since it started, summed over its workers; None: the probe did
 /// not say, as one without an engine adapter says nothing of the
 /// adapter's cost).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeFigures {
     pub workers: Option<u64>,
     pub produced: Option<u64>,
@@ -812,7 +812,7 @@ impl ProbeFigures {
 }
 
 /// One process's latest figures.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessFigures {
     pub program: String,
     /// The process-wide frame number of the Stats frame they came from.
@@ -1140,5 +1140,144 @@ mod tests {
         }
         assert_eq!(t.streams.len(), RunTotals::STREAMS_KEPT);
         assert_eq!((t.windows, t.worker_ns), (jobs as u64, 10 * jobs as u64));
+    }
+}
+
+/// The report's types that hold fixed words (`&'static str`) are read back
+/// through their owned twins in [`static_str`].
+macro_rules! read_through_owned {
+    ($($t:ident),*) => {$(
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                static_str::$t::deserialize(d).map(Into::into)
+            }
+        }
+    )*};
+}
+read_through_owned!(ChannelShare, ParticipationEntry, CarriedWait, WaitedOn);
+
+/// Reading back the report's names that are fixed words (`kind`,
+/// `activity`, `message`: `data_message`, `waiting_for_input`, ...) as the
+/// `&'static str` the analysis writes them with: each distinct word is
+/// stored once for the process's life. They are a handful; past
+/// [`static_str::KEPT`] distinct words (never, from the sidecar's own
+/// reports), a word reads as `other`, so the store stays bounded.
+mod static_str {
+    use serde::Deserialize;
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    pub const KEPT: usize = 256;
+
+    static WORDS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+    pub fn intern(w: &str) -> &'static str {
+        let mut g = WORDS.lock().unwrap_or_else(|e| e.into_inner());
+        let set = g.get_or_insert_with(HashSet::new);
+        if let Some(s) = set.get(w) {
+            return s;
+        }
+        if set.len() >= KEPT {
+            return "other";
+        }
+        // (Leaked once per distinct word, at most KEPT of them: the
+        // report's types hold `&'static str`.)
+        let s: &'static str = Box::leak(w.to_string().into_boxed_str());
+        set.insert(s);
+        s
+    }
+
+    // The report's types with their words owned, read first and then
+    // turned into the report's.
+
+    #[derive(Deserialize)]
+    pub struct ChannelShare {
+        channel: u32,
+        kind: String,
+        src_worker: u32,
+        dst_worker: u32,
+        crossings: u64,
+        ns: crate::analysis::model::Ns,
+    }
+
+    impl From<ChannelShare> for super::ChannelShare {
+        fn from(c: ChannelShare) -> Self {
+            super::ChannelShare {
+                channel: c.channel,
+                kind: intern(&c.kind),
+                src_worker: c.src_worker,
+                dst_worker: c.dst_worker,
+                crossings: c.crossings,
+                ns: c.ns,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub struct ParticipationEntry {
+        worker: u32,
+        activity: String,
+        id: Option<u64>,
+        name: Option<String>,
+        score: f64,
+    }
+
+    impl From<ParticipationEntry> for super::ParticipationEntry {
+        fn from(p: ParticipationEntry) -> Self {
+            super::ParticipationEntry {
+                worker: p.worker,
+                activity: intern(&p.activity),
+                id: p.id,
+                name: p.name,
+                score: p.score,
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub struct CarriedWait {
+        since_ns: crate::analysis::model::Ns,
+        ns: crate::analysis::model::Ns,
+        kind: String,
+        worker: Option<u32>,
+        channel: Option<u32>,
+        message: Option<String>,
+    }
+
+    impl From<CarriedWait> for super::CarriedWait {
+        fn from(c: CarriedWait) -> Self {
+            super::CarriedWait {
+                since_ns: c.since_ns,
+                ns: c.ns,
+                kind: intern(&c.kind),
+                worker: c.worker,
+                channel: c.channel,
+                message: c.message.as_deref().map(intern),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub struct WaitedOn {
+        worker: Option<u32>,
+        channel: Option<u32>,
+        kind: String,
+        ns: crate::analysis::model::Ns,
+        count: u64,
+        #[serde(default)]
+        carried_ns: crate::analysis::model::Ns,
+    }
+
+    impl From<WaitedOn> for super::WaitedOn {
+        fn from(w: WaitedOn) -> Self {
+            super::WaitedOn {
+                worker: w.worker,
+                channel: w.channel,
+                kind: intern(&w.kind),
+                ns: w.ns,
+                count: w.count,
+                carried_ns: w.carried_ns,
+            }
+        }
     }
 }

@@ -286,9 +286,8 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
             // (Several workers: what their fragments cost to move.)
             let crossing = crossing_line(&st);
             sidecar::say!(
-                "sidecar: {read}{crossing}; {} windows ({} incomplete); {} errors{}{}",
-                st.windows,
-                st.incomplete,
+                "sidecar: {read}{crossing}; {}; {} errors{}{}",
+                windows_said(&st),
                 st.error_count,
                 live.as_ref().map_or(String::new(), |q| format!("; {}", q.counts.summary())),
                 if st.output_closed { "; stopped there: the output was closed" } else { "" }
@@ -334,6 +333,16 @@ pub fn say_cost(st: &RunStats) {
         c.elided_schedules,
         human_bytes(c.bytes)
     );
+}
+
+/// The windows of the closing line: those printed, or, in a process of a
+/// cluster whose reports process 0 prints, those analyzed here.
+fn windows_said(st: &RunStats) -> String {
+    if st.reports_elsewhere {
+        format!("{} windows analyzed here, reported by process 0", st.analyzed_here)
+    } else {
+        format!("{} windows ({} incomplete)", st.windows, st.incomplete)
+    }
 }
 
 /// What this process's fragments cost to move (several workers): bytes

@@ -23,6 +23,7 @@ use super::outputs::ReportLine;
 use super::report::Reporter;
 use super::Shared;
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
+use crate::analysis::report::ProcessFigures;
 use crate::output::http::WindowTraffic;
 use crate::pipeline::analyst::{Analyst, Done, Job};
 use crate::pipeline::revise::{Late, Retained};
@@ -85,6 +86,9 @@ struct WindowOwner {
     local_workers: std::ops::Range<usize>,
     /// This worker's index.
     index: usize,
+    /// The probes' figures that came with fragments, to go out with this
+    /// worker's next report line.
+    figures: Vec<(u64, u32, ProcessFigures)>,
     /// Streams that ended, for the windows after their end.
     ended: EndedStreams,
     /// A capability for each window (by timely time) gathered or in
@@ -110,6 +114,7 @@ impl WindowOwner {
             traffic: BTreeMap::new(),
             local_workers: shared.local_workers.clone(),
             index,
+            figures: Vec::new(),
             ended: EndedStreams::default(),
             caps: BTreeMap::new(),
             analyst,
@@ -129,8 +134,9 @@ impl WindowOwner {
     /// Takes arriving fragments: an end marker is noted, any other is
     /// stashed with its window, which gets a capability at its timely time.
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
-        for TimedFragment { host, time, from, fragment: f } in batch.drain(..) {
+        for TimedFragment { host, time, from, fragment: f, figures } in batch.drain(..) {
             self.book_traffic((time, host), from, &f);
+            self.figures.extend(figures);
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);
@@ -188,7 +194,14 @@ impl WindowOwner {
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
             while let Some(d) = a.try_take() {
-                out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
+                out.extend(report(
+                    &self.reporter,
+                    &self.caps,
+                    &mut self.retained,
+                    &mut self.traffic,
+                    &mut self.figures,
+                    d,
+                ));
             }
         }
         for key in ready {
@@ -209,7 +222,14 @@ impl WindowOwner {
                 Some(a) => {
                     while !a.has_room() {
                         out.extend(a.wait().and_then(|d| {
-                            report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
+                            report(
+                                &self.reporter,
+                                &self.caps,
+                                &mut self.retained,
+                                &mut self.traffic,
+                                &mut self.figures,
+                                d,
+                            )
                         }));
                     }
                     a.submit(job);
@@ -219,6 +239,7 @@ impl WindowOwner {
                     &self.caps,
                     &mut self.retained,
                     &mut self.traffic,
+                    &mut self.figures,
                     job.analyze(self.width),
                 )),
             }
@@ -241,10 +262,9 @@ impl WindowOwner {
             // revision replaces it.
             if let Some(a) = self.analyst.as_mut().filter(|_| self.retained.awaits_report(key)) {
                 while a.holds(time) {
-                    out.extend(
-                        a.wait()
-                            .and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)),
-                    );
+                    out.extend(a.wait().and_then(|d| {
+                        report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, &mut self.figures, d)
+                    }));
                 }
             }
             let stream = f.stream;
@@ -259,7 +279,8 @@ impl WindowOwner {
                     };
                     let done = job.analyze(self.width);
                     let traffic = self.traffic.remove(&key).unwrap_or_default();
-                    let line = self.reporter.revise(done, &v, &mut self.retained, *c.time(), traffic);
+                    let mut line = self.reporter.revise(done, &v, &mut self.retained, *c.time(), traffic);
+                    line.figures = std::mem::take(&mut self.figures);
                     out.push((c, line));
                 }
                 Late::Gone => {
@@ -285,12 +306,14 @@ fn report(
     caps: &BTreeMap<u64, Capability<u64>>,
     retained: &mut Retained,
     traffic: &mut BTreeMap<(u64, u64), WindowTraffic>,
+    figures: &mut Vec<(u64, u32, ProcessFigures)>,
     done: Done,
 ) -> Option<(Capability<u64>, ReportLine)> {
     if retained.on() {
         retained.reported(done.key, &done.report);
     }
     let t = traffic.remove(&done.key).unwrap_or_default();
-    let line = reporter.report(done, t);
+    let mut line = reporter.report(done, t);
+    line.figures = std::mem::take(figures);
     caps.get(&line.time).cloned().map(|c| (c, line))
 }

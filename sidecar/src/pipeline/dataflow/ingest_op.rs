@@ -28,6 +28,7 @@ use timely::scheduling::Activator;
 use super::{Inputs, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
+use crate::analysis::report::ProcessFigures;
 use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
 use crate::pipeline::grace::Grace;
 
@@ -42,6 +43,11 @@ pub(super) struct TimedFragment {
     /// books what crossed to it from other workers and processes.
     pub(super) from: u32,
     pub(super) fragment: Fragment,
+    /// The probes' latest figures about themselves (their Stats frames) of
+    /// the fragment's process, when they changed since this worker last
+    /// sent: they travel with the windows' reports to the process that
+    /// prints them, which keeps each process's latest.
+    pub(super) figures: Vec<(u64, u32, ProcessFigures)>,
 }
 
 /// Where a host's windows are in timely time, fixed when the host is first
@@ -127,6 +133,7 @@ pub(super) fn ingest<'s>(
                 analyzed,
                 analysis_thread_on,
                 fragments: Vec::new(),
+                figures: Vec::new(),
                 last_bar: Instant::now(),
                 late: 0,
                 first_late: String::new(),
@@ -198,6 +205,9 @@ struct Streams {
     analysis_thread_on: Rc<Cell<bool>>,
     /// The fragments of one activation, to send.
     fragments: Vec<Fragment>,
+    /// The probes' figures read since they were last sent, by process
+    /// (host, process), the latest of each (`TimedFragment::figures`).
+    figures: Vec<(u64, u32, ProcessFigures)>,
     /// When the progress bar was last drawn.
     last_bar: Instant,
     /// Fragments that came after their window was analyzed, and the first.
@@ -400,9 +410,19 @@ impl Streams {
                 self.shared.stats.lock().unwrap().error(e);
             }
             if !r.ingest.probe_figures.is_empty() {
+                // This process's totals take them at once (nothing lost
+                // here); the printing process, maybe another, gets them
+                // with the windows' reports.
                 let mut st = self.shared.stats.lock().unwrap();
-                for (host, process, f) in r.ingest.probe_figures.drain(..) {
-                    st.totals.probe_figures(host, process, f);
+                for (host, process, f) in &r.ingest.probe_figures {
+                    st.totals.probe_figures(*host, *process, f.clone());
+                }
+            }
+            for (host, process, f) in r.ingest.probe_figures.drain(..) {
+                match self.figures.iter_mut().find(|x| (x.0, x.1) == (host, process)) {
+                    Some(x) if x.2.seq > f.seq => {}
+                    Some(x) => x.2 = f,
+                    None => self.figures.push((host, process, f)),
                 }
             }
         }
@@ -416,6 +436,7 @@ impl Streams {
         let t0 = *cap.time();
         // (Taken out while fragments are counted, then put back for its room.)
         let mut fragments = std::mem::take(&mut self.fragments);
+        let mut figures_sent = Vec::new();
         for mut f in fragments.drain(..) {
             let host = crate::analysis::causality::window_host(&f);
             let t = f.window + hosts.shift(host);
@@ -434,11 +455,22 @@ impl Streams {
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
-            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f };
+            // (Every fragment of a process whose figures changed carries
+            // them: each window owner of the batch passes them on with its
+            // next report, so the last figures go with the last windows.)
+            let figures: Vec<_> = match f.stream {
+                Some(s) => self.figures.iter().filter(|x| (x.0, x.1) == (s.host, s.process)).cloned().collect(),
+                None => Vec::new(),
+            };
+            if let Some(x) = figures.first() {
+                figures_sent.push((x.0, x.1));
+            }
+            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures };
             self.count_crossing(&tf);
             session.give(tf);
         }
         self.fragments = fragments;
+        self.figures.retain(|x| !figures_sent.contains(&(x.0, x.1)));
     }
 
     /// Counts a fragment that leaves this worker (its window's owner is

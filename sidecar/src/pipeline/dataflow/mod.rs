@@ -104,6 +104,10 @@ pub struct RunStats {
     /// their size on the wire; what crosses is fragments, never records).
     pub crossing_workers: u64,
     pub crossing_processes: u64,
+    /// Another process of a cluster prints the reports: `windows` counts
+    /// none, `analyzed_here` the windows this process analyzed for it.
+    pub reports_elsewhere: bool,
+    pub analyzed_here: u64,
 }
 
 impl RunStats {
@@ -200,7 +204,7 @@ impl Shared {
             graph,
             feed,
             compact_lines,
-            stats: Arc::new(Mutex::new(RunStats::default())),
+            stats: Arc::new(Mutex::new(RunStats { reports_elsewhere: !prints_reports, ..Default::default() })),
             outputs: Arc::new(Outputs::default()),
             read_bytes: Arc::new(AtomicU64::new(0)),
             total_bytes,

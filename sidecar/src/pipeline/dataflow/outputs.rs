@@ -14,6 +14,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
 
 use super::{RunStats, Shared};
+use crate::analysis::report::{ProcessFigures, WindowReport};
 use crate::output::http::{Feed, WindowTraffic, WindowUpdate};
 use crate::output::sink::{SharedPerfetto, Sink};
 
@@ -40,8 +41,14 @@ pub(super) struct ReportLine {
     /// (`revise`), and whether the report it replaces was complete.
     pub(super) revision: u32,
     pub(super) was_complete: bool,
+    /// A revision: the JSON of the report it replaces (the run's totals
+    /// take that one out and this one in).
+    pub(super) replaces: Option<String>,
     /// What the window's owner received for it (for `/metrics`).
     pub(super) traffic: WindowTraffic,
+    /// The probes' latest figures about themselves that reached the
+    /// window's owner since its last report (`TimedFragment::figures`).
+    pub(super) figures: Vec<(u64, u32, ProcessFigures)>,
 }
 
 /// The first failed write to an output (JSON lines, the terminal lines when
@@ -150,6 +157,7 @@ impl Printer {
             let first = *self.first.get_or_insert(k.3);
             let number = k.3.saturating_sub(first);
             report.line = numbered_from_start(&report.line, report.window, number);
+            count_in_totals(&mut st, &mut report);
             if write_lines(sink, &self.outputs, &report, terminal_only) {
                 if report.revision == 0 {
                     st.windows += 1;
@@ -177,6 +185,27 @@ impl Printer {
             }
         }
         flush(sink, &self.outputs, terminal_only);
+    }
+}
+
+/// Adds a printed window to the run's totals (a revision: in place of the
+/// report it replaces), and the probes' figures that came with it. The
+/// totals are summed here, where every window's line arrives, not by the
+/// windows' owners: in a cluster those are in other processes too.
+fn count_in_totals(st: &mut RunStats, line: &mut ReportLine) {
+    let parse = |json: &str| serde_json::from_str::<WindowReport>(json);
+    match parse(&line.json) {
+        Ok(report) => {
+            if let Some(old) = line.replaces.as_deref().and_then(|o| parse(o).ok()) {
+                st.totals.remove(&old);
+            }
+            st.totals.add(&report);
+        }
+        // (Its own JSON: a failure is a bug, said rather than hidden.)
+        Err(e) => st.error(format!("window {}: its report could not be read back for the totals: {e}", line.window)),
+    }
+    for (host, process, f) in line.figures.drain(..) {
+        st.totals.probe_figures(host, process, f);
     }
 }
 

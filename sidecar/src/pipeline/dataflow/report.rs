@@ -76,7 +76,7 @@ impl Reporter {
             }
             _ => None,
         };
-        self.stats.lock().unwrap().totals.add(&report);
+        self.stats.lock().unwrap().analyzed_here += 1;
         let delay_ms = self.emitted_after_end_ms(&report);
         let mut json = serde_json::to_value(&report).unwrap_or_default();
         if let (Some(d), Some(o)) = (delay_ms, json.as_object_mut()) {
@@ -94,7 +94,9 @@ impl Reporter {
             complete: report.complete,
             revision: 0,
             was_complete: report.complete,
+            replaces: None,
             traffic,
+            figures: Vec::new(),
         }
     }
 
@@ -116,13 +118,6 @@ impl Reporter {
         let Done { key: (time, host), mut report, .. } = done;
         report.revision = v.revision;
         let old = retained.reported((time, host), &report);
-        {
-            let mut st = self.stats.lock().unwrap();
-            if let Some(o) = &old {
-                st.totals.remove(o);
-            }
-            st.totals.add(&report);
-        }
         let line = match (&old, self.compact_lines) {
             (_, true) => format!("{} (revision {})", report.line(), v.revision),
             (Some(o), false) => report.revision_line(o, &v.late_from),
@@ -138,8 +133,10 @@ impl Reporter {
             lanes: None,
             complete: report.complete,
             revision: v.revision,
-            was_complete: old.map_or(report.complete, |o| o.complete),
+            was_complete: old.as_ref().map_or(report.complete, |o| o.complete),
+            replaces: old.map(|o| serde_json::to_value(&o).unwrap_or_default().to_string()),
             traffic,
+            figures: Vec::new(),
         }
     }
 
