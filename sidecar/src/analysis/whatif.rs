@@ -211,12 +211,12 @@ const NOT_WORK: u32 = u32::MAX;
 /// vertex that sent the message ending the wait. Any order keeping those
 /// dependencies gives the same times as visiting the points in measured
 /// time, which is one such order (program order is time order, and every
-/// send precedes its read). Each worker's points are in time order already
-/// (its chain's vertices, strictly increasing; its sends and reads fall
-/// between them: each is placed by a galloping search along the chain from
-/// where the last one fell, then a counting sort); the order walks the
-/// workers in turn, each as far as its dependencies allow. No global sort:
-/// the sort of all points by time was 40 % of the ranking's instructions.
+/// send precedes its read). Each worker's points are put in time order
+/// apart (its chain's vertices, strictly increasing, merged with its sends
+/// and reads, sorted per worker: they come in a few long runs, one per
+/// channel and peer); the order walks the workers in turn, each as far as
+/// its dependencies allow. No global sort: the sort of all points by time
+/// was 40 % of the ranking's instructions.
 pub struct Replay<'g> {
     g: &'g Graph,
     links: &'g [Link],
@@ -230,6 +230,8 @@ pub struct Replay<'g> {
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
     last_work: Vec<u32>,
+    /// The earliest time of a point (`Ns::MAX`: none).
+    first_point: Ns,
     measured_ns: Ns,
 }
 
@@ -247,7 +249,8 @@ impl<'g> Replay<'g> {
         let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
-        let mut r = Replay { g, links, order, seg, class, last_work, measured_ns: 0 };
+        let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
+        let mut r = Replay { g, links, order, seg, class, last_work, first_point, measured_ns: 0 };
         r.measured_ns = r.span(|v| g.t[v]);
         r
     }
@@ -286,19 +289,27 @@ impl<'g> Replay<'g> {
         let mut out = Vec::with_capacity(asked.len());
         for (i, chunk) in asked.chunks(4).enumerate() {
             let tables = &tables[4 * i..4 * i + chunk.len()];
-            out.extend(match chunk.len() {
-                1 => self.replay_lanes::<1>(class, tables, chunk, times),
-                2 => self.replay_lanes::<2>(class, tables, chunk, times),
-                3 => self.replay_lanes::<3>(class, tables, chunk, times),
-                _ => self.replay_lanes::<4>(class, tables, chunk, times),
+            // (Replays that start at or before every point need not ask.)
+            let from = chunk.iter().any(|&(_, f)| f > self.first_point);
+            out.extend(match (chunk.len(), from) {
+                (1, false) => self.replay_lanes::<1, false>(class, tables, chunk, times),
+                (2, false) => self.replay_lanes::<2, false>(class, tables, chunk, times),
+                (3, false) => self.replay_lanes::<3, false>(class, tables, chunk, times),
+                (_, false) => self.replay_lanes::<4, false>(class, tables, chunk, times),
+                (1, true) => self.replay_lanes::<1, true>(class, tables, chunk, times),
+                (2, true) => self.replay_lanes::<2, true>(class, tables, chunk, times),
+                (3, true) => self.replay_lanes::<3, true>(class, tables, chunk, times),
+                (_, true) => self.replay_lanes::<4, true>(class, tables, chunk, times),
             });
         }
         out
     }
 
     /// `K` replays in one pass over the points: `tables[k][c]` is what
-    /// replay `k` scales work of class `c` by; it starts at `asked[k].1`.
-    fn replay_lanes<const K: usize>(
+    /// replay `k` scales work of class `c` by; it starts at `asked[k].1`
+    /// (`FROM`: some start after [`Replay::first_point`]). One loop with
+    /// each kind of point's step written out in it: the ranking's hot loop.
+    fn replay_lanes<const K: usize, const FROM: bool>(
         &self,
         class: &[u32],
         tables: &[Vec<f64>],
@@ -317,11 +328,11 @@ impl<'g> Replay<'g> {
                 L_SEND => {
                     let l = &self.links[ix];
                     let cs = &at[l.src as usize];
-                    let c = edge_class(self.seg[ix][0], class);
+                    let (inside, row) = edge_scale(self.seg[ix][0], class, &scale);
                     let out = &mut sent[ix];
                     for k in 0..K {
-                        if l.sent >= from[k] {
-                            out[k] = map(&cs[k], c, &scale, k, l.sent);
+                        if !FROM || l.sent >= from[k] {
+                            out[k] = map(&cs[k], inside, row[k], l.sent);
                         }
                     }
                 }
@@ -329,10 +340,10 @@ impl<'g> Replay<'g> {
                     let l = &self.links[ix];
                     let read = l.read.max(l.sent);
                     let cs = &mut at[l.dst as usize];
-                    let c = edge_class(self.seg[ix][1], class);
+                    let (inside, row) = edge_scale(self.seg[ix][1], class, &scale);
                     let sent = &sent[ix];
                     for k in 0..K {
-                        if read >= from[k] && map(&cs[k], c, &scale, k, read) < sent[k] {
+                        if (!FROM || read >= from[k]) && map(&cs[k], inside, row[k], read) < sent[k] {
                             // Read before it is sent: the execution stalls there.
                             (cs[k].a, cs[k].b) = (read, sent[k]);
                         }
@@ -342,11 +353,21 @@ impl<'g> Replay<'g> {
                     let (t, c) = (g.t[ix], class[ix]);
                     let cs = &mut at[g.w[ix] as usize];
                     let x = &mut times[ix];
-                    for k in 0..K {
-                        if t >= from[k] {
-                            let d = t.saturating_sub(cs[k].a);
-                            x[k] = cs[k].b + if c == 0 { d } else { scaled(d, scale[c as usize][k]) };
-                            cs[k] = Cursor { a: t, b: x[k] };
+                    // (Work no replay speeds up, the most common, apart.)
+                    if c == 0 {
+                        for k in 0..K {
+                            if !FROM || t >= from[k] {
+                                x[k] = cs[k].b + t.saturating_sub(cs[k].a);
+                                cs[k] = Cursor { a: t, b: x[k] };
+                            }
+                        }
+                    } else {
+                        let row = &scale[c as usize];
+                        for k in 0..K {
+                            if !FROM || t >= from[k] {
+                                x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
+                                cs[k] = Cursor { a: t, b: x[k] };
+                            }
                         }
                     }
                 }
@@ -366,7 +387,7 @@ impl<'g> Replay<'g> {
                     };
                     let cs = &mut at[g.w[ix] as usize];
                     for k in 0..K {
-                        if t >= from[k] {
+                        if !FROM || t >= from[k] {
                             times[ix][k] = x[k];
                             cs[k] = Cursor { a: t, b: x[k] };
                         }
@@ -463,22 +484,22 @@ fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
     Cursor { a: t0, b: t0 }
 }
 
-/// The replayed time, in replay `k`, of measured time `t` on a worker at
-/// `c`, inside an edge of class `class` (0 past the chain's end).
+/// The replayed time of measured time `t` on a worker at `c`, inside
+/// work scaled by `s` or (`work` false) inside a wait.
 #[inline]
-fn map<const K: usize>(c: &Cursor, class: u32, scale: &[[f64; K]], k: usize, t: Ns) -> Ns {
+fn map(c: &Cursor, work: bool, s: f64, t: Ns) -> Ns {
     if t <= c.a {
-        return c.b.saturating_sub(c.a - t);
-    }
-    match class {
+        c.b.saturating_sub(c.a - t)
+    } else if work {
+        c.b + scaled(t - c.a, s)
+    } else {
         // Nothing happens inside a wait: a point there is at its start.
-        NOT_WORK => c.b,
-        0 => c.b + (t - c.a),
-        x => c.b + scaled(t - c.a, scale[x as usize][k]),
+        c.b
     }
 }
 
 /// How the replay times vertex `v` (its tag), given the graph alone.
+#[inline]
 fn vertex_tag(g: &Graph, v: usize) -> u64 {
     match g.kind[v] {
         EKind::Start => V_START,
@@ -623,14 +644,15 @@ fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> (Vec<u64>, Vec
     (order, seg)
 }
 
-/// The class of the edge into vertex `v` (`NONE`: past the chain's end,
-/// where time passes as measured).
+/// Whether the edge into vertex `v` is work, and what each replay scales
+/// it by (`NONE`: past the chain's end, where time passes as measured).
 #[inline]
-fn edge_class(v: u32, class: &[u32]) -> u32 {
-    if v == NONE {
-        0
+fn edge_scale<'a, const K: usize>(v: u32, class: &[u32], scale: &'a [[f64; K]]) -> (bool, &'a [f64; K]) {
+    let c = if v == NONE { 0 } else { class[v as usize] };
+    if c == NOT_WORK {
+        (false, &scale[0])
     } else {
-        class[v as usize]
+        (true, &scale[c as usize])
     }
 }
 
@@ -672,11 +694,17 @@ fn same_time_depth(g: &Graph, mut v: usize) -> u32 {
     depth
 }
 
-/// `d` scaled by `s` (exact for 1).
+/// `d` scaled by `s`, rounded as `f64::round` does (exact for 1). The
+/// ranking's factors, 2 and `inf`, are done in integers: below 2^53 a
+/// duration converts exactly, its half is exact, and a half rounds up.
 #[inline]
 fn scaled(d: Ns, s: f64) -> Ns {
     if s == 1.0 {
         d
+    } else if s == 0.0 {
+        0
+    } else if s == 0.5 && d < 1 << 53 {
+        (d >> 1) + (d & 1)
     } else {
         round(d as f64 * s)
     }
@@ -891,6 +919,17 @@ mod tests {
                 prop_assert_eq!(round(y), y.round() as Ns);
                 for z in [0.0, 0.49999999999999994, 0.5, 1.5, 2.5, 4503599627370495.5, 1.8446744073709552e19, 1e30] {
                     prop_assert_eq!(round(z), z.round() as Ns);
+                }
+            }
+
+            /// Scaling in integers (by 1, 1/2, 0) gives what the product in
+            /// `f64`, rounded, gives; for any duration and scale.
+            #[test]
+            fn scaling_is_the_rounded_product(d in any::<u64>(), small in 0u64..1 << 54, s in 0.0f64..1.0) {
+                for d in [d, small, d >> 11, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, u64::MAX] {
+                    for s in [s, 0.0, 0.5, 1.0] {
+                        prop_assert_eq!(scaled(d, s), if s == 1.0 { d } else { (d as f64 * s).round() as Ns }, "{} * {}", d, s);
+                    }
                 }
             }
         }
