@@ -24,10 +24,9 @@ pub struct Common {
     /// Offline (analyze, export), cores to spare also get helper threads:
     /// with more cores than workers, a reader that unpacks each file and a
     /// heap prefaulter; with two cores per worker, a thread per worker that
-    /// analyzes its windows. Live (run, watch), each worker always has its
-    /// analysis thread, so that it goes on reading while a window is
-    /// analyzed. SIDECAR_UNPACK, SIDECAR_PREFAULT and SIDECAR_ANALYSIS (on,
-    /// off) override.
+    /// analyzes its windows (live, run and watch: only with
+    /// SIDECAR_ANALYSIS=on, for a sidecar that falls behind). SIDECAR_UNPACK,
+    /// SIDECAR_PREFAULT and SIDECAR_ANALYSIS (on, off) override.
     #[arg(short = 'w', long, default_value = "1", value_parser = parse_workers)]
     pub workers: usize,
     /// Run as process P of N (timely cluster); with --hostfile.
@@ -213,15 +212,18 @@ pub fn timely_args(c: &Common) -> Vec<String> {
     a
 }
 
-/// The settings of a live analysis (`run`, `watch`): no progress bar, no
-/// reader or prefault threads (the cores belong to the traced program), and
-/// a thread per worker that analyzes its windows while the worker goes on
-/// reading (`SIDECAR_ANALYSIS=off`: none). It uses no more CPU, only at
+/// The settings of a live analysis (`run`, `watch`): no progress bar and
+/// no helper threads (the cores belong to the traced program), unless
+/// `SIDECAR_ANALYSIS=on` asks for a thread per worker that analyzes its
+/// windows while the worker goes on reading. It uses no more CPU, only at
 /// other times: without it a worker reads nothing while it analyzes a
 /// window, its streams' data waits in their sockets, and every other
 /// worker's windows wait for its streams. Measured with `live_rate` on 2
 /// cores (docs/performance.md): 6.5 M records/s sustained without it at
-/// `-w 1` and `-w 2`, 10 M with it.
+/// `-w 1` and `-w 2`, 10 M with it. Not the default: beside a program on
+/// the same two cores (`watch`), the analysis running while the program
+/// runs moved which of reach's workers looked hot in 1 of 4 runs (none of
+/// 4 without), where the program is the thing measured.
 pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
     Settings {
         width: c.window,
@@ -229,7 +231,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         progress_bar: false,
         sync,
         unpack_thread: false,
-        analysis_thread: !matches!(std::env::var("SIDECAR_ANALYSIS").as_deref(), Ok("off" | "0")),
+        analysis_thread: matches!(std::env::var("SIDECAR_ANALYSIS").as_deref(), Ok("on" | "1")),
         what_if: c.what_if(),
     }
 }
