@@ -443,17 +443,7 @@ impl<'g> Replay<'g> {
     /// Where the first piece of work that `scales` shrinks starts (`Ns::MAX`:
     /// none): each sped-up worker's chain read until its first such piece.
     fn first_change(&self, scales: &Scales) -> Ns {
-        let g = self.g;
-        let mut from = Ns::MAX;
-        for (w, &(s, e)) in g.chains.iter().enumerate() {
-            if scales.0.get(w).is_none_or(|k| k.iter().all(|&(_, x)| x == 1.0)) {
-                continue;
-            }
-            if let Some(v) = (s as usize + 1..e as usize).find(|&v| scales.of(w, g.kind[v]) != 1.0) {
-                from = from.min(g.t[v - 1]);
-            }
-        }
-        from
+        first_change(self.g, scales)
     }
 
     /// From the earliest chain start to the latest end of work (an
@@ -726,6 +716,22 @@ fn round(x: f64) -> Ns {
     } else {
         x.round() as Ns
     }
+}
+
+/// Where the first piece of work that `scales` shrinks starts in `g`
+/// (`Ns::MAX`: none): each sped-up worker's chain read until its first
+/// such piece (the replay and its reference start there).
+pub(crate) fn first_change(g: &Graph, scales: &Scales) -> Ns {
+    let mut from = Ns::MAX;
+    for (w, &(s, e)) in g.chains.iter().enumerate() {
+        if scales.0.get(w).is_none_or(|k| k.iter().all(|&(_, x)| x == 1.0)) {
+            continue;
+        }
+        if let Some(v) = (s as usize + 1..e as usize).find(|&v| scales.of(w, g.kind[v]) != 1.0) {
+            from = from.min(g.t[v - 1]);
+        }
+    }
+    from
 }
 
 #[cfg(test)]

@@ -144,17 +144,7 @@ impl<'g> Sorted<'g> {
     /// Where the first piece of work that `scales` shrinks starts (`Ns::MAX`:
     /// none): each sped-up worker's chain read until its first such piece.
     fn first_change(&self, scales: &Scales) -> Ns {
-        let g = self.g;
-        let mut from = Ns::MAX;
-        for (w, &(s, e)) in g.chains.iter().enumerate() {
-            if scales.0.get(w).is_none_or(|k| k.iter().all(|&(_, x)| x == 1.0)) {
-                continue;
-            }
-            if let Some(v) = (s as usize + 1..e as usize).find(|&v| scales.of(w, g.kind[v]) != 1.0) {
-                from = from.min(g.t[v - 1]);
-            }
-        }
-        from
+        super::first_change(self.g, scales)
     }
 
     /// From the earliest chain start to the latest end of work (an
