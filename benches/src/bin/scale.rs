@@ -5,7 +5,7 @@
 //! 64 and 1,000 streams (and on any trace given, e.g. t50).
 //!
 //! `cargo run --release -p benches --bin scale -- [--records N] [--rounds R]
-//!  [--workers 1,2,4] [--trace FILE]... [--sidecar PATH] [-- SIDECAR ARGS]`
+//!  [--workers 1,2,4] [--windows N] [--trace FILE]... [--sidecar PATH] [-- SIDECAR ARGS]`
 //!
 //! Each run is `sidecar analyze FILE -w W -q --json /dev/null` with the
 //! offline helper threads off (SIDECAR_UNPACK, SIDECAR_ANALYSIS,
@@ -13,7 +13,12 @@
 //! are alternated within each round and the medians reported, each with
 //! its ratio to one worker. CPU time is the child's user + system time
 //! (getrusage). The single-window trace is the 8-stream one analyzed as one
-//! window (`--window 60s`).
+//! window (`--window 60s`); the other synthetic traces are analyzed in
+//! windows as wide as makes about `--windows N` (16) of them, t50's count
+//! (their spans shrink with their streams: 5 M records of 8 streams span
+//! ~1.7 s, of 1,000 streams ~0.1 s, so 1 s windows would leave one or two
+//! windows for two workers), given traces in 1 s ones. The table says the
+//! width and how many windows each run had.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +31,7 @@ struct Args {
     rounds: usize,
     workers: Vec<usize>,
     traces: Vec<PathBuf>,
+    windows: u64,
     sidecar: PathBuf,
     extra: Vec<String>,
 }
@@ -37,6 +43,7 @@ fn args() -> Args {
         rounds: 3,
         workers: vec![1, 2, cores],
         traces: Vec::new(),
+        windows: 16,
         sidecar: PathBuf::from("target/release/sidecar"),
         extra: Vec::new(),
     };
@@ -47,6 +54,7 @@ fn args() -> Args {
             "--records" => a.records = val().parse().expect("--records N"),
             "--rounds" => a.rounds = val().parse().expect("--rounds R"),
             "--workers" => a.workers = val().split(',').map(|w| w.parse().expect("--workers 1,2,4")).collect(),
+            "--windows" => a.windows = val().parse().expect("--windows N"),
             "--trace" => a.traces.push(PathBuf::from(val())),
             "--sidecar" => a.sidecar = PathBuf::from(val()),
             "--" => a.extra = it.by_ref().collect(),
@@ -80,8 +88,18 @@ fn children_cpu() -> f64 {
     s(ru.ru_utime) + s(ru.ru_stime)
 }
 
-/// One run: (wall s, CPU s, records, bytes of fragments to other workers).
-fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> (f64, f64, u64, u64) {
+/// One run's figures.
+struct Run {
+    wall: f64,
+    cpu: f64,
+    records: u64,
+    /// Bytes of fragments to other workers.
+    crossing: u64,
+    windows: u64,
+}
+
+/// One run of the sidecar on `trace`.
+fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
     let cpu0 = children_cpu();
     let t = Instant::now();
     let out = Command::new(&a.sidecar)
@@ -104,7 +122,19 @@ fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> (f64, f64, u64, 
         .and_then(|(_, r)| r.split_once('(')?.1.split_once(" B/record").map(|x| x.0.parse().ok()))
         .flatten()
         .unwrap_or(0.0);
-    (wall, cpu, records, (per_record * records as f64) as u64)
+    // "; 17 windows (0 incomplete)"
+    let windows = closing
+        .split_once(" windows (")
+        .and_then(|(w, _)| w.rsplit(' ').next()?.parse().ok())
+        .expect("windows in the closing line");
+    Run { wall, cpu, records, crossing: (per_record * records as f64) as u64, windows }
+}
+
+/// A window width that cuts `trace` into about `a.windows` windows: its
+/// span measured in 10 ms windows (one run at `-w 1`), divided.
+fn width_for(a: &Args, trace: &Path) -> String {
+    let tens = run(a, trace, 1, "10ms").windows;
+    format!("{}ms", (tens * 10 / a.windows.max(1)).max(1))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -115,46 +145,44 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let a = args();
     let dir = std::env::temp_dir();
-    let mut traces: Vec<(String, PathBuf, &str)> = vec![
-        ("8 streams, one window".into(), synth(&dir, a.records / 10, 8, Pattern::AllToAll, 0), "60s"),
-        ("8 streams".into(), synth(&dir, a.records, 8, Pattern::AllToAll, 0), "1s"),
-        ("64 streams".into(), synth(&dir, a.records, 64, Pattern::Neighbours(4), 0), "1s"),
+    let mut traces: Vec<(String, PathBuf, String)> = vec![
+        ("8 streams, one window".into(), synth(&dir, a.records / 10, 8, Pattern::AllToAll, 0), "60s".into()),
+        ("8 streams".into(), synth(&dir, a.records, 8, Pattern::AllToAll, 0), String::new()),
+        ("64 streams".into(), synth(&dir, a.records, 64, Pattern::Neighbours(4), 0), String::new()),
         // As a cluster of 125 processes of 8 workers (the 1,000 hosts of
         // the model in docs/performance.md), not one process of 1,000: the
         // analysis lays each progress message's arrival at every other
         // worker of its process (timely broadcasts progress), quadratic in
         // a process's workers (docs/performance.md).
-        ("1000 streams (125 processes × 8)".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8), "1s"),
+        ("1000 streams (125 processes × 8)".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8), String::new()),
     ];
-    for t in &a.traces {
-        traces.push((t.display().to_string(), t.clone(), "1s"));
+    for (_, path, window) in traces.iter_mut().filter(|t| t.2.is_empty()) {
+        *window = width_for(&a, path);
     }
-    println!("| trace | workers | wall s | M records/s | vs 1 worker | CPU s per M records | fragment bytes to other workers per record |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for t in &a.traces {
+        traces.push((t.display().to_string(), t.clone(), "1s".into()));
+    }
+    println!("| trace | window | windows | workers | wall s | M records/s | vs 1 worker | CPU s per M records | fragment bytes to other workers per record |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, path, window) in &traces {
-        let mut walls = vec![Vec::new(); a.workers.len()];
-        let mut cpus = vec![Vec::new(); a.workers.len()];
-        let mut records = 0;
-        let mut crossing = vec![0u64; a.workers.len()];
+        let mut runs: Vec<Vec<Run>> = a.workers.iter().map(|_| Vec::new()).collect();
         for _ in 0..a.rounds {
             for (i, &w) in a.workers.iter().enumerate() {
-                let (wall, cpu, n, cross) = run(&a, path, w, window);
-                walls[i].push(wall);
-                cpus[i].push(cpu);
-                records = n;
-                crossing[i] = cross;
+                runs[i].push(run(&a, path, w, window));
             }
         }
-        let m = records as f64 / 1e6;
-        let base = median(walls[0].clone());
+        let base = median(runs[0].iter().map(|r| r.wall).collect());
         for (i, &w) in a.workers.iter().enumerate() {
-            let wall = median(walls[i].clone());
+            let last = runs[i].last().expect("a round");
+            let m = last.records as f64 / 1e6;
+            let wall = median(runs[i].iter().map(|r| r.wall).collect());
             println!(
-                "| {name} | {w} | {wall:.2} | {:.2} | {:.2}× | {:.3} | {:.1} |",
+                "| {name} | {window} | {} | {w} | {wall:.2} | {:.2} | {:.2}× | {:.3} | {:.1} |",
+                last.windows,
                 m / wall,
                 base / wall,
-                median(cpus[i].clone()) / m,
-                crossing[i] as f64 / records.max(1) as f64
+                median(runs[i].iter().map(|r| r.cpu).collect()) / m,
+                last.crossing as f64 / last.records.max(1) as f64
             );
         }
     }
