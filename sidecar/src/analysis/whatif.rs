@@ -62,6 +62,7 @@
 use crate::analysis::graph::{EKind, Graph, NONE};
 use crate::analysis::model::Ns;
 
+mod order;
 #[cfg(test)]
 mod reference;
 
@@ -213,19 +214,16 @@ const NOT_WORK: u32 = u32::MAX;
 /// time, which is one such order (program order is time order, and every
 /// send precedes its read). Each worker's points are put in time order
 /// apart (its chain's vertices, strictly increasing, merged with its sends
-/// and reads, sorted per worker: they come in a few long runs, one per
-/// channel and peer); the order walks the workers in turn, each as far as
-/// its dependencies allow. No global sort: the sort of all points by time
-/// was 40 % of the ranking's instructions.
+/// and reads, which come in a few sorted runs, one per channel and peer:
+/// merged, not sorted); the order walks the workers in turn, each as far
+/// as its dependencies allow ([`order`]). No sort: sorting all points by
+/// time was 40 % of the ranking's instructions, sorting each worker's
+/// sends and reads a quarter.
 pub struct Replay<'g> {
     g: &'g Graph,
     links: &'g [Link],
-    /// The points as steps (see [`V_START`]), in an order that keeps every
-    /// dependency.
-    order: Vec<u64>,
-    /// Per link, the vertex its send's edge leads into on its sender's
-    /// chain, and its read's on its reader's (`NONE`: past the chain's end).
-    seg: Vec<[u32; 2]>,
+    /// Each worker's points in time order (built once).
+    lay: order::Layout,
     /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
@@ -233,6 +231,26 @@ pub struct Replay<'g> {
     /// The earliest time of a point (`Ns::MAX`: none).
     first_point: Ns,
     measured_ns: Ns,
+}
+
+/// The state of `K` replays sharing a pass over the points.
+struct Lanes<'a, const K: usize> {
+    /// Per vertex, the class of its work ([`Replay::classes`]).
+    class: &'a [u32],
+    /// Per class, what each replay scales it by.
+    scale: Vec<[f64; K]>,
+    /// Where each replay starts.
+    from: [Ns; K],
+    /// Per vertex and per link's send, its replayed time.
+    times: Vec<[Ns; K]>,
+    sent: Vec<[Ns; K]>,
+    /// Per worker, its position.
+    at: Vec<[Cursor; K]>,
+    /// Per worker, its next vertex and its next send or read in the layout.
+    next: Vec<u32>,
+    pos: Vec<u32>,
+    /// Per link, whether its send was replayed.
+    done: Vec<bool>,
 }
 
 /// A worker's position while it is replayed: the measured time `a` of its
@@ -245,12 +263,12 @@ struct Cursor {
 
 impl<'g> Replay<'g> {
     pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
-        let (order, seg) = schedule(g, links, &link_points(g, links));
+        let lay = order::layout(g, links);
         let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
         let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
-        let mut r = Replay { g, links, order, seg, class, last_work, first_point, measured_ns: 0 };
+        let mut r = Replay { g, links, lay, class, last_work, first_point, measured_ns: 0 };
         r.measured_ns = r.span(|v| g.t[v]);
         r
     }
@@ -307,8 +325,11 @@ impl<'g> Replay<'g> {
 
     /// `K` replays in one pass over the points: `tables[k][c]` is what
     /// replay `k` scales work of class `c` by; it starts at `asked[k].1`
-    /// (`FROM`: some start after [`Replay::first_point`]). One loop with
-    /// each kind of point's step written out in it: the ranking's hot loop.
+    /// (`FROM`: some start after [`Replay::first_point`]). The workers are
+    /// walked in turn, each as far as its dependencies allow: a read waits
+    /// for its send, a wait's end for the vertex that sent its message. The
+    /// points in measured-time order would be a valid order, so one always
+    /// can go: the earliest point not yet taken.
     fn replay_lanes<const K: usize, const FROM: bool>(
         &self,
         class: &[u32],
@@ -318,83 +339,31 @@ impl<'g> Replay<'g> {
     ) -> Vec<Prediction> {
         let g = self.g;
         let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
-        let scale: Vec<[f64; K]> = (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect();
-        let mut times: Vec<[Ns; K]> = g.t.iter().map(|&t| [t; K]).collect();
-        let mut sent: Vec<[Ns; K]> = self.links.iter().map(|l| [l.sent; K]).collect();
-        let mut at: Vec<[Cursor; K]> = g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect();
-        for &p in &self.order {
-            let ix = p as u32 as usize;
-            match p >> 32 {
-                L_SEND => {
-                    let l = &self.links[ix];
-                    let cs = &at[l.src as usize];
-                    let (inside, row) = edge_scale(self.seg[ix][0], class, &scale);
-                    let out = &mut sent[ix];
-                    for k in 0..K {
-                        if !FROM || l.sent >= from[k] {
-                            out[k] = map(&cs[k], inside, row[k], l.sent);
-                        }
-                    }
-                }
-                L_READ => {
-                    let l = &self.links[ix];
-                    let read = l.read.max(l.sent);
-                    let cs = &mut at[l.dst as usize];
-                    let (inside, row) = edge_scale(self.seg[ix][1], class, &scale);
-                    let sent = &sent[ix];
-                    for k in 0..K {
-                        if (!FROM || read >= from[k]) && map(&cs[k], inside, row[k], read) < sent[k] {
-                            // Read before it is sent: the execution stalls there.
-                            (cs[k].a, cs[k].b) = (read, sent[k]);
-                        }
-                    }
-                }
-                V_WORK => {
-                    let (t, c) = (g.t[ix], class[ix]);
-                    let cs = &mut at[g.w[ix] as usize];
-                    let x = &mut times[ix];
-                    // (Work no replay speeds up, the most common, apart.)
-                    if c == 0 {
-                        for k in 0..K {
-                            if !FROM || t >= from[k] {
-                                x[k] = cs[k].b + t.saturating_sub(cs[k].a);
-                                cs[k] = Cursor { a: t, b: x[k] };
-                            }
-                        }
-                    } else {
-                        let row = &scale[c as usize];
-                        for k in 0..K {
-                            if !FROM || t >= from[k] {
-                                x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
-                                cs[k] = Cursor { a: t, b: x[k] };
-                            }
-                        }
-                    }
-                }
-                tag => {
-                    let t = g.t[ix];
-                    let before = times[ix - usize::from(tag != V_START)];
-                    let x: [Ns; K] = match tag {
-                        V_START => [t; K],
-                        V_TERM => {
-                            // The message keeps its transit (send to the wait's end).
-                            let src = g.comms[g.term[ix] as usize].src as usize;
-                            let (sent, transit) = (times[src], t - g.t[src]);
-                            std::array::from_fn(|k| before[k].max(sent[k].saturating_add(transit)))
-                        }
-                        V_KEEP => before.map(|b| b + (t - g.t[ix - 1])),
-                        _ => before.map(|b| b.max(t)),
-                    };
-                    let cs = &mut at[g.w[ix] as usize];
-                    for k in 0..K {
-                        if !FROM || t >= from[k] {
-                            times[ix][k] = x[k];
-                            cs[k] = Cursor { a: t, b: x[k] };
-                        }
-                    }
-                }
+        let mut st = Lanes {
+            class,
+            scale: (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect(),
+            from,
+            times: g.t.iter().map(|&t| [t; K]).collect(),
+            sent: self.links.iter().map(|l| [l.sent; K]).collect(),
+            at: g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect(),
+            next: g.chains.iter().map(|c| c.0).collect(),
+            pos: self.lay.base.iter().map(|&b| self.lay.bounds[b as usize]).collect(),
+            done: vec![false; self.links.len()],
+        };
+        let mut left = g.len() + self.lay.points.len();
+        while left > 0 {
+            let before = left;
+            for w in 0..g.chains.len() {
+                left -= self.walk::<K, FROM>(&mut st, w, false);
+            }
+            if left == before {
+                // (Unreachable for a graph whose chains increase in time.
+                // Taken anyway, so that a malformed graph still ends.)
+                let w = (0..g.chains.len()).find(|&w| self.points_left(&st, w)).expect("points left");
+                left -= self.walk::<K, FROM>(&mut st, w, true);
             }
         }
+        let times = st.times;
         (0..K)
             .map(|k| {
                 let predicted_ns = self.span(|v| times[v][k]);
@@ -402,6 +371,131 @@ impl<'g> Replay<'g> {
                 Prediction { measured_ns: self.measured_ns, predicted_ns, times }
             })
             .collect()
+    }
+
+    /// Whether worker `w` has points not yet replayed.
+    fn points_left<const K: usize>(&self, st: &Lanes<K>, w: usize) -> bool {
+        let (s, e) = self.g.chains[w];
+        let last = self.lay.base[w] as usize + (e - s) as usize;
+        st.next[w] < e || (st.pos[w] as usize) < self.lay.bounds[last + 1] as usize
+    }
+
+    /// Worker `w`'s points replayed from where it stands, as far as its
+    /// dependencies allow (`force`: its next point alone, whatever they
+    /// say); how many it took. One loop with each kind of point's step
+    /// written out in it: the ranking's hot loop.
+    #[inline]
+    fn walk<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, force: bool) -> usize {
+        let (g, lay) = (self.g, &self.lay);
+        let (s, e) = (g.chains[w].0 as usize, g.chains[w].1 as usize);
+        let edge0 = lay.base[w] as usize;
+        let mut v = st.next[w] as usize;
+        let mut pos = st.pos[w] as usize;
+        let mut end = lay.bounds[edge0 + (v - s) + 1] as usize;
+        let mut took = 0;
+        loop {
+            if pos < end {
+                let p = lay.points[pos];
+                let m = p as u32 as usize;
+                let l = &self.links[m];
+                // The edge's kind: work (its row of scales) or not; past
+                // the chain's end, time passes as measured.
+                let c = if v < e { st.class[v] } else { 0 };
+                let (inside, row) = if c == NOT_WORK { (false, &st.scale[0]) } else { (true, &st.scale[c as usize]) };
+                if p >> 32 == L_READ {
+                    if !force && !st.done[m] {
+                        break;
+                    }
+                    let read = l.read.max(l.sent);
+                    let (cs, sent) = (&mut st.at[w], &st.sent[m]);
+                    for k in 0..K {
+                        if (!FROM || read >= st.from[k]) && map(&cs[k], inside, row[k], read) < sent[k] {
+                            // Read before it is sent: the execution stalls there.
+                            (cs[k].a, cs[k].b) = (read, sent[k]);
+                        }
+                    }
+                } else {
+                    let (cs, out) = (&st.at[w], &mut st.sent[m]);
+                    for k in 0..K {
+                        if !FROM || l.sent >= st.from[k] {
+                            out[k] = map(&cs[k], inside, row[k], l.sent);
+                        }
+                    }
+                    st.done[m] = true;
+                }
+                pos += 1;
+            } else if v < e {
+                let tag = lay.tags[v] as u64;
+                if tag == V_TERM && !force {
+                    let src = g.comms[g.term[v] as usize].src;
+                    if st.next[g.w[src as usize] as usize] <= src {
+                        break;
+                    }
+                }
+                self.vertex_step::<K, FROM>(st, w, v, tag);
+                v += 1;
+                st.next[w] = v as u32;
+                end = lay.bounds[edge0 + (v - s) + 1] as usize;
+            } else {
+                break;
+            }
+            took += 1;
+            if force {
+                break;
+            }
+        }
+        st.pos[w] = pos as u32;
+        took
+    }
+
+    /// Vertex `v` (of worker `w`, timed as `tag` says) replayed.
+    #[inline(always)]
+    fn vertex_step<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, v: usize, tag: u64) {
+        let g = self.g;
+        let t = g.t[v];
+        let from = st.from;
+        if tag == V_WORK {
+            let c = st.class[v];
+            let cs = &mut st.at[w];
+            let x = &mut st.times[v];
+            // (Work no replay speeds up, the most common, apart.)
+            if c == 0 {
+                for k in 0..K {
+                    if !FROM || t >= from[k] {
+                        x[k] = cs[k].b + t.saturating_sub(cs[k].a);
+                        cs[k] = Cursor { a: t, b: x[k] };
+                    }
+                }
+            } else {
+                let row = &st.scale[c as usize];
+                for k in 0..K {
+                    if !FROM || t >= from[k] {
+                        x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
+                        cs[k] = Cursor { a: t, b: x[k] };
+                    }
+                }
+            }
+            return;
+        }
+        let before = st.times[v - usize::from(tag != V_START)];
+        let x: [Ns; K] = match tag {
+            V_START => [t; K],
+            V_TERM => {
+                // The message keeps its transit (send to the wait's end).
+                let src = g.comms[g.term[v] as usize].src as usize;
+                let (sent, transit) = (st.times[src], t - g.t[src]);
+                std::array::from_fn(|k| before[k].max(sent[k].saturating_add(transit)))
+            }
+            V_KEEP => before.map(|b| b + (t - g.t[v - 1])),
+            _ => before.map(|b| b.max(t)),
+        };
+        let cs = &mut st.at[w];
+        for k in 0..K {
+            if !FROM || t >= from[k] {
+                st.times[v][k] = x[k];
+                cs[k] = Cursor { a: t, b: x[k] };
+            }
+        }
     }
 
     /// The class of each vertex's work for `asked` (`None`: none sped up,
@@ -525,125 +619,6 @@ fn sent_first(g: &Graph, src: usize, v: usize) -> bool {
         return true;
     }
     (same_time_depth(g, src), src) < (same_time_depth(g, v), v)
-}
-
-/// Each worker's sends and reads in time order: at the same time, sends
-/// before reads, each in link order (a stable sort of them in that order;
-/// a worker's links come in runs already sorted, one per channel and peer,
-/// which the sort merges).
-fn link_points(g: &Graph, links: &[Link]) -> Vec<Vec<(Ns, u64)>> {
-    let nw = g.chains.len();
-    let ok = |l: &Link| (l.src as usize) < nw && (l.dst as usize) < nw;
-    let mut n = vec![0; nw];
-    for l in links.iter().filter(|l| ok(l)) {
-        n[l.src as usize] += 1;
-        n[l.dst as usize] += 1;
-    }
-    let mut per: Vec<Vec<(Ns, u64)>> = n.into_iter().map(Vec::with_capacity).collect();
-    // (A link to a worker the window does not have is not replayed.)
-    for (m, l) in links.iter().enumerate().filter(|(_, l)| ok(l)) {
-        per[l.src as usize].push((l.sent, step(L_SEND, m)));
-    }
-    for (m, l) in links.iter().enumerate().filter(|(_, l)| ok(l)) {
-        per[l.dst as usize].push((l.read.max(l.sent), step(L_READ, m)));
-    }
-    for p in per.iter_mut() {
-        p.sort_by_key(|x| x.0);
-    }
-    per
-}
-
-/// The order the replays follow, and for each link the vertex its send's
-/// edge leads into on its sender's chain and its read's on its reader's
-/// (`NONE`: past the chain's end; the same whatever the speedup).
-///
-/// Each worker's points are taken in time order: its chain's vertices
-/// (strictly increasing) merged with its sends and reads (one at the time
-/// of a vertex comes after it: a wait may end on a message sent at that
-/// time). The workers are walked in turn, each as far as it can go: a read
-/// waits for its send, a wait's end for the vertex that sent its message
-/// (when that comes first in time). The points in measured-time order would
-/// be a valid order, so one always can go: the earliest point not yet taken.
-fn schedule(g: &Graph, links: &[Link], per: &[Vec<(Ns, u64)>]) -> (Vec<u64>, Vec<[u32; 2]>) {
-    let mut seg = vec![[NONE; 2]; links.len()];
-    let seqs: Vec<Vec<u64>> = g
-        .chains
-        .iter()
-        .zip(per)
-        .map(|(&(s, e), per)| {
-            let (mut v, e) = (s as usize, e as usize);
-            let mut q = Vec::with_capacity(e - v + per.len());
-            for &(t, p) in per {
-                while v < e && g.t[v] <= t {
-                    q.push(step(vertex_tag(g, v), v));
-                    v += 1;
-                }
-                seg[p as u32 as usize][usize::from(p >> 32 == L_READ)] = if v < e { v as u32 } else { NONE };
-                q.push(p);
-            }
-            q.extend((v..e).map(|v| step(vertex_tag(g, v), v)));
-            q
-        })
-        .collect();
-    let total = seqs.iter().map(Vec::len).sum();
-    let mut pos = vec![0; seqs.len()];
-    // Per chain, the first vertex not taken; per link, whether it was sent.
-    let mut next: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
-    let mut sent = vec![false; links.len()];
-    let mut order = Vec::with_capacity(total);
-    while order.len() < total {
-        let before = order.len();
-        for (w, q) in seqs.iter().enumerate() {
-            let mut i = pos[w];
-            while let Some(&p) = q.get(i) {
-                let ix = p as u32 as usize;
-                match p >> 32 {
-                    L_READ if !sent[ix] => break,
-                    L_READ => {}
-                    L_SEND => sent[ix] = true,
-                    tag => {
-                        if tag == V_TERM {
-                            let src = g.comms[g.term[ix] as usize].src;
-                            if next[g.w[src as usize] as usize] <= src {
-                                break;
-                            }
-                        }
-                        next[w] = ix as u32 + 1;
-                    }
-                }
-                order.push(p);
-                i += 1;
-            }
-            pos[w] = i;
-        }
-        if order.len() == before {
-            // (Unreachable for a graph whose chains increase in time: the
-            // earliest point left is always ready. Taken anyway, so that
-            // a malformed graph still ends.)
-            let w = (0..seqs.len()).find(|&w| pos[w] < seqs[w].len()).expect("points left");
-            let p = seqs[w][pos[w]];
-            match p >> 32 {
-                L_SEND => sent[p as u32 as usize] = true,
-                L_READ => {}
-                _ => next[w] = p as u32 + 1,
-            }
-            order.push(p);
-            pos[w] += 1;
-        }
-    }
-    (order, seg)
-}
-
-/// Whether the edge into vertex `v` is work, and what each replay scales
-/// it by (`NONE`: past the chain's end, where time passes as measured).
-#[inline]
-fn edge_scale<'a, const K: usize>(v: u32, class: &[u32], scale: &'a [[f64; K]]) -> (bool, &'a [f64; K]) {
-    let c = if v == NONE { 0 } else { class[v as usize] };
-    if c == NOT_WORK {
-        (false, &scale[0])
-    } else {
-        (true, &scale[c as usize])
-    }
 }
 
 /// An operator execution or a span ends at `v`.
