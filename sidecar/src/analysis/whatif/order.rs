@@ -22,6 +22,9 @@ use crate::analysis::model::Ns;
 /// search inside the bucket.
 struct Placer<'g> {
     t: &'g [Ns],
+    /// The chain's first and last vertex's times.
+    lo: Ns,
+    hi: Ns,
     shift: u32,
     /// Per bucket, the first vertex (relative) at or after its start; one
     /// more at the end.
@@ -31,10 +34,11 @@ struct Placer<'g> {
 impl<'g> Placer<'g> {
     fn new(g: &'g Graph, (s, e): (u32, u32)) -> Placer<'g> {
         let t = &g.t[s as usize..e as usize];
-        let (lo, span) = match (t.first(), t.last()) {
-            (Some(&a), Some(&b)) => (a, b - a),
+        let (lo, hi) = match (t.first(), t.last()) {
+            (Some(&a), Some(&b)) => (a, b),
             _ => (0, 0),
         };
+        let span = hi - lo;
         // Buckets of 2^shift ns, about one vertex each.
         let mut shift = 0;
         while shift < 63 && (span >> shift) >= t.len().max(1) as u64 {
@@ -51,25 +55,33 @@ impl<'g> Placer<'g> {
             first.push(v as u32);
         }
         first.push(t.len() as u32);
-        Placer { t, shift, first }
+        Placer { t, lo, hi, shift, first }
     }
 
     /// The edge a point at `x` is on: the vertex it leads into, counted
     /// from the chain's start (the chain's length: past its end).
     #[inline]
     fn place(&self, x: Ns) -> u32 {
-        let t = self.t;
-        match (t.first(), t.last()) {
-            (Some(&a), _) if x < a => 0,
-            (_, Some(&b)) if x < b => {
-                let k = ((x - t[0]) >> self.shift) as usize;
-                let (i, j) = (self.first[k] as usize, self.first[k + 1] as usize);
-                // (The bucket after holds the first vertex past `x` if this one
-                // has none.)
-                (i + t[i..j].partition_point(|&y| y <= x)) as u32
-            }
-            _ => t.len() as u32,
+        if x < self.lo {
+            return 0;
         }
+        if x >= self.hi {
+            // (An empty chain's length is 0.)
+            return self.t.len() as u32;
+        }
+        let t = self.t;
+        let k = ((x - self.lo) >> self.shift) as usize;
+        let (mut i, j) = (self.first[k] as usize, self.first[k + 1] as usize);
+        // (The bucket after holds the first vertex past `x` if this one has
+        // none. A bucket holds a vertex or two, unless they come in a
+        // burst: then a search.)
+        if j - i > 8 {
+            return (i + t[i..j].partition_point(|&y| y <= x)) as u32;
+        }
+        while i < j && t[i] <= x {
+            i += 1;
+        }
+        i as u32
     }
 }
 
@@ -120,26 +132,33 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
         bounds[k] += bounds[k - 1];
     }
     let mut fill: Vec<u32> = bounds[..slots].to_vec();
-    let mut points: Vec<(Ns, u64)> = vec![(0, 0); bounds[slots] as usize];
-    for side in 0..2 {
+    let mut points: Vec<u64> = vec![0; bounds[slots] as usize];
+    for (side, tag) in [(0, L_SEND), (1, L_READ)] {
         for (m, (l, e)) in links.iter().zip(&edge).enumerate() {
             if ok(l) {
-                let (x, tag) = if side == 0 { (l.sent, L_SEND) } else { (l.read.max(l.sent), L_READ) };
                 let k = &mut fill[e[side] as usize];
-                points[*k as usize] = (x, step(tag, m));
+                points[*k as usize] = step(tag, m);
                 *k += 1;
             }
         }
     }
-    for w in bounds.windows(2) {
+    let time = |p: &u64| {
+        let l = &links[*p as u32 as usize];
+        if *p >> 32 == L_READ {
+            l.read.max(l.sent)
+        } else {
+            l.sent
+        }
+    };
+    for w in bounds.windows(2).filter(|w| w[1] - w[0] > 1) {
         let edge = &mut points[w[0] as usize..w[1] as usize];
-        if !edge.is_sorted_by_key(|p| p.0) {
-            edge.sort_by_key(|p| p.0);
+        if !edge.is_sorted_by_key(time) {
+            edge.sort_by_key(time);
         }
     }
     let tags = (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect();
     base.pop();
-    Layout { points: points.into_iter().map(|p| p.1).collect(), bounds, base, tags }
+    Layout { points, bounds, base, tags }
 }
 
 #[cfg(test)]
