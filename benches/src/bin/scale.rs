@@ -131,10 +131,10 @@ fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
 }
 
 /// A window width that cuts `trace` into about `a.windows` windows: its
-/// span measured in 10 ms windows (one run at `-w 1`), divided.
+/// span measured in 1 ms windows (one run at `-w 1`), divided.
 fn width_for(a: &Args, trace: &Path) -> String {
-    let tens = run(a, trace, 1, "10ms").windows;
-    format!("{}ms", (tens * 10 / a.windows.max(1)).max(1))
+    let ms = run(a, trace, 1, "1ms").windows;
+    format!("{}us", (ms * 1000 / a.windows.max(1)).max(1))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -154,7 +154,11 @@ fn main() {
         // analysis lays each progress message's arrival at every other
         // worker of its process (timely broadcasts progress), quadratic in
         // a process's workers (docs/performance.md).
-        ("1000 streams (125 processes × 8)".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8), String::new()),
+        (
+            "1000 streams (125 processes × 8)".into(),
+            synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8),
+            String::new(),
+        ),
     ];
     for (_, path, window) in traces.iter_mut().filter(|t| t.2.is_empty()) {
         *window = width_for(&a, path);
