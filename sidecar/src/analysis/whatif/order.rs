@@ -60,7 +60,7 @@ impl<'g> Placer<'g> {
 
     /// The edge a point at `x` is on: the vertex it leads into, counted
     /// from the chain's start (the chain's length: past its end).
-    #[inline]
+    #[inline(always)]
     fn place(&self, x: Ns) -> u32 {
         if x < self.lo {
             return 0;
@@ -117,31 +117,36 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     }
     let slots = base[nw] as usize;
     let ok = |l: &Link| (l.src as usize) < nw && (l.dst as usize) < nw;
-    // Per link, the edge of its send and of its read; per edge, its count.
-    let mut edge: Vec<[u32; 2]> = vec![[0; 2]; links.len()];
-    let mut bounds = vec![0u32; slots + 1];
-    for (l, e) in links.iter().zip(edge.iter_mut()) {
+    // Per link, the edge of its send and of its read; per edge, its count
+    // (at `bounds[edge + 2]`: summed, `bounds[edge + 1]` is where the edge
+    // starts, and once its points are in, where the next one does).
+    let mut edge: Vec<[u32; 2]> = Vec::with_capacity(links.len());
+    let mut bounds = vec![0u32; slots + 2];
+    for l in links {
         if ok(l) {
             let (i, j) = (l.src as usize, l.dst as usize);
-            *e = [base[i] + placers[i].place(l.sent), base[j] + placers[j].place(l.read.max(l.sent))];
-            bounds[e[0] as usize + 1] += 1;
-            bounds[e[1] as usize + 1] += 1;
+            let e = [base[i] + placers[i].place(l.sent), base[j] + placers[j].place(l.read.max(l.sent))];
+            bounds[e[0] as usize + 2] += 1;
+            bounds[e[1] as usize + 2] += 1;
+            edge.push(e);
+        } else {
+            edge.push([0; 2]);
         }
     }
-    for k in 1..bounds.len() {
+    for k in 2..bounds.len() {
         bounds[k] += bounds[k - 1];
     }
-    let mut fill: Vec<u32> = bounds[..slots].to_vec();
-    let mut points: Vec<u64> = vec![0; bounds[slots] as usize];
+    let mut points: Vec<u64> = vec![0; bounds[slots + 1] as usize];
     for (side, tag) in [(0, L_SEND), (1, L_READ)] {
         for (m, (l, e)) in links.iter().zip(&edge).enumerate() {
             if ok(l) {
-                let k = &mut fill[e[side] as usize];
+                let k = &mut bounds[e[side] as usize + 1];
                 points[*k as usize] = step(tag, m);
                 *k += 1;
             }
         }
     }
+    bounds.pop();
     let time = |p: &u64| {
         let l = &links[*p as u32 as usize];
         if *p >> 32 == L_READ {
