@@ -38,10 +38,10 @@
 //! that keeps the DAG's dependencies (program order, each send before its
 //! read, the sender of a wait's message before the wait's end): measured
 //! time order is one, but sorting every point took as long as the replays
-//! themselves. Each worker's points are in time order already, so the
-//! order walks the workers in turn, each as far as its messages allow
-//! ([`Replay::new`]); it is built once per window, and the speedups asked
-//! are replayed together in one pass over it ([`Replay::run_all`]).
+//! themselves. Each worker's points are laid out in time order once per
+//! window ([`Replay::new`], without sorting them), and the speedups asked
+//! are replayed together in one pass that walks the workers in turn, each
+//! as far as its messages allow ([`Replay::run_all`]).
 //!
 //! # Limits
 //!
@@ -201,8 +201,8 @@ fn step(tag: u64, ix: usize) -> u64 {
 /// inside it is at its start.
 const NOT_WORK: u32 = u32::MAX;
 
-/// A window prepared for replays: its graph, its messages, and an order of
-/// their points that every replay follows (built once).
+/// A window prepared for replays: its graph, its messages, and each
+/// worker's points in time order (laid out once).
 ///
 /// # The order
 ///
@@ -213,12 +213,11 @@ const NOT_WORK: u32 = u32::MAX;
 /// dependencies gives the same times as visiting the points in measured
 /// time, which is one such order (program order is time order, and every
 /// send precedes its read). Each worker's points are put in time order
-/// apart (its chain's vertices, strictly increasing, merged with its sends
-/// and reads, which come in a few sorted runs, one per channel and peer:
-/// merged, not sorted); the order walks the workers in turn, each as far
-/// as its dependencies allow ([`order`]). No sort: sorting all points by
-/// time was 40 % of the ranking's instructions, sorting each worker's
-/// sends and reads a quarter.
+/// apart (its chain's vertices, strictly increasing, and on each edge the
+/// sends and reads that fall on it: [`order`]); a replay walks the workers
+/// in turn, each as far as its dependencies allow. No sort: sorting all
+/// points by time was 40 % of the ranking's instructions, sorting each
+/// worker's sends and reads a quarter.
 pub struct Replay<'g> {
     g: &'g Graph,
     links: &'g [Link],
