@@ -54,6 +54,10 @@ pub enum Inputs {
         /// The last windows that late records still revise
         /// (`--revise-within`; 0: none, see [`crate::pipeline::revise`]).
         revise_within: u64,
+        /// How long a connection's unread backlog holds its streams'
+        /// windows back past the grace, at most (`--max-backlog`, see
+        /// [`crate::pipeline::grace::deadline`]).
+        max_backlog: Ns,
     },
 }
 
