@@ -154,7 +154,11 @@ fn main() {
         // analysis lays each progress message's arrival at every other
         // worker of its process (timely broadcasts progress), quadratic in
         // a process's workers (docs/performance.md).
-        ("1000 streams (125 processes × 8)".into(), synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8), String::new()),
+        (
+            "1000 streams (125 processes × 8)".into(),
+            synth(&dir, a.records, 1000, Pattern::Neighbours(2), 8),
+            String::new(),
+        ),
     ];
     for (_, path, window) in traces.iter_mut().filter(|t| t.2.is_empty()) {
         *window = width_for(&a, path);

@@ -9,6 +9,8 @@
 //! ([`crate::pipeline::revise`]) raises it too: that window is corrected,
 //! and the longer grace makes the next windows' first reports whole (on a
 //! loaded machine, a window left to revision reported no wait at first).
+//! A stream whose data the sidecar has but has not read yet is not silent:
+//! its windows wait longer, up to `--max-backlog` ([`deadline`]).
 
 use crate::analysis::model::Ns;
 
