@@ -54,6 +54,7 @@ fn panicking_worker_ends_the_run(analysis_thread: bool) {
         sync: Default::default(),
         unpack_thread: false,
         analysis_thread,
+        shared_analysis: true,
         what_if: None,
     };
     // Reports are printed by worker 0: it panics, worker 1 must not wait.

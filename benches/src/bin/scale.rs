@@ -131,10 +131,10 @@ fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
 }
 
 /// A window width that cuts `trace` into about `a.windows` windows: its
-/// span measured in 10 ms windows (one run at `-w 1`), divided.
+/// span measured in 1 ms windows (one run at `-w 1`), divided.
 fn width_for(a: &Args, trace: &Path) -> String {
-    let tens = run(a, trace, 1, "10ms").windows;
-    format!("{}ms", (tens * 10 / a.windows.max(1)).max(1))
+    let ms = run(a, trace, 1, "1ms").windows;
+    format!("{}us", (ms * 1000 / a.windows.max(1)).max(1))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

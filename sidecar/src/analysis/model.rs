@@ -449,8 +449,18 @@ fn covered(f: &Fragment, width: Ns) -> (Ns, Ns) {
 /// the entries they can hold in all and by their number (past it a smaller
 /// one makes way). A vector allocated anew for every window has its pages
 /// faulted in again and regrows by doubling; a kept one does neither.
+///
+/// Kept by capacity in an ordered map, with their total held apart, so that
+/// each call costs a lookup, not a scan of the kept vectors: a window of a
+/// thousand streams gives back thousands of message tables, and the scans
+/// took 6.5 % of the instructions of a 1,000-stream trace
+/// (docs/performance.md, instructions per record against the streams).
 pub struct Pool<T> {
-    kept: Vec<Vec<T>>,
+    /// By (capacity, arrival): the arrival keeps equal capacities apart.
+    kept: std::collections::BTreeMap<(usize, u64), Vec<T>>,
+    arrivals: u64,
+    /// The capacities of the kept vectors, summed.
+    held: usize,
     /// Smaller vectors are not worth keeping.
     min_capacity: usize,
     max_entries: usize,
@@ -458,27 +468,28 @@ pub struct Pool<T> {
 
 impl<T> Pool<T> {
     pub const fn new(min_capacity: usize, max_entries: usize) -> Pool<T> {
-        Pool { kept: Vec::new(), min_capacity, max_entries }
+        Pool { kept: std::collections::BTreeMap::new(), arrivals: 0, held: 0, min_capacity, max_entries }
     }
 
     /// The roomiest kept vector, or a new one.
     pub fn take(&mut self) -> Vec<T> {
-        let best = self.kept.iter().enumerate().max_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
-        best.map(|i| self.kept.swap_remove(i)).unwrap_or_default()
+        self.kept.pop_last().map(|(_, v)| self.handed_out(v)).unwrap_or_default()
     }
 
     /// The smallest kept vector that holds `n`, or a new one of that size:
     /// for a short-lived few, so that the roomy vectors stay for the
     /// windows that need them.
     pub fn take_fit(&mut self, n: usize) -> Vec<T> {
-        let best = self
-            .kept
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.capacity() >= n)
-            .min_by_key(|(_, v)| v.capacity())
-            .map(|(i, _)| i);
-        best.map_or_else(|| Vec::with_capacity(n), |i| self.kept.swap_remove(i))
+        let key = self.kept.range((n, 0)..).next().map(|(k, _)| *k);
+        match key.and_then(|k| self.kept.remove(&k)) {
+            Some(v) => self.handed_out(v),
+            None => Vec::with_capacity(n),
+        }
+    }
+
+    fn handed_out(&mut self, v: Vec<T>) -> Vec<T> {
+        self.held -= v.capacity();
+        v
     }
 
     /// Keeps `v` (emptied) if it is worth it and there is room.
@@ -487,16 +498,18 @@ impl<T> Pool<T> {
             return;
         }
         if self.kept.len() >= POOL_MAX_KEPT {
-            let smallest = self.kept.iter().enumerate().min_by_key(|(_, x)| x.capacity()).map(|(i, _)| i);
-            match smallest {
-                Some(i) if self.kept[i].capacity() < v.capacity() => drop(self.kept.swap_remove(i)),
+            match self.kept.first_entry() {
+                Some(smallest) if smallest.key().0 < v.capacity() => {
+                    self.held -= smallest.remove().capacity();
+                }
                 _ => return,
             }
         }
-        let held: usize = self.kept.iter().map(|x| x.capacity()).sum();
-        if held + v.capacity() <= self.max_entries {
+        if self.held + v.capacity() <= self.max_entries {
             v.clear();
-            self.kept.push(v);
+            self.held += v.capacity();
+            self.arrivals += 1;
+            self.kept.insert((v.capacity(), self.arrivals), v);
         }
     }
 }
@@ -755,12 +768,29 @@ mod tests {
             p.give(Vec::with_capacity(cap));
         }
         assert_eq!(p.kept.len(), POOL_MAX_KEPT);
-        let least = p.kept.iter().map(|v| v.capacity()).min().unwrap();
+        let least = p.kept.values().map(|v| v.capacity()).min().unwrap();
+        assert_eq!(p.held, p.kept.values().map(|v| v.capacity()).sum::<usize>(), "the total follows");
         assert!(least >= 104, "the smallest made way: {least}");
         assert!(p.take().capacity() >= 4 + POOL_MAX_KEPT + 99, "the roomiest is handed out first");
         let fit = p.take_fit(500);
         assert_eq!(fit.capacity(), 500, "the smallest that holds 500");
         assert!(p.take_fit(1 << 20).capacity() >= 1 << 20, "none holds it: a new one");
+        assert_eq!(p.held, p.kept.values().map(|v| v.capacity()).sum::<usize>(), "and after taking");
+    }
+
+    #[test]
+    fn a_pool_keeps_no_more_than_its_entries_and_equal_capacities_apart() {
+        let mut p: Pool<u8> = Pool::new(4, 100);
+        for _ in 0..3 {
+            p.give(Vec::with_capacity(30));
+        }
+        assert_eq!(p.kept.len(), 3, "three of the same capacity, all kept");
+        p.give(Vec::with_capacity(30));
+        assert_eq!((p.kept.len(), p.held), (3, 90), "a fourth would pass 100 entries");
+        let v = p.take_fit(10);
+        assert_eq!((v.capacity(), p.held), (30, 60));
+        p.give(v);
+        assert_eq!(p.held, 90, "given back");
     }
 
     #[test]

@@ -73,6 +73,7 @@ pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
         sync: SharedSync::new(Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)))),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
+        shared_analysis: !matches!(std::env::var("SIDECAR_SHARED_ANALYSIS").as_deref(), Ok("off" | "0")),
         what_if: common.what_if(),
     }
 }

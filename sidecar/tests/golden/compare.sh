@@ -33,6 +33,11 @@ for t in "$here"/ka-*.rlog; do
 done
 run synth.jsonl analyze "$out/synth.rlog" --window 50ms -q --json -
 run synth-w2.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
+# Two workers without analysis threads: each window analyzed by whichever
+# worker is free, not always its owner (the same reports). With the threads
+# forced on: each worker's own.
+SIDECAR_ANALYSIS=off run synth-w2-shared.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
+SIDECAR_ANALYSIS=on run synth-w2-threads.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 run synth-raw.jsonl analyze "$out/synth-raw.rlog" --window 50ms -q --json -
 # Two processes of a timely cluster on loopback (one worker each, the file
 # read by both, each decoding the streams its worker owns): the same

@@ -49,7 +49,13 @@ impl DenseIds {
 }
 
 /// Group numbers by a key of three dense indices: a flat table while the
-/// key space is small (workers² × channels usually is), a hash map beyond.
+/// key space is small (workers² × channels usually is), a hash map beyond,
+/// or when the table would be mostly empty. The table is built anew for
+/// every window: with a thousand streams, each talking to a few, it was
+/// 1024² × channels slots for a few thousand groups, zeroed and regrown
+/// each window (13 % of the instructions of a 1,000-stream trace,
+/// docs/performance.md); lookups are per group, not per message, so the
+/// map costs little where the table would be large.
 #[derive(Default)]
 pub(super) struct GroupIndex {
     dims: [u32; 3],
@@ -60,6 +66,10 @@ pub(super) struct GroupIndex {
 
 impl GroupIndex {
     const MAX_TABLE: usize = 1 << 22;
+    /// Below this many slots (256 KB) the table is kept whatever its use.
+    const SMALL_TABLE: usize = 1 << 16;
+    /// Past [`Self::SMALL_TABLE`], slots per group the table may have.
+    const SLOTS_PER_GROUP: usize = 16;
 
     #[inline]
     fn slot(&self, k: [u32; 3]) -> Option<usize> {
@@ -122,7 +132,8 @@ impl GroupIndex {
             }
         }
         let size = d.iter().map(|&x| x as usize).product::<usize>();
-        if size > Self::MAX_TABLE {
+        let sparse = size > Self::SMALL_TABLE && size > Self::SLOTS_PER_GROUP * (self.keys.len() + 1);
+        if size > Self::MAX_TABLE || sparse {
             let m = self.keys.iter().map(|&k| (k, self.find(k).unwrap() as u32)).collect();
             self.map = Some(m);
             return;
@@ -189,4 +200,56 @@ pub(super) struct ProgressReads {
     pub reads: Vec<MsgEntry>,
     /// The highest sequence number read.
     pub max_seq: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupIndex;
+
+    /// Numbers the keys in order of first sight, as the matching does.
+    fn number(ix: &mut GroupIndex, keys: &[[u32; 3]]) -> Vec<usize> {
+        let mut next = 0;
+        keys.iter()
+            .map(|&k| {
+                let g = ix.get(k, next);
+                next = next.max(g + 1);
+                g
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_group_index_numbers_keys_alike_as_a_table_or_a_map() {
+        // A few workers: a dense key space, kept as a table.
+        let dense: Vec<[u32; 3]> = (0..200).map(|i| [i % 3, (i * 7) % 8, (i * 5) % 8]).collect();
+        let mut ix = GroupIndex::default();
+        let groups = number(&mut ix, &dense);
+        assert!(ix.map.is_none(), "8 workers, 3 channels: a table");
+        // Each distinct key got the next number at its first sight, the
+        // same key the same number later.
+        let mut firsts: Vec<[u32; 3]> = Vec::new();
+        for (k, g) in dense.iter().zip(&groups) {
+            match firsts.iter().position(|f| f == k) {
+                Some(p) => assert_eq!(*g, p),
+                None => {
+                    assert_eq!(*g, firsts.len());
+                    firsts.push(*k);
+                }
+            }
+        }
+        for (k, g) in dense.iter().zip(&groups) {
+            assert_eq!(ix.find(*k), Some(*g));
+        }
+        // A thousand workers each with two neighbours: a sparse key space
+        // (1024² slots per channel for 2,000 groups) goes to the map, and
+        // numbers the keys as the table would.
+        let sparse: Vec<[u32; 3]> =
+            (0..1000u32).flat_map(|w| [[0, w, (w + 1) % 1000], [0, w, (w + 999) % 1000]]).collect();
+        let mut ix = GroupIndex::default();
+        let groups = number(&mut ix, &sparse);
+        assert!(ix.map.is_some(), "sparse: a map");
+        assert_eq!(groups, (0..2000).collect::<Vec<_>>(), "each key new, numbered in order");
+        assert_eq!(ix.find([0, 5, 6]), Some(10));
+        assert_eq!(ix.find([0, 5, 7]), None);
+    }
 }

@@ -1,11 +1,12 @@
 //! The Analyze operator: each window's owner gathers the window's fragments
 //! from every stream and analyzes the window once the frontier has passed
-//! it (every stream has settled past its end), on the worker or on its
-//! analysis thread ([`Analyst`]). The window analysis itself is
+//! it (every stream has settled past its end), on the worker, on its
+//! analysis thread ([`Analyst`]), or on whichever worker of the process has
+//! nothing to read ([`JobBoard`]). The window analysis itself is
 //! [`crate::analysis`]'s; this decides when a window is whole and holds a
 //! capability for it until its report is out.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -16,6 +17,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
+use timely::scheduling::{Activator, SyncActivator};
 
 use super::ingest_op::{wire_bytes, TimedFragment};
 use super::outputs::Outputs;
@@ -25,17 +27,43 @@ use super::Shared;
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::output::http::WindowTraffic;
-use crate::pipeline::analyst::{Analyst, Done, Job};
+use crate::pipeline::analyst::{Analyst, Done, Job, JobBoard};
 use crate::pipeline::revise::{Late, Retained};
+
+/// Whether this worker's source read nothing in its last activation
+/// (throttled, waiting, or done): set by the Ingest operator, read by the
+/// Analyze operator, which may then analyze a window a peer posted
+/// ([`JobBoard`]).
+#[derive(Default)]
+pub(super) struct IngestIdle {
+    idle: Cell<bool>,
+    /// This worker's Analyze operator, woken when the source turns idle
+    /// with windows posted.
+    analyze: RefCell<Option<Activator>>,
+}
+
+impl IngestIdle {
+    /// The source's state after an activation.
+    pub(super) fn set(&self, idle: bool, board: Option<&JobBoard>) {
+        self.idle.set(idle);
+        if idle && board.is_some_and(|b| !b.is_empty()) {
+            if let Some(a) = self.analyze.borrow().as_ref() {
+                a.activate();
+            }
+        }
+    }
+}
 
 /// The Analyze operator: `fragments` exchanged to their windows' owners
 /// (`pact`) → the windows' report lines, each at its window's time.
-/// `analysis_thread_on` is set when this worker's analysis thread starts.
+/// `analysis_thread_on` is set when this worker's analysis thread starts;
+/// `idle` says when this worker's source has nothing to read.
 pub(super) fn analyze<'s, P>(
     fragments: StreamVec<'s, u64, TimedFragment>,
     pact: P,
     shared: &Shared,
     analysis_thread_on: Rc<Cell<bool>>,
+    idle: Rc<IngestIdle>,
 ) -> StreamVec<'s, u64, ReportLine>
 where
     P: ParallelizationContract<u64, Vec<TimedFragment>>,
@@ -57,7 +85,26 @@ where
                 r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker")).ok()
             });
         analysis_thread_on.set(analyst.is_some());
-        let mut owner = WindowOwner::new(shared, analyst, scope.index());
+        let board = shared.job_board.clone().filter(|_| analyst.is_none());
+        let shared_jobs = board.map(|board| {
+            let wake = scope.worker().sync_activator_for(info.address.to_vec());
+            let taker = wake.clone();
+            board.register(move || {
+                let _ = taker.activate();
+            });
+            *idle.analyze.borrow_mut() = Some(scope.activator_for(info.address.clone()));
+            let (reply, replies) = std::sync::mpsc::channel();
+            SharedJobs {
+                board,
+                reply,
+                replies,
+                wake,
+                posted: Vec::new(),
+                idle: idle.clone(),
+                again: scope.activator_for(info.address.clone()),
+            }
+        });
+        let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index());
         let mut out = Vec::new();
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, data| {
@@ -66,6 +113,7 @@ where
                 }
             });
             owner.analyze_ready(frontier, &mut out);
+            owner.take_posted(&mut out);
             // (Reports are small: a window's detail is gone once written.)
             for (c, x) in out.drain(..) {
                 output.session(&c).give(x);
@@ -95,6 +143,8 @@ struct WindowOwner {
     /// analysis: its report goes out at it.
     caps: BTreeMap<u64, Capability<u64>>,
     analyst: Option<Analyst>,
+    /// Windows analyzed wherever a worker is free ([`JobBoard`]).
+    shared_jobs: Option<SharedJobs>,
     reporter: Reporter,
     outputs: Arc<Outputs>,
     prints_reports: bool,
@@ -108,7 +158,7 @@ struct WindowOwner {
 }
 
 impl WindowOwner {
-    fn new(shared: &Shared, analyst: Option<Analyst>, index: usize) -> WindowOwner {
+    fn new(shared: &Shared, analyst: Option<Analyst>, shared_jobs: Option<SharedJobs>, index: usize) -> WindowOwner {
         WindowOwner {
             stash: BTreeMap::new(),
             traffic: BTreeMap::new(),
@@ -118,6 +168,7 @@ impl WindowOwner {
             ended: EndedStreams::default(),
             caps: BTreeMap::new(),
             analyst,
+            shared_jobs,
             reporter: Reporter::new(shared),
             outputs: shared.outputs.clone(),
             prints_reports: shared.prints_reports,
@@ -190,6 +241,7 @@ impl WindowOwner {
         // windows in flight, quadratic when a stream's fragments span very
         // many.)
         let ready: Vec<(u64, u64)> = self.stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
+        self.take_results(out);
         // Windows the analysis thread finished since the last activation
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
@@ -218,6 +270,14 @@ impl WindowOwner {
             self.ended.apply(window, self.width, &mut frags);
             self.retained.analyzed(key, window, &frags);
             let job = Job { key, window, frags, detail: self.reporter.wants_detail(), what_if: self.what_if.clone() };
+            if let Some(sj) = self.shared_jobs.as_mut() {
+                sj.posted.push(key);
+                let wake = sj.wake.clone();
+                sj.board.post(job, sj.reply.clone(), move || {
+                    let _ = wake.activate();
+                });
+                continue;
+            }
             match self.analyst.as_mut() {
                 Some(a) => {
                     while !a.has_room() {
@@ -293,14 +353,60 @@ impl WindowOwner {
 
     /// Drops the capabilities of windows neither gathering nor in analysis.
     fn release_capabilities(&mut self) {
-        let (stash, analyst) = (&self.stash, &self.analyst);
+        let (stash, analyst, shared_jobs) = (&self.stash, &self.analyst, &self.shared_jobs);
         self.caps.retain(|&w, _| {
-            stash.range((w, 0)..=(w, u64::MAX)).next().is_some() || analyst.as_ref().is_some_and(|a| a.holds(w))
+            stash.range((w, 0)..=(w, u64::MAX)).next().is_some()
+                || analyst.as_ref().is_some_and(|a| a.holds(w))
+                || shared_jobs.as_ref().is_some_and(|sj| sj.posted.iter().any(|k| k.0 == w))
         });
+    }
+
+    /// The windows this worker posted that a worker (maybe this one) has
+    /// analyzed since: reported.
+    fn take_results(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
+        let Some(sj) = self.shared_jobs.as_mut() else { return };
+        while let Ok(d) = sj.replies.try_recv() {
+            sj.posted.retain(|k| *k != d.key);
+            out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, &mut self.figures, d));
+        }
+    }
+
+    /// While this worker's source has nothing to read, analyzes one window
+    /// posted by any worker of the process (its own included), and comes
+    /// back for the next: one a step, so that the source is asked in
+    /// between whether it has something to read again.
+    fn take_posted(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
+        let Some(sj) = self.shared_jobs.as_ref() else { return };
+        if !sj.idle.idle.get() {
+            return;
+        }
+        if let Some(p) = sj.board.take() {
+            p.run(self.width);
+            if !sj.board.is_empty() {
+                sj.again.activate();
+            }
+            self.take_results(out);
+        }
     }
 }
 
 /// A window's report line, with the capability it goes out at.
+/// A worker's side of the process's [`JobBoard`].
+struct SharedJobs {
+    board: Arc<JobBoard>,
+    /// Where the analyses of this worker's windows come back.
+    reply: std::sync::mpsc::Sender<Done>,
+    replies: std::sync::mpsc::Receiver<Done>,
+    /// Wakes this worker's operator from another worker's thread (a result
+    /// is back).
+    wake: SyncActivator,
+    /// Keys of the windows posted and not yet back.
+    posted: Vec<(u64, u64)>,
+    idle: Rc<IngestIdle>,
+    /// Schedules this operator again (more windows are posted).
+    again: Activator,
+}
+
 fn report(
     reporter: &Reporter,
     caps: &BTreeMap<u64, Capability<u64>>,

@@ -25,6 +25,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
+use super::analyze_op::IngestIdle;
 use super::{Inputs, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
@@ -109,6 +110,7 @@ pub(super) fn ingest<'s>(
     shared: &Shared,
     analyzed: ProbeHandle<u64>,
     analysis_thread_on: Rc<Cell<bool>>,
+    idle: Rc<IngestIdle>,
 ) -> StreamVec<'s, u64, TimedFragment> {
     source(scope, "Ingest", move |cap: Capability<u64>, info| {
         let activator = scope.activator_for(info.address.clone());
@@ -132,6 +134,7 @@ pub(super) fn ingest<'s>(
                 peers,
                 analyzed,
                 analysis_thread_on,
+                idle,
                 fragments: Vec::new(),
                 figures: Vec::new(),
                 last_bar: Instant::now(),
@@ -208,6 +211,8 @@ struct Streams {
     peers: usize,
     analyzed: ProbeHandle<u64>,
     analysis_thread_on: Rc<Cell<bool>>,
+    /// Whether the last activation read nothing (for the Analyze operator).
+    idle: Rc<IngestIdle>,
     /// The fragments of one activation, to send.
     fragments: Vec<Fragment>,
     /// The probes' figures read since they were last sent, by process
@@ -258,9 +263,11 @@ impl Ingest {
         s.draw_progress_bar();
         if s.readers.iter().all(|r| r.done) && (!s.shared.live() || stopping) {
             s.finish();
+            s.idle.set(true, s.shared.job_board.as_deref());
             self.cap = None;
             return;
         }
+        s.idle.set(throttled || !any_data, s.shared.job_board.as_deref());
         s.advance(cap, &hosts);
         s.schedule_next(throttled, any_data, &hosts);
     }

@@ -78,6 +78,12 @@ pub struct Settings {
     /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
+    /// Offline, without analysis threads, with several workers in the
+    /// process: a window is analyzed by whichever of them has nothing to
+    /// read ([`crate::pipeline::analyst::JobBoard`]), not always by its
+    /// owner. (Not with a timeline export or the dashboard, whose details
+    /// are written in the order the analyses end.)
+    pub shared_analysis: bool,
     /// The speedup every window predicts (`sidecar whatif`); an empty one:
     /// no what-if at all (`--what-if off`); None: each window ranks its own
     /// top operators.
@@ -182,6 +188,9 @@ struct Shared {
     /// Each file shared by several workers, read once for all of them
     /// (by the file's position; the error if it could not be opened).
     splitters: Arc<Mutex<std::collections::BTreeMap<usize, Result<Arc<Splitter>, String>>>>,
+    /// The windows posted for analysis by any worker of the process
+    /// ([`Settings::shared_analysis`]).
+    job_board: Option<Arc<crate::pipeline::analyst::JobBoard>>,
 }
 
 impl Shared {
@@ -196,6 +205,14 @@ impl Shared {
         let graph = sink.graph.take();
         let feed = sink.http.take();
         let compact_lines = sink.compact_lines;
+        let job_board = (settings.shared_analysis
+            && !settings.analysis_thread
+            && matches!(inputs, Inputs::Files(_))
+            && local_workers.len() > 1
+            && perfetto.is_none()
+            && graph.is_none()
+            && feed.is_none())
+        .then(Default::default);
         let total_bytes: u64 = match &inputs {
             Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
             _ => 0,
@@ -216,6 +233,7 @@ impl Shared {
             prints_reports,
             local_workers,
             splitters: Default::default(),
+            job_board,
         }
     }
 
@@ -271,8 +289,9 @@ fn build_dataflow(scope: Scope<'_, u64>, shared: &Shared, analyzed: ProbeHandle<
     // operator is built, before anything runs): the source then reads one
     // window less ahead.
     let analysis_thread_on = std::rc::Rc::new(std::cell::Cell::new(false));
-    let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), analysis_thread_on.clone());
-    let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, analysis_thread_on);
+    let idle = std::rc::Rc::new(analyze_op::IngestIdle::default());
+    let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), analysis_thread_on.clone(), idle.clone());
+    let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, analysis_thread_on, idle);
     outputs::print(reports.probe_with(&analyzed), Exchange::new(|_| 0), shared);
 }
 
