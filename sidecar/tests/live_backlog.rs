@@ -228,6 +228,7 @@ fn live_run(width: u64, grace: u64, max_backlog: u64, rate: f64, seconds: f64, f
         sync: Default::default(),
         unpack_thread: false,
         analysis_thread: false,
+        shared_analysis: false,
         what_if: Some(Arc::from(Vec::new())),
     };
     let lines = Lines::default();
