@@ -25,8 +25,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
-use super::analyze_op::IngestIdle;
-use super::{Inputs, RunStats, Shared};
+use super::{IngestIdle, Inputs, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
