@@ -68,7 +68,7 @@ where
             board.register(move || {
                 let _ = taker.activate();
             });
-            *idle.analyze.borrow_mut() = Some(scope.activator_for(info.address.clone()));
+            idle.wake_with(scope.activator_for(info.address.clone()));
             let (reply, replies) = std::sync::mpsc::channel();
             SharedJobs {
                 board,
@@ -353,7 +353,7 @@ impl WindowOwner {
     /// between whether it has something to read again.
     fn take_posted(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
         let Some(sj) = self.shared_jobs.as_ref() else { return };
-        if !sj.idle.idle.get() {
+        if !sj.idle.idle() {
             return;
         }
         if let Some(p) = sj.board.take() {

@@ -278,6 +278,40 @@ impl Shared {
     }
 }
 
+/// Whether this worker's source read nothing in its last activation
+/// (throttled, waiting, or done): set by the Ingest operator, read by the
+/// Analyze operator, which may then analyze a window a peer posted
+/// ([`crate::pipeline::analyst::JobBoard`]).
+#[derive(Default)]
+pub(super) struct IngestIdle {
+    idle: std::cell::Cell<bool>,
+    /// This worker's Analyze operator, woken when the source turns idle
+    /// with windows posted.
+    analyze: std::cell::RefCell<Option<timely::scheduling::Activator>>,
+}
+
+impl IngestIdle {
+    /// The Analyze operator to wake.
+    fn wake_with(&self, analyze: timely::scheduling::Activator) {
+        *self.analyze.borrow_mut() = Some(analyze);
+    }
+
+    /// Whether the source read nothing in its last activation.
+    fn idle(&self) -> bool {
+        self.idle.get()
+    }
+
+    /// The source's state after an activation.
+    pub(super) fn set(&self, idle: bool, board: Option<&crate::pipeline::analyst::JobBoard>) {
+        self.idle.set(idle);
+        if idle && board.is_some_and(|b| !b.is_empty()) {
+            if let Some(a) = self.analyze.borrow().as_ref() {
+                a.activate();
+            }
+        }
+    }
+}
+
 /// The global indices of this process's workers.
 fn local_workers(config: &timely::Config) -> std::ops::Range<usize> {
     match config.communication {
