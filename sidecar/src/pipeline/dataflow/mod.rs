@@ -132,30 +132,6 @@ impl RunStats {
     }
 }
 
-/// Whether a worker's source read nothing in its last activation
-/// (throttled, waiting, or done): set by the Ingest operator, read by the
-/// Analyze operator, which may then analyze a window a peer posted
-/// ([`JobBoard`](crate::pipeline::analyst::JobBoard)).
-#[derive(Default)]
-struct IngestIdle {
-    idle: std::cell::Cell<bool>,
-    /// This worker's Analyze operator, woken when the source turns idle
-    /// with windows posted.
-    analyze: std::cell::RefCell<Option<timely::scheduling::Activator>>,
-}
-
-impl IngestIdle {
-    /// The source's state after an activation.
-    fn set(&self, idle: bool, board: Option<&crate::pipeline::analyst::JobBoard>) {
-        self.idle.set(idle);
-        if idle && board.is_some_and(|b| !b.is_empty()) {
-            if let Some(a) = self.analyze.borrow().as_ref() {
-                a.activate();
-            }
-        }
-    }
-}
-
 /// Runs the analysis to its end (files) or until `stop` (live). A panic in a
 /// worker, or a broken connection to another process of a cluster, ends the
 /// run on every worker with an error naming the first panic. For that the
