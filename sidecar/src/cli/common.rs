@@ -162,6 +162,21 @@ pub fn parse_revise_within(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// `--max-backlog`: a duration from 0 (a backlog holds nothing) to
+/// [`MAX_MAX_BACKLOG_NS`](sidecar::pipeline::grace::MAX_MAX_BACKLOG_NS).
+pub fn parse_max_backlog(s: &str) -> Result<u64, String> {
+    use sidecar::pipeline::grace::MAX_MAX_BACKLOG_NS;
+    let ns = if s.trim() == "0" { 0.0 } else { parse_ns(s)? };
+    if ns > MAX_MAX_BACKLOG_NS as f64 {
+        return Err(format!(
+            "'{}': a backlog holds windows back 0 to {} s (every other stream's fragments wait meanwhile)",
+            s.trim(),
+            MAX_MAX_BACKLOG_NS / 1_000_000_000
+        ));
+    }
+    Ok(ns as u64)
+}
+
 /// A size in bytes: 64MB, 512KB, 1GB, 4096 (binary units: 1KB = 1024).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -414,6 +429,16 @@ pub fn stop_on_ctrl_c(who: &str, first: Option<&'static str>) -> Arc<AtomicBool>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_backlog_takes_0_to_60_seconds_and_refuses_more() {
+        assert_eq!(parse_max_backlog("2s"), Ok(2_000_000_000));
+        assert_eq!(parse_max_backlog("0"), Ok(0));
+        assert_eq!(parse_max_backlog("0ms"), Ok(0));
+        assert_eq!(parse_max_backlog("60s"), Ok(60_000_000_000));
+        assert!(parse_max_backlog("61s").unwrap_err().contains("0 to 60 s"));
+        assert!(parse_max_backlog("2").unwrap_err().contains("unit"));
+    }
 
     #[test]
     fn sizes_parse_in_binary_units() {

@@ -34,6 +34,13 @@ pub struct Args {
     /// (`late data`). 0: no revisions; at most 1024.
     #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN, value_parser = super::common::parse_revise_within)]
     revise_within: u64,
+    /// How long a connection's backlog (bytes the sidecar has received but
+    /// not read yet, after it was busy) holds its windows back past the
+    /// grace: they wait for it, as it is not late data. Past it they close
+    /// without it (counted in the closing line) and its records for them
+    /// come late. 0: they never wait; at most 60s.
+    #[arg(long, default_value = "2s", value_parser = super::common::parse_max_backlog)]
+    max_backlog: u64,
     /// Answer clock exchanges from relays on other hosts (`sidecar relay
     /// --clock`): udp:[ADDR:]PORT (a bare port, or `udp:` alone for
     /// 7071, listens on 127.0.0.1 only). This host's timeline becomes the
@@ -103,7 +110,9 @@ fn parse_clock_listen(s: &str) -> Result<String, String> {
 
 /// Analyzes live until Ctrl-C (then what has arrived): the exit status as
 /// `analyze`'s; 2 (at once) if it cannot listen or answer clock exchanges.
-pub fn run(Args { listen, grace, revise_within, clock_listen, host_id, limits, common, http }: Args) -> i32 {
+pub fn run(
+    Args { listen, grace, revise_within, max_backlog, clock_listen, host_id, limits, common, http }: Args,
+) -> i32 {
     // (--http: the outputs are set up here, with the server's feed.)
     let mut sink = match outputs(&common) {
         Ok(s) => s,
@@ -135,8 +144,12 @@ pub fn run(Args { listen, grace, revise_within, clock_listen, host_id, limits, c
     // (Every 10 s: see `heap::trim`.)
     let trimmer = sidecar::heap::Trimmer::every(std::time::Duration::from_secs(10));
     let settings = live_settings(&common, sync.clone());
-    let (code, stats) =
-        run_dataflow_into(settings, Inputs::Live { queues, stop: stop.clone(), grace, revise_within }, &common, sink);
+    let (code, stats) = run_dataflow_into(
+        settings,
+        Inputs::Live { queues, stop: stop.clone(), grace, revise_within, max_backlog },
+        &common,
+        sink,
+    );
     if let Some(st) = &stats {
         say_cost(st);
     }

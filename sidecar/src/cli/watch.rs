@@ -36,6 +36,13 @@ pub struct Args {
     /// (`late data`). 0: no revisions; at most 1024.
     #[arg(long, value_name = "WINDOWS", default_value_t = sidecar::pipeline::revise::DEFAULT_REVISE_WITHIN, value_parser = super::common::parse_revise_within)]
     revise_within: u64,
+    /// How long a connection's backlog (bytes the sidecar has received but
+    /// not read yet, after it was busy) holds its windows back past the
+    /// grace: they wait for it, as it is not late data. Past it they close
+    /// without it (counted in the closing line) and its records for them
+    /// come late. 0: they never wait; at most 60s.
+    #[arg(long, default_value = "2s", value_parser = super::common::parse_max_backlog)]
+    max_backlog: u64,
     /// Estimated probe cost per published record, ns (measured: ~12 ns
     /// on the development machine; `cargo bench -p benches --bench hot_path`).
     #[arg(long, default_value_t = NS_PER_RECORD)]
@@ -124,7 +131,7 @@ fn run_traced(args: &Args) -> Result<Ended, i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let waiter = wait_then_stop(child, started, echo, listening, stop.clone());
     let settings = live_settings(&args.common, Default::default());
-    let inputs = Inputs::Live { queues, stop, grace, revise_within: args.revise_within };
+    let inputs = Inputs::Live { queues, stop, grace, revise_within: args.revise_within, max_backlog: args.max_backlog };
     let (analysis, stats) = run_dataflow_into(settings, inputs, &args.common, outputs);
     let (status, wall) = waiter.join().expect("the waiting thread does not panic");
     drop(dir);

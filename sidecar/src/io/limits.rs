@@ -89,6 +89,11 @@ pub struct ConnCounts {
     /// Times all buffers together reached `--max-buffered-total` (every
     /// socket then waits).
     pub total_full: AtomicU64,
+    /// Windows of a stream closed by the wall clock while its connection
+    /// still held a backlog older than `--max-backlog` (counted by the
+    /// analysis workers, which read the connections): the backlog's
+    /// records for them come late, to revise them or be counted as late.
+    pub backlog_cut: AtomicU64,
 }
 
 impl ConnCounts {
@@ -101,12 +106,13 @@ impl ConnCounts {
     pub fn summary(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "{} connections ({} refused over --max-connections, {} closed without a Hello by --hello-timeout, {} times a buffer reached --max-buffered, {} times all reached --max-buffered-total)",
+            "{} connections ({} refused over --max-connections, {} closed without a Hello by --hello-timeout, {} times a buffer reached --max-buffered, {} times all reached --max-buffered-total, {} windows closed over a backlog unread for longer than --max-backlog)",
             get(&self.accepted),
             get(&self.refused),
             get(&self.no_hello),
             get(&self.buffer_full),
-            get(&self.total_full)
+            get(&self.total_full),
+            get(&self.backlog_cut)
         )
     }
 }
@@ -218,9 +224,10 @@ mod tests {
         ConnCounts::add(&c.refused);
         ConnCounts::add(&c.no_hello);
         ConnCounts::add(&c.no_hello);
+        c.backlog_cut.fetch_add(4, Ordering::Relaxed);
         assert_eq!(
             c.summary(),
-            "3 connections (1 refused over --max-connections, 2 closed without a Hello by --hello-timeout, 0 times a buffer reached --max-buffered, 0 times all reached --max-buffered-total)"
+            "3 connections (1 refused over --max-connections, 2 closed without a Hello by --hello-timeout, 0 times a buffer reached --max-buffered, 0 times all reached --max-buffered-total, 4 windows closed over a backlog unread for longer than --max-backlog)"
         );
     }
 

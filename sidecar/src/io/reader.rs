@@ -41,6 +41,10 @@ pub struct Reader {
     raw_offset: u64,
     /// When a live connection was accepted (Unix ns).
     pub joined_unix_ns: Option<i128>,
+    /// Live: the last bounded read stopped at its budget with bytes of the
+    /// connection left unread (set by whoever bounds the read): what is
+    /// left is data the sidecar has, whose windows wait for it.
+    pub backlog: bool,
     /// Frames read and unpacked on a helper thread ([`Reader::unpacked_ahead`]).
     unpacker: Option<Unpacker>,
     /// A file shared with other workers of this process: its splitter and
@@ -76,6 +80,7 @@ impl Reader {
             raw_start: 0,
             raw_offset: 0,
             joined_unix_ns: None,
+            backlog: false,
             unpacker: None,
             split: None,
             queued: Default::default(),
@@ -144,6 +149,13 @@ impl Reader {
         self.pipe = Some(pipe);
         self.slice = slice.max(1);
         self
+    }
+
+    /// Whether bytes wait to be read: what a live connection's pipe holds;
+    /// for any other byte stream, unknown, so yes (a read that stopped at
+    /// its budget may have left some).
+    pub fn has_unread(&self) -> bool {
+        self.pipe.as_ref().is_none_or(|p| p.buffered() > 0)
     }
 
     /// Sets `flag` once a Hello frame has been read (the I/O thread closes

@@ -9,8 +9,29 @@
 //! ([`crate::pipeline::revise`]) raises it too: that window is corrected,
 //! and the longer grace makes the next windows' first reports whole (on a
 //! loaded machine, a window left to revision reported no wait at first).
+//! A stream whose data the sidecar has but has not read yet is not silent:
+//! its windows wait longer, up to `--max-backlog` ([`deadline`]).
 
 use crate::analysis::model::Ns;
+
+/// How long a stream whose connection still holds bytes not yet read holds
+/// its windows back past the grace, by default (`--max-backlog`): the
+/// bounded read of a worker that was busy stopped at its budget, and what
+/// it has not read yet is data the sidecar has, not late data.
+pub const DEFAULT_MAX_BACKLOG_NS: Ns = 2_000_000_000;
+
+/// The longest `--max-backlog` accepted: windows held that long hold every
+/// other stream's fragments meanwhile.
+pub const MAX_MAX_BACKLOG_NS: Ns = 60_000_000_000;
+
+/// Live deadline on a host's timeline (its `now`, ns): streams silent since
+/// before it close their windows up to it. `now - grace`, or, for a stream
+/// whose connection has a backlog (its last read stopped at the read
+/// budget with bytes left), `max_backlog` earlier: its windows wait for
+/// the backlog to be read, at most that long.
+pub fn deadline(now: i128, grace: Ns, backlog: bool, max_backlog: Ns) -> i128 {
+    now - grace as i128 - if backlog { max_backlog as i128 } else { 0 }
+}
 
 /// The longest grace the adaptation reaches: windows held longer wait this
 /// long for their report, and hold their fragments in memory meanwhile.
@@ -79,6 +100,17 @@ impl Grace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With a grace of 30 ms and a limit of 2 s, at 10 s: a stream read to
+    /// the end of what its connection had closes its windows to 9.97 s; one
+    /// with a backlog to 7.97 s; with the limit 0, a backlog holds nothing.
+    #[test]
+    fn a_backlog_holds_the_deadline_back_by_the_limit_only() {
+        let s = 1_000_000_000i128;
+        assert_eq!(deadline(10 * s, 30_000_000, false, 2_000_000_000), 9_970_000_000);
+        assert_eq!(deadline(10 * s, 30_000_000, true, 2_000_000_000), 7_970_000_000);
+        assert_eq!(deadline(10 * s, 30_000_000, true, 0), 9_970_000_000);
+    }
 
     #[test]
     fn the_grace_doubles_on_late_data_up_to_its_bound() {

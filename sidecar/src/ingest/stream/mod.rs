@@ -290,6 +290,16 @@ impl Ingest {
             .min()
     }
 
+    /// The earliest window an open stream on timeline `host` may still
+    /// send to (on that timeline), if any: what a live deadline moves.
+    pub fn open_window(&self, host: u64) -> Option<u64> {
+        self.streams
+            .iter()
+            .filter(|(k, s)| !s.done && self.sync.timeline(k.host, k.process) == host)
+            .map(|(_, s)| s.windower.next_window())
+            .min()
+    }
+
     /// The furthest window any stream of this byte stream has reached (on
     /// its own host's timeline), if any: how far ahead what was read goes.
     pub fn reach(&self) -> Option<u64> {

@@ -6,7 +6,7 @@
 //! [`crate::analysis`]'s; this decides when a window is whole and holds a
 //! capability for it until its report is out.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -23,36 +23,12 @@ use super::ingest_op::{wire_bytes, TimedFragment};
 use super::outputs::Outputs;
 use super::outputs::ReportLine;
 use super::report::Reporter;
-use super::Shared;
+use super::{IngestIdle, Shared};
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::output::http::WindowTraffic;
 use crate::pipeline::analyst::{Analyst, Done, Job, JobBoard};
 use crate::pipeline::revise::{Late, Retained};
-
-/// Whether this worker's source read nothing in its last activation
-/// (throttled, waiting, or done): set by the Ingest operator, read by the
-/// Analyze operator, which may then analyze a window a peer posted
-/// ([`JobBoard`]).
-#[derive(Default)]
-pub(super) struct IngestIdle {
-    idle: Cell<bool>,
-    /// This worker's Analyze operator, woken when the source turns idle
-    /// with windows posted.
-    analyze: RefCell<Option<Activator>>,
-}
-
-impl IngestIdle {
-    /// The source's state after an activation.
-    pub(super) fn set(&self, idle: bool, board: Option<&JobBoard>) {
-        self.idle.set(idle);
-        if idle && board.is_some_and(|b| !b.is_empty()) {
-            if let Some(a) = self.analyze.borrow().as_ref() {
-                a.activate();
-            }
-        }
-    }
-}
 
 /// The Analyze operator: `fragments` exchanged to their windows' owners
 /// (`pact`) → the windows' report lines, each at its window's time.
@@ -92,7 +68,7 @@ where
             board.register(move || {
                 let _ = taker.activate();
             });
-            *idle.analyze.borrow_mut() = Some(scope.activator_for(info.address.clone()));
+            idle.wake_with(scope.activator_for(info.address.clone()));
             let (reply, replies) = std::sync::mpsc::channel();
             SharedJobs {
                 board,
@@ -377,7 +353,7 @@ impl WindowOwner {
     /// between whether it has something to read again.
     fn take_posted(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
         let Some(sj) = self.shared_jobs.as_ref() else { return };
-        if !sj.idle.idle.get() {
+        if !sj.idle.idle() {
             return;
         }
         if let Some(p) = sj.board.take() {

@@ -25,13 +25,12 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
-use super::analyze_op::IngestIdle;
-use super::{Inputs, RunStats, Shared};
+use super::{IngestIdle, Inputs, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
-use crate::pipeline::grace::Grace;
+use crate::pipeline::grace::{deadline, Grace};
 
 /// A fragment on its way to its window's owner: the host whose timeline
 /// the window is on, and the window's timely time (the fragment travels at
@@ -144,7 +143,12 @@ pub(super) fn ingest<'s>(
                     Inputs::Live { grace, .. } => *grace,
                     Inputs::Files(_) => Grace::fixed(0),
                 },
+                max_backlog: match &*shared.inputs {
+                    Inputs::Live { max_backlog, .. } => *max_backlog,
+                    Inputs::Files(_) => 0,
+                },
                 error_lines: RateLimited::new("errors"),
+                backlog_lines: RateLimited::new("backlog cuts"),
                 crossing: (0, 0),
             },
         };
@@ -220,9 +224,14 @@ struct Streams {
     first_late: String,
     /// Live: the grace now (it follows late data: [`Grace`]).
     grace: Grace,
+    /// Live: how long a connection's unread backlog holds its windows back
+    /// past the grace, at most (`--max-backlog`).
+    max_backlog: Ns,
     /// The input errors said (a faulty client may open connection after
     /// connection).
     error_lines: RateLimited,
+    /// The lines saying windows closed over a backlog (`--max-backlog`).
+    backlog_lines: RateLimited,
     /// Bytes of the fragments sent to another worker, and of those to a
     /// worker of another process ([`wire_bytes`]).
     crossing: (u64, u64),
@@ -245,7 +254,7 @@ impl Ingest {
         let any_data = s.read(stopping, throttled);
         let hosts = s.hosts_seen();
         if s.shared.live() {
-            s.close_due_windows(&hosts, s.grace.now, cap, !throttled);
+            s.close_due_windows(&hosts, s.grace.now, !throttled);
         }
         s.collect_fragments();
         s.send(output, cap, &hosts);
@@ -354,31 +363,40 @@ impl Streams {
     /// have its data waiting in its connection's buffer, and forcing it
     /// would make that data late (the soak test saw it: idle connections
     /// holding the windows back 2 s made the source 16 windows ahead at
-    /// 100 ms windows). With no stream here, the windows follow the wall
-    /// clock of the hosts seen (in their timely time), a little more than
-    /// the grace behind so that a stream connecting now is not late.
-    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, cap: &mut Capability<u64>, read: bool) {
-        let width = self.shared.settings.width;
+    /// 100 ms windows). For the same reason a connection whose read
+    /// stopped at its budget with bytes left (a backlog: the worker was
+    /// busy, its data waited) closes its windows only `--max-backlog`
+    /// earlier ([`deadline`]): they wait for what it has not read yet, and
+    /// past that limit close without it, counted (`ConnCounts::backlog_cut`).
+    fn close_due_windows(&mut self, hosts: &Hosts, grace: Ns, read: bool) {
         let now = now_unix_ns();
+        let mut cut = 0;
         for (h, c) in hosts.0.iter().filter(|_| read) {
-            let t = now - c.realtime_offset - grace as i128;
-            if t > 0 && c.realtime_offset != 0 {
-                for r in self.readers.iter_mut() {
-                    r.ingest.force(*h, t as Ns);
+            if c.realtime_offset == 0 {
+                continue;
+            }
+            for r in self.readers.iter_mut() {
+                let t = deadline(now - c.realtime_offset, grace, r.backlog, self.max_backlog);
+                if t <= 0 {
+                    continue;
+                }
+                let before = r.backlog.then(|| r.ingest.open_window(*h)).flatten();
+                r.ingest.force(*h, t as Ns);
+                if let (Some(b), Some(a)) = (before, r.ingest.open_window(*h)) {
+                    cut += a.saturating_sub(b);
                 }
             }
         }
-        if self.readers.iter().all(|r| r.done) {
-            let back = idle_lag(grace) as i128;
-            let k = hosts
-                .0
-                .iter()
-                .map(|(_, c)| (((now - c.realtime_offset - back).max(0) as u64) / width) + c.shift)
-                .min()
-                .unwrap_or_else(|| (((now - back).max(0) as u64) / width).saturating_sub(1));
-            if k > *cap.time() {
-                cap.downgrade(&k);
+        if cut > 0 {
+            if let Inputs::Live { queues, .. } = &*self.shared.inputs {
+                queues.counts.backlog_cut.fetch_add(cut, Ordering::Relaxed);
             }
+            let limit = self.max_backlog as f64 / 1e9;
+            self.backlog_lines.say(|| {
+                format!(
+                    "sidecar: a connection's unread backlog is more than {limit} s old: {cut} windows closed without it (--max-backlog); its records for them come late"
+                )
+            });
         }
     }
 
@@ -561,24 +579,45 @@ impl Streams {
     /// to. Live, a new connection that has shown no stream yet holds back
     /// the windows its first records may fall in (on the wall clock a
     /// window's timely time is never later than on its host's timeline: the
-    /// hold errs early).
+    /// hold errs early). With no stream here, the windows follow the wall
+    /// clock of the hosts seen (in their timely time), a little more than
+    /// the grace behind so that a stream connecting now is not late. (Only
+    /// here, once this activation's fragments are sent: a connection that
+    /// ended behind the wall clock sent its last fragments and its end
+    /// markers at their windows first, instead of finding them closed.)
     fn advance(&self, cap: &mut Capability<u64>, hosts: &Hosts) {
         let width = self.shared.settings.width;
-        let joining = match &*self.shared.inputs {
-            Inputs::Live { .. } => join_hold(
+        let live = self.shared.live();
+        let joining = match live {
+            true => join_hold(
                 self.readers.iter().filter(|r| !r.done && !r.ingest.has_streams()).filter_map(|r| r.joined_unix_ns),
                 now_unix_ns(),
                 self.grace.now as i128,
                 width,
             ),
-            _ => None,
+            false => None,
         };
-        let min = self.readers.iter().filter_map(|r| r.frontier(|h| hosts.shift(h))).chain(joining).min();
+        let idle = (live && self.readers.iter().all(|r| r.done)).then(|| self.wall_clock_window(hosts));
+        let min = self.readers.iter().filter_map(|r| r.frontier(|h| hosts.shift(h))).chain(joining).chain(idle).min();
         if let Some(m) = min {
             if m > *cap.time() {
                 cap.downgrade(&m);
             }
         }
+    }
+
+    /// Live, with no stream open here: the window (timely time) the wall
+    /// clock of the hosts seen has reached, [`idle_lag`] behind.
+    fn wall_clock_window(&self, hosts: &Hosts) -> u64 {
+        let width = self.shared.settings.width;
+        let now = now_unix_ns();
+        let back = idle_lag(self.grace.now) as i128;
+        hosts
+            .0
+            .iter()
+            .map(|(_, c)| (((now - c.realtime_offset - back).max(0) as u64) / width) + c.shift)
+            .min()
+            .unwrap_or_else(|| (((now - back).max(0) as u64) / width).saturating_sub(1))
     }
 
     /// When to run again: soon while throttled, at once after data, else
@@ -660,13 +699,16 @@ const WINDOWS_PER_READ: u64 = 64;
 /// reaches [`WINDOWS_PER_READ`] windows past where the read began: the
 /// windows in flight are bounded in windows, not only in bytes. (4 MB at
 /// once is 66,000 windows of 30 µs: every one's fragments and report were
-/// held at once, 1.3 GB for a 6 MB trace.) Whether it read any data.
+/// held at once, 1.3 GB for a 6 MB trace.) Whether it read any data; sets
+/// `r.backlog` when it stopped at either bound with bytes left to read.
 fn poll_windows(r: &mut Reader) -> bool {
     const SLICE: usize = 64 << 10;
     let mut start = r.ingest.reach();
     let mut any = false;
+    let mut drained = false;
     for _ in 0..(4 << 20) / SLICE {
         if !matches!(r.poll(SLICE), Polled::Data) {
+            drained = true;
             break;
         }
         any = true;
@@ -677,6 +719,7 @@ fn poll_windows(r: &mut Reader) -> bool {
             _ => {}
         }
     }
+    r.backlog = !drained && !r.done && r.has_unread();
     any
 }
 

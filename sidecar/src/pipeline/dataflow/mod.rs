@@ -54,6 +54,10 @@ pub enum Inputs {
         /// The last windows that late records still revise
         /// (`--revise-within`; 0: none, see [`crate::pipeline::revise`]).
         revise_within: u64,
+        /// How long a connection's unread backlog holds its streams'
+        /// windows back past the grace, at most (`--max-backlog`, see
+        /// [`crate::pipeline::grace::deadline`]).
+        max_backlog: Ns,
     },
 }
 
@@ -250,6 +254,40 @@ impl Shared {
     }
 }
 
+/// Whether this worker's source read nothing in its last activation
+/// (throttled, waiting, or done): set by the Ingest operator, read by the
+/// Analyze operator, which may then analyze a window a peer posted
+/// ([`crate::pipeline::analyst::JobBoard`]).
+#[derive(Default)]
+pub(super) struct IngestIdle {
+    idle: std::cell::Cell<bool>,
+    /// This worker's Analyze operator, woken when the source turns idle
+    /// with windows posted.
+    analyze: std::cell::RefCell<Option<timely::scheduling::Activator>>,
+}
+
+impl IngestIdle {
+    /// The Analyze operator to wake.
+    fn wake_with(&self, analyze: timely::scheduling::Activator) {
+        *self.analyze.borrow_mut() = Some(analyze);
+    }
+
+    /// Whether the source read nothing in its last activation.
+    fn idle(&self) -> bool {
+        self.idle.get()
+    }
+
+    /// The source's state after an activation.
+    pub(super) fn set(&self, idle: bool, board: Option<&crate::pipeline::analyst::JobBoard>) {
+        self.idle.set(idle);
+        if idle && board.is_some_and(|b| !b.is_empty()) {
+            if let Some(a) = self.analyze.borrow().as_ref() {
+                a.activate();
+            }
+        }
+    }
+}
+
 /// The global indices of this process's workers.
 fn local_workers(config: &timely::Config) -> std::ops::Range<usize> {
     match config.communication {
@@ -285,7 +323,7 @@ fn build_dataflow(scope: Scope<'_, u64>, shared: &Shared, analyzed: ProbeHandle<
     // operator is built, before anything runs): the source then reads one
     // window less ahead.
     let analysis_thread_on = std::rc::Rc::new(std::cell::Cell::new(false));
-    let idle = std::rc::Rc::new(analyze_op::IngestIdle::default());
+    let idle = std::rc::Rc::new(IngestIdle::default());
     let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), analysis_thread_on.clone(), idle.clone());
     let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, analysis_thread_on, idle);
     outputs::print(reports.probe_with(&analyzed), Exchange::new(|_| 0), shared);
