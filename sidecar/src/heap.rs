@@ -42,6 +42,29 @@ pub fn tune_allocator() {
     }
 }
 
+/// Lets the threads of a run with several analysis workers have an arena
+/// each again (glibc's per-thread arenas, up to one per worker and two
+/// more), after [`tune_allocator`]'s one: called before the workers start.
+/// With one arena their allocations queue on its lock: on 5 M records of
+/// 1,000 streams in 17 windows (thousands of small fragments a window),
+/// `-w 2` took 1.51–1.61 s and 2.1–2.3 CPU s with one arena, 0.91–0.98 s
+/// and 1.5–1.6 CPU s with an arena per thread (`-w 1`: the same either
+/// way); on `t50` (`-w 2`, 3 alternated rounds) 3.81–4.13 s against
+/// 3.88–4.76 s, RSS 5 % higher (docs/performance.md). One worker keeps
+/// the one arena (its fewer page faults, above).
+pub fn arenas_for_workers(workers: usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if workers > 1 {
+        // SAFETY: mallopt(3) only sets an allocator parameter (under the
+        // main arena's lock); threads already attached to an arena keep
+        // it, new ones get their own up to the limit. A failed call leaves
+        // the one arena, harmless.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, (workers + 2).min(i32::MAX as usize) as i32);
+        }
+    }
+}
+
 /// Gives the heap's free pages back to the kernel (glibc's `malloc_trim`:
 /// the free top and free pages inside it); whether any went.
 ///

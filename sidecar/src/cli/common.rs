@@ -299,6 +299,7 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
         Inputs::Live { queues, .. } => Some(queues.clone()),
         Inputs::Files(_) => None,
     };
+    sidecar::heap::arenas_for_workers(common.workers);
     match dataflow::run(settings, inputs, sink) {
         Ok(st) => {
             let secs = t0.elapsed().as_secs_f64();
