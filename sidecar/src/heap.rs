@@ -24,12 +24,14 @@ use std::time::Duration;
 /// window faults its buffers in again (258 k page faults and 0.5 s of
 /// system time on the 50 M-record benchmark trace). One arena, mmap only
 /// past 32 MB (glibc's upper limit), and trimming only past 256 MB of free
-/// heap halve the faults: 3-7 % less wall time with one analysis worker, none
-/// lost with two (the shared arena's lock costs what the faults saved).
-/// RSS stays bounded by the windows in flight, as before.
+/// heap halve the faults: 3-7 % less wall time with one analysis worker.
+/// With several, [`arenas_for_workers`] gives each thread its arena again
+/// (the one arena's lock cost them more than the faults saved). RSS stays
+/// bounded by the windows in flight, as before.
 ///
 /// With one arena, every thread's allocations below 32 MB come from the
-/// main heap, the one [`Prefault`] watches.
+/// main heap, the one [`Prefault`] watches (with one analysis worker: see
+/// [`arenas_for_workers`]).
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt(3) only sets allocator parameters; it is called

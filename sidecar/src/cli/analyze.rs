@@ -102,9 +102,11 @@ fn offline_helper_with(var: &str, cores: usize) -> bool {
 }
 
 /// The heap prefaulter for an offline analysis (see [`sidecar::heap::Prefault`]),
-/// as [`offline_helper`] decides with `SIDECAR_PREFAULT`.
+/// as [`offline_helper`] decides with `SIDECAR_PREFAULT`. One worker only:
+/// several allocate from arenas of their own
+/// ([`sidecar::heap::arenas_for_workers`]), not the main heap it watches.
 fn offline_prefault(workers: usize) -> Option<sidecar::heap::Prefault> {
-    offline_helper("SIDECAR_PREFAULT", workers)
+    (workers == 1 && offline_helper("SIDECAR_PREFAULT", workers))
         .then(|| sidecar::heap::Prefault::start(sidecar::heap::PREFAULT_PAD))
         .flatten()
 }
