@@ -287,7 +287,7 @@ mod tests {
             totals: Default::default(),
             errors: 0,
             connections: 1,
-            refused: [0; 4],
+            refused: [0; 5],
             traffic: Default::default(),
         }))
     }
@@ -397,7 +397,7 @@ mod tests {
             totals,
             errors: 0,
             connections: 1,
-            refused: [0; 4],
+            refused: [0; 5],
             traffic: Default::default(),
         };
         h.apply(Update::Window(Box::new(u)));

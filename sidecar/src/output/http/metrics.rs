@@ -176,7 +176,8 @@ impl Metrics {
         r.register(
             "connection_refusals",
             "Times a connection limit acted: refused over --max-connections, closed without a Hello by --hello-timeout, \
-             a buffer at --max-buffered, all buffers at --max-buffered-total",
+             a buffer at --max-buffered, all buffers at --max-buffered-total, a window closed over a backlog unread \
+             past --max-backlog",
             m.refusals.clone(),
         );
         for ((name, _, help), (_, family)) in ARRANGEMENT_GAUGES.iter().zip(&m.arrangements) {
@@ -403,12 +404,13 @@ impl Metrics {
     }
 
     /// The connection limits' counts so far (`WindowUpdate::refused`).
-    pub fn refusals(&mut self, [over, no_hello, full, total]: [u64; 4]) {
+    pub fn refusals(&mut self, [over, no_hello, full, total, backlog]: [u64; 5]) {
         let limits = [
             ("max_connections", over),
             ("hello_timeout", no_hello),
             ("max_buffered", full),
             ("max_buffered_total", total),
+            ("max_backlog", backlog),
         ];
         for (limit, n) in limits {
             raise(&self.refusals.get_or_create(&vec![("limit", limit.into())]), n);
@@ -520,14 +522,15 @@ mod tests {
     #[test]
     fn connection_refusals_are_counted_by_limit() {
         let mut m = Metrics::new();
-        m.refusals([3, 1, 0, 0]);
-        m.refusals([52, 40, 2, 5]);
-        m.refusals([50, 40, 2, 5]);
+        m.refusals([3, 1, 0, 0, 0]);
+        m.refusals([52, 40, 2, 5, 7]);
+        m.refusals([50, 40, 2, 5, 6]);
         let t = m.text();
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_connections\"} 52"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"hello_timeout\"} 40"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered\"} 2"), "{t}");
         assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_buffered_total\"} 5"), "{t}");
+        assert!(t.contains("sidecar_connection_refusals_total{limit=\"max_backlog\"} 7"), "{t}");
     }
 
     /// Two windows: one whose owner got 3,000 B of fragments from another

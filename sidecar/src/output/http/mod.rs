@@ -64,7 +64,7 @@ pub struct WindowUpdate {
     /// Live: connections refused by `--max-connections`, closed without a
     /// Hello by `--hello-timeout`, times a buffer reached `--max-buffered`
     /// and times all reached `--max-buffered-total`, so far.
-    pub refused: [u64; 4],
+    pub refused: [u64; 5],
     /// What the window's analysis took in, and from where.
     pub traffic: WindowTraffic,
 }

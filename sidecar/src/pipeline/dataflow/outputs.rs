@@ -175,9 +175,10 @@ impl Printer {
                         totals: st.totals.clone(),
                         errors: st.errors.len() as u64,
                         connections: st.connections,
-                        refused: self.live.as_ref().map_or([0; 4], |q| {
+                        refused: self.live.as_ref().map_or([0; 5], |q| {
                             let c = &q.counts;
-                            [&c.refused, &c.no_hello, &c.buffer_full, &c.total_full].map(|a| a.load(Ordering::Relaxed))
+                            [&c.refused, &c.no_hello, &c.buffer_full, &c.total_full, &c.backlog_cut]
+                                .map(|a| a.load(Ordering::Relaxed))
                         }),
                         traffic: report.traffic,
                     });
