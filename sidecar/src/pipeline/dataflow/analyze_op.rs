@@ -124,6 +124,9 @@ struct WindowOwner {
     reporter: Reporter,
     outputs: Arc<Outputs>,
     prints_reports: bool,
+    /// The run's figures (this process prints the reports: the probes'
+    /// figures go straight into its totals).
+    stats: Arc<std::sync::Mutex<super::RunStats>>,
     width: Ns,
     what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
     /// Live: the last windows reported, kept for late records to revise.
@@ -148,6 +151,7 @@ impl WindowOwner {
             reporter: Reporter::new(shared),
             outputs: shared.outputs.clone(),
             prints_reports: shared.prints_reports,
+            stats: shared.stats.clone(),
             width: shared.settings.width,
             what_if: shared.settings.what_if.clone(),
             retained: Retained::new(match &*shared.inputs {
@@ -163,7 +167,7 @@ impl WindowOwner {
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
         for TimedFragment { host, time, from, fragment: f, figures } in batch.drain(..) {
             self.book_traffic((time, host), from, &f);
-            self.figures.extend(figures);
+            self.take_figures(figures);
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);
@@ -189,6 +193,26 @@ impl WindowOwner {
                 }
             }
             self.stash.entry((time, host)).or_default().push(f);
+        }
+    }
+
+    /// The probes' figures that came with a fragment: into the run's totals
+    /// at once where this process prints them; else with this worker's
+    /// next report line to the process that does. (Not all with a line:
+    /// a probe's final figures can come after the last window its owner
+    /// here reports, and would be left behind. The totals keep each
+    /// process's latest by sequence number, whichever way they come.)
+    fn take_figures(&mut self, figures: Vec<(u64, u32, ProcessFigures)>) {
+        if figures.is_empty() {
+            return;
+        }
+        if self.prints_reports {
+            let mut st = self.stats.lock().unwrap();
+            for (host, process, f) in figures {
+                st.totals.probe_figures(host, process, f);
+            }
+        } else {
+            self.figures.extend(figures);
         }
     }
 
