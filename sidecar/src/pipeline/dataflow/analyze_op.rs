@@ -17,7 +17,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
-use timely::scheduling::{Activator, SyncActivator};
+use timely::scheduling::SyncActivator;
 
 use super::ingest_op::{wire_bytes, TimedFragment};
 use super::outputs::Outputs;
@@ -70,15 +70,7 @@ where
             });
             idle.wake_with(scope.activator_for(info.address.clone()));
             let (reply, replies) = std::sync::mpsc::channel();
-            SharedJobs {
-                board,
-                reply,
-                replies,
-                wake,
-                posted: Vec::new(),
-                idle: idle.clone(),
-                again: scope.activator_for(info.address.clone()),
-            }
+            SharedJobs { board, reply, replies, wake, posted: Vec::new(), idle: idle.clone() }
         });
         let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index());
         let mut out = Vec::new();
@@ -383,7 +375,7 @@ impl WindowOwner {
         if let Some(p) = sj.board.take() {
             p.run(self.width);
             if !sj.board.is_empty() {
-                sj.again.activate();
+                let _ = sj.wake.activate();
             }
             self.take_results(out);
         }
@@ -397,14 +389,12 @@ struct SharedJobs {
     /// Where the analyses of this worker's windows come back.
     reply: std::sync::mpsc::Sender<Done>,
     replies: std::sync::mpsc::Receiver<Done>,
-    /// Wakes this worker's operator from another worker's thread (a result
-    /// is back).
+    /// Wakes this worker's operator: from another worker's thread (a
+    /// result is back), or from its own (more windows are posted).
     wake: SyncActivator,
     /// Keys of the windows posted and not yet back.
     posted: Vec<(u64, u64)>,
     idle: Rc<IngestIdle>,
-    /// Schedules this operator again (more windows are posted).
-    again: Activator,
 }
 
 fn report(
