@@ -150,10 +150,10 @@ fn analyze_readers(mut readers: Vec<Reader>, width: Ns, piece: usize, detail: bo
             f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
         }
         let rep = match &mut trace {
-            None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None, None),
+            None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None, None, None),
             Some(t) => {
                 let mut d = sidecar::analysis::analyze::WindowDetail::default();
-                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d), None);
+                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d), None, None);
                 t.window(&d).expect("writing into memory");
                 rep
             }

@@ -132,9 +132,10 @@ pub fn analyze_window(
     mut frags: Vec<Fragment>,
     detail: Option<&mut super::analyze::WindowDetail>,
     what_if: Option<&[super::whatif::Speedup]>,
+    crew: Option<&std::sync::Arc<super::crew::Crew>>,
 ) -> WindowReport {
     let s = prepare(host, &mut frags);
-    let mut rep = super::analyze::analyze_detail(host, index, width, frags, detail, what_if);
+    let mut rep = super::analyze::analyze_detail(host, index, width, frags, detail, what_if, crew);
     report(&mut rep, &s);
     rep
 }

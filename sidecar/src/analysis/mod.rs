@@ -17,6 +17,7 @@
 pub mod activity;
 pub mod analyze;
 pub mod causality;
+pub mod crew;
 pub mod graph;
 pub mod model;
 pub mod properties;

@@ -59,6 +59,8 @@
 //! not move the later one), so `sidecar whatif` analyzes a recorded run as
 //! one window unless told otherwise.
 
+use std::sync::Arc;
+
 use crate::analysis::graph::{EKind, Graph, NONE};
 use crate::analysis::model::Ns;
 
@@ -218,9 +220,9 @@ const NOT_WORK: u32 = u32::MAX;
 /// in turn, each as far as its dependencies allow. No sort: sorting all
 /// points by time was 40 % of the ranking's instructions, sorting each
 /// worker's sends and reads a quarter.
-pub struct Replay<'g> {
-    g: &'g Graph,
-    links: &'g [Link],
+pub struct Replay {
+    g: Arc<Graph>,
+    links: Arc<[Link]>,
     /// Each worker's points in time order (built once).
     lay: order::Layout,
     /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
@@ -272,16 +274,23 @@ struct Cursor {
     b: Ns,
 }
 
-impl<'g> Replay<'g> {
-    pub fn new(g: &'g Graph, links: &'g [Link]) -> Replay<'g> {
-        let lay = order::layout(g, links);
-        let class = (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect();
+impl Replay {
+    /// Lays out the window's points (see "The order" above).
+    pub fn new(g: impl Into<Arc<Graph>>, links: impl Into<Arc<[Link]>>) -> Replay {
+        let (g, links): (Arc<Graph>, Arc<[Link]>) = (g.into(), links.into());
+        let lay = order::layout(&g, &links);
+        let class = (0..g.len()).map(|v| if is_work(&g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =
-            g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE)).collect();
+            g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(&g, v as usize)).unwrap_or(NONE)).collect();
         let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
         let mut r = Replay { g, links, lay, class, last_work, first_point, measured_ns: 0 };
-        r.measured_ns = r.span(|v| g.t[v]);
+        r.measured_ns = r.span(|v| r.g.t[v]);
         r
+    }
+
+    /// The window graph it replays.
+    pub fn graph(&self) -> &Graph {
+        &self.g
     }
 
     /// The window replayed with `scales`.
@@ -348,7 +357,7 @@ impl<'g> Replay<'g> {
         asked: &[(&Scales, Ns)],
         with_times: bool,
     ) -> Vec<Prediction> {
-        let g = self.g;
+        let g = &*self.g;
         let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
         let mut st = Lanes {
             class,
@@ -397,7 +406,7 @@ impl<'g> Replay<'g> {
     /// written out in it: the ranking's hot loop.
     #[inline]
     fn walk<const K: usize, const FROM: bool, const FORCE: bool>(&self, st: &mut Lanes<K>, w: usize) -> usize {
-        let (g, lay) = (self.g, &self.lay);
+        let (g, lay) = (&*self.g, &self.lay);
         let (s, e) = (g.chains[w].0 as usize, g.chains[w].1 as usize);
         let edge0 = lay.base[w] as usize;
         let mut v = st.next[w] as usize;
@@ -482,7 +491,7 @@ impl<'g> Replay<'g> {
     /// Vertex `v` (of worker `w`, timed as `tag` says) replayed.
     #[inline(always)]
     fn vertex_step<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, v: usize, tag: u64) {
-        let g = self.g;
+        let g = &*self.g;
         let t = g.t[v];
         let from = st.from;
         if tag == V_WORK {
@@ -534,7 +543,7 @@ impl<'g> Replay<'g> {
     /// 0: not sped up by any). A class is one (worker, kind of work) that
     /// some replay speeds up.
     fn classes(&self, asked: &[(&Scales, Ns)]) -> (Option<Vec<u32>>, Vec<Vec<f64>>) {
-        let g = self.g;
+        let g = &*self.g;
         let mut tables: Vec<Vec<f64>> = vec![vec![1.0]; asked.len()];
         let mut class: Option<Vec<u32>> = None;
         for (w, &(s, e)) in g.chains.iter().enumerate() {
@@ -568,7 +577,7 @@ impl<'g> Replay<'g> {
     /// Where the first piece of work that `scales` shrinks starts (`Ns::MAX`:
     /// none): each sped-up worker's chain read until its first such piece.
     fn first_change(&self, scales: &Scales) -> Ns {
-        first_change(self.g, scales)
+        first_change(&self.g, scales)
     }
 
     /// From the earliest chain start to the latest end of work (an
@@ -576,7 +585,7 @@ impl<'g> Replay<'g> {
     /// wait still going at the window's end is not the window's work: what
     /// ends it is in a later window, or outside.
     fn span(&self, ts: impl Fn(usize) -> Ns) -> Ns {
-        let g = self.g;
+        let g = &*self.g;
         let start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| ts(a as usize)).min();
         // (Replayed times never decrease along a chain.)
         let end = self.last_work.iter().filter(|&&v| v != NONE).map(|&v| ts(v as usize)).max();
@@ -790,7 +799,7 @@ mod tests {
         b.segment(0, 0, 60, EKind::Op(1));
         b.segment(0, 60, 100, EKind::Op(2));
         let g = b.build();
-        let r = Replay::new(&g, &[]);
+        let r = Replay::new(g.clone(), Vec::new());
         assert_eq!(r.run(&scales(1, &[])).predicted_ns, 100);
         assert_eq!(r.run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 70);
         assert_eq!(r.run(&scales(1, &[(0, 1, f64::INFINITY)])).predicted_ns, 40);
@@ -812,7 +821,7 @@ mod tests {
         b.terminated_wait(2, 100, 0, 100, 7, MsgKind::Data);
         let g = b.build();
         let links = [Link { src: 0, sent: 100, dst: 2, read: 100 }, Link { src: 1, sent: 80, dst: 2, read: 100 }];
-        let r = Replay::new(&g, &links);
+        let r = Replay::new(g.clone(), links.to_vec());
         assert_eq!(r.run(&scales(3, &[])).predicted_ns, 120);
         assert_eq!(r.run(&scales(3, &[(0, 1, 2.0)])).predicted_ns, 100);
         assert_eq!(r.run(&scales(3, &[(0, 1, 2.0), (1, 1, 2.0)])).predicted_ns, 70);
@@ -832,7 +841,7 @@ mod tests {
         b.terminated_wait(1, 50, 0, 50, 1, MsgKind::Data);
         let g = b.build();
         let links = [Link { src: 0, sent: 50, dst: 1, read: 50 }];
-        let r = Replay::new(&g, &links);
+        let r = Replay::new(g.clone(), links.to_vec());
         assert_eq!(r.run(&scales(2, &[(0, 1, 2.0)])).predicted_ns, 55);
         assert_eq!(r.run(&scales(2, &[(1, 2, 2.0)])).predicted_ns, 65);
     }
@@ -851,7 +860,7 @@ mod tests {
         b.terminated_wait(1, 50, 0, 50, 1, MsgKind::Data);
         let g = b.build();
         let links = [Link { src: 0, sent: 50, dst: 1, read: 50 }];
-        let p = Replay::new(&g, &links).run(&scales(2, &[(0, 1, 2.0)]));
+        let p = Replay::new(g.clone(), links.to_vec()).run(&scales(2, &[(0, 1, 2.0)]));
         assert_eq!(p.predicted_ns, 60);
         let (a, e) = g.chains[1];
         let w1: Vec<Ns> = p.times[a as usize..e as usize].to_vec();
@@ -871,10 +880,14 @@ mod tests {
         b.segment(1, 0, 100, EKind::Op(2));
         let g = b.build();
         let links = [Link { src: 0, sent: 40, dst: 1, read: 60 }];
-        let p = Replay::new(&g, &links).run(&scales(2, &[(1, 2, 4.0)]));
+        let p = Replay::new(g.clone(), links.to_vec()).run(&scales(2, &[(1, 2, 4.0)]));
         assert_eq!(p.predicted_ns, 50);
-        assert_eq!(Replay::new(&g, &[]).run(&scales(2, &[(1, 2, 4.0)])).predicted_ns, 50, "w0 ends at 50 anyway");
-        let p = Replay::new(&g, &links).run(&scales(2, &[(1, 2, 4.0), (0, 1, 1.0)]));
+        assert_eq!(
+            Replay::new(g.clone(), Vec::new()).run(&scales(2, &[(1, 2, 4.0)])).predicted_ns,
+            50,
+            "w0 ends at 50 anyway"
+        );
+        let p = Replay::new(g.clone(), links.to_vec()).run(&scales(2, &[(1, 2, 4.0), (0, 1, 1.0)]));
         assert_eq!(p.times[g.chains[1].1 as usize - 1], 50);
     }
 
@@ -900,9 +913,9 @@ mod tests {
             b.build()
         };
         let g = layout(true);
-        assert_eq!(Replay::new(&g, &[]).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 6 * MS + 1_000);
+        assert_eq!(Replay::new(g.clone(), Vec::new()).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 6 * MS + 1_000);
         let g = layout(false);
-        assert_eq!(Replay::new(&g, &[]).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 8 * MS);
+        assert_eq!(Replay::new(g.clone(), Vec::new()).run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 8 * MS);
     }
 
     /// Waiting for input keeps its end: w0 works 1 ms (op 2), waits for
@@ -917,7 +930,7 @@ mod tests {
         b.segment(0, MS, 4 * MS, EKind::WaitingForInput);
         b.segment(0, 4 * MS, 10 * MS, EKind::Op(1));
         let g = b.build();
-        let r = Replay::new(&g, &[]);
+        let r = Replay::new(g.clone(), Vec::new());
         assert_eq!(r.run(&scales(1, &[(0, 2, f64::INFINITY)])).predicted_ns, 10 * MS);
         assert_eq!(r.run(&scales(1, &[(0, 1, 2.0)])).predicted_ns, 7 * MS);
         let mut b = GraphBuilder::new((0, 100 * MS), 1);
@@ -925,7 +938,7 @@ mod tests {
         b.segment(0, MS, MS + 2_000, EKind::WaitingForInput);
         b.segment(0, MS + 2_000, 2 * MS, EKind::Op(1));
         let g = b.build();
-        assert_eq!(Replay::new(&g, &[]).run(&scales(1, &[(0, 2, f64::INFINITY)])).predicted_ns, MS);
+        assert_eq!(Replay::new(g.clone(), Vec::new()).run(&scales(1, &[(0, 2, f64::INFINITY)])).predicted_ns, MS);
     }
 
     mod props {
@@ -1132,7 +1145,7 @@ mod tests {
             fn the_replay_agrees_exactly_with_the_sorted_reference(n in 1usize..6, seed in any::<u64>(), rich in any::<bool>()) {
                 let (g, links) = if rich { rich_window(n, seed) } else { window(n.max(2), seed) };
                 let all = random_scales(g.chains.len(), seed);
-                let (new, old) = (Replay::new(&g, &links), reference::Sorted::new(&g, &links));
+                let (new, old) = (Replay::new(g.clone(), links.to_vec()), reference::Sorted::new(&g, &links));
                 let got = new.run_all(&all);
                 prop_assert_eq!(got.len(), all.len());
                 for (s, p) in all.iter().zip(&got) {
@@ -1153,7 +1166,7 @@ mod tests {
             #[test]
             fn replays_are_exact_monotone_and_local(n in 2usize..5, seed in any::<u64>(), op in 1u32..4, f in 1.0f64..8.0) {
                 let (g, links) = window(n, seed);
-                let r = Replay::new(&g, &links);
+                let r = Replay::new(g.clone(), links.to_vec());
                 let same = r.run(&scales(n, &(0..n).map(|w| (w, op, 1.0)).collect::<Vec<_>>()));
                 prop_assert_eq!(&same.times, &g.t);
                 prop_assert_eq!(same.predicted_ns, same.measured_ns);
@@ -1175,7 +1188,7 @@ mod tests {
             #[test]
             fn replaying_from_the_first_change_is_exact(n in 2usize..5, seed in any::<u64>(), op in 1u32..4, f in 1.0f64..8.0, w in 0usize..5) {
                 let (g, links) = window(n, seed);
-                let r = Replay::new(&g, &links);
+                let r = Replay::new(g.clone(), links.to_vec());
                 for s in [scales(n, &[(w % n, op, f)]), scales(n, &(0..n).map(|w| (w, op, f)).collect::<Vec<_>>())] {
                     let (a, b) = (r.run(&s), r.replay_from(&[(&s, 0)], true).pop().unwrap());
                     prop_assert_eq!(&a.times, &b.times);

@@ -13,10 +13,11 @@
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::analysis::analyze::WindowDetail;
+use crate::analysis::crew::Crew;
 use crate::analysis::model::{Fragment, Ns};
 use crate::analysis::report::WindowReport;
 
@@ -29,6 +30,8 @@ pub struct Job {
     pub detail: bool,
     /// The speedup to predict (`sidecar whatif`); else the automatic ranking.
     pub what_if: Option<std::sync::Arc<[crate::analysis::whatif::Speedup]>>,
+    /// The threads that may take parts of the analysis ([`JobBoard::crew`]).
+    pub crew: Option<Arc<Crew>>,
 }
 
 impl Job {
@@ -42,6 +45,7 @@ impl Job {
             self.frags,
             detail.as_mut(),
             self.what_if.as_deref(),
+            self.crew.as_ref(),
         );
         Done { key: self.key, report, detail }
     }
@@ -182,11 +186,16 @@ impl Drop for Analyst {
 /// the order the analyses end, which the printer puts back in window order).
 /// The posted windows are among the windows in flight that the sources'
 /// throttle counts, so memory stays bounded as before.
+///
+/// The same workers also take parts of a window's analysis that its
+/// analyzing thread offers (the [`Crew`]): a worker with nothing to read
+/// runs one of those before a whole window, since a window being analyzed
+/// waits for it.
 #[derive(Default)]
 pub struct JobBoard {
     posted: Mutex<VecDeque<Posted>>,
-    /// Each worker's wake-up for its Analyze operator, which takes jobs.
-    takers: Mutex<Vec<Box<dyn Fn() + Send>>>,
+    /// The workers of the process, each woken by a post or an offer.
+    crew: Arc<Crew>,
 }
 
 /// A window posted for analysis, with where its result goes.
@@ -210,17 +219,17 @@ impl Posted {
 }
 
 impl JobBoard {
-    /// A worker that takes jobs, woken when one is posted.
+    /// A worker that takes jobs, woken when one is posted (or a part of
+    /// one offered).
     pub fn register(&self, wake: impl Fn() + Send + 'static) {
-        self.takers.lock().unwrap().push(Box::new(wake));
+        self.crew.register(wake);
     }
 
     /// Posts `job`; its result goes to `reply`, then `wake` is called.
-    pub fn post(&self, job: Job, reply: Sender<Done>, wake: impl Fn() + Send + 'static) {
+    pub fn post(&self, mut job: Job, reply: Sender<Done>, wake: impl Fn() + Send + 'static) {
+        job.crew = Some(self.crew.clone());
         self.posted.lock().unwrap().push_back(Posted { job, reply, wake: Box::new(wake) });
-        for t in self.takers.lock().unwrap().iter() {
-            t();
-        }
+        self.crew.wake_all();
     }
 
     /// The oldest posted window, if any.
@@ -228,8 +237,20 @@ impl JobBoard {
         self.posted.lock().unwrap().pop_front()
     }
 
+    /// Runs a part of a window's analysis offered by the thread analyzing
+    /// it, if one is; whether there was one.
+    pub fn help(&self) -> bool {
+        self.crew.take()
+    }
+
+    /// Whether neither a window nor a part of one waits.
     pub fn is_empty(&self) -> bool {
-        self.posted.lock().unwrap().is_empty()
+        self.posted.lock().unwrap().is_empty() && !self.crew.has_offers()
+    }
+
+    /// (parts of analyses offered, of them run by another worker).
+    pub fn parts(&self) -> (u64, u64) {
+        self.crew.counts()
     }
 }
 
@@ -290,6 +311,7 @@ mod tests {
                 frags: frags.clone(),
                 detail: false,
                 what_if: None,
+                crew: None,
             };
             board.post(job, tx.clone(), move || {
                 woken.fetch_add(1, Ordering::SeqCst);
@@ -321,10 +343,60 @@ mod tests {
                 let i = d.key.0 as usize;
                 assert_eq!(i % 2, o);
                 let (window, frags) = windows[i].clone();
-                let here = crate::analysis::causality::analyze_window(d.key.1, window, width, frags, None, None);
+                let here = crate::analysis::causality::analyze_window(d.key.1, window, width, frags, None, None, None);
                 assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
             }
         }
+    }
+
+    /// A window analyzed with parts of it run by another thread (the crew
+    /// of the board) has the report it has analyzed alone.
+    #[test]
+    fn parts_run_by_another_worker_leave_the_report_as_it_is() {
+        let width = 5_000_000;
+        let windows = windows(width);
+        let board = Arc::new(JobBoard::default());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let helper = {
+            let (board, stop) = (board.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if !board.help() {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        // (Until the helper has taken some parts: it spins, the analyzing
+        // thread works a while before it takes its offer back.)
+        for _round in 0..20 {
+            for (i, (window, frags)) in windows.iter().enumerate() {
+                let (tx, rx) = mpsc::channel::<Done>();
+                let job = Job {
+                    key: (i as u64, 3),
+                    window: *window,
+                    frags: frags.clone(),
+                    detail: false,
+                    what_if: None,
+                    crew: None,
+                };
+                board.post(job, tx, || {});
+                board.take().expect("the window just posted").run(width);
+                let d = rx.try_recv().expect("the result is back");
+                let here =
+                    crate::analysis::causality::analyze_window(3, *window, width, frags.clone(), None, None, None);
+                assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
+            }
+            if board.parts().1 > 0 {
+                break;
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        helper.join().unwrap();
+        let (offered, taken) = board.parts();
+        assert!(offered >= windows.len() as u64, "each window offers its what-if layout: {offered}");
+        assert!(taken > 0, "a free thread takes parts offered ({taken} of {offered})");
+        assert!(board.is_empty());
     }
 
     #[test]
@@ -344,7 +416,14 @@ mod tests {
                 got.push(a.wait().unwrap());
             }
             assert!(!a.holds(i as u64));
-            a.submit(Job { key: (i as u64, 7), window: *window, frags: frags.clone(), detail: i == 1, what_if: None });
+            a.submit(Job {
+                key: (i as u64, 7),
+                window: *window,
+                frags: frags.clone(),
+                detail: i == 1,
+                what_if: None,
+                crew: None,
+            });
             assert!(a.holds(i as u64));
         }
         while let Some(d) = a.wait() {
@@ -358,7 +437,7 @@ mod tests {
             assert_eq!(d.key, (i as u64, 7));
             assert_eq!(d.detail.is_some(), i == 1);
             assert!(d.report.events > 0);
-            let here = crate::analysis::causality::analyze_window(7, window, width, frags, None, None);
+            let here = crate::analysis::causality::analyze_window(7, window, width, frags, None, None, None);
             assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
         }
     }
@@ -377,7 +456,7 @@ mod tests {
                 },
             )
             .unwrap();
-            a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false, what_if: None });
+            a.submit(Job { key: (0, 0), window: 0, frags: Vec::new(), detail: false, what_if: None, crew: None });
             if !blocking {
                 let t = std::time::Instant::now();
                 while woken.load(Ordering::SeqCst) == 0 {

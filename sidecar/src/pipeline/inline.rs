@@ -60,7 +60,7 @@ pub fn analyze_bytes_as_reported(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<Wi
             for f in &mut frags {
                 f.other_hosts = timelines.iter().copied().filter(|&o| o != h).collect();
             }
-            crate::analysis::causality::analyze_window(h, w, width, frags, None, None)
+            crate::analysis::causality::analyze_window(h, w, width, frags, None, None, None)
         })
         .collect();
     (reps, errors)
@@ -144,7 +144,7 @@ impl Live {
             let mut frags = self.stash.remove(&key).unwrap();
             self.ended.apply(key.0, self.width, &mut frags);
             self.retained.analyzed(key, key.0, &frags);
-            let r = crate::analysis::causality::analyze_window(key.1, key.0, self.width, frags, None, None);
+            let r = crate::analysis::causality::analyze_window(key.1, key.0, self.width, frags, None, None, None);
             self.retained.reported(key, &r);
             self.reports.push(r);
         }
@@ -156,8 +156,9 @@ impl Live {
             }
             match self.retained.late(key, self.width, f) {
                 Late::Revise(v) => {
-                    let mut r =
-                        crate::analysis::causality::analyze_window(host, v.window, self.width, v.frags, None, None);
+                    let mut r = crate::analysis::causality::analyze_window(
+                        host, v.window, self.width, v.frags, None, None, None,
+                    );
                     r.revision = v.revision;
                     self.retained.reported(key, &r);
                     self.reports.push(r);

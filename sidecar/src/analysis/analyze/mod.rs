@@ -16,14 +16,18 @@
 //!    sager-notes §2.4), and a wait on a peer that was itself waiting
 //!    charged to the peer's cause ([`root_causes`]),
 //! 7. and the window graph built.
-//! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed.
-//! 9. [`what_if`]: what speeding up the path's top operators would save
+//! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed,
+//! 9. [`participation`]: critical participation (SnailTrail),
+//! 10. [`trace_checks`]: Sager's trace properties (§3.3), while the
+//!     what-if's layout of the window's points is made beside them (on
+//!     another thread if a [`Crew`] has one free);
+//! 11. [`what_if`]: what speeding up the path's top operators would save
 //!    (DProf §5.2, [`crate::analysis::whatif`]).
-//! 10. [`participation`]: critical participation (SnailTrail).
-//! 11. [`trace_checks`]: Sager's trace properties (§3.3).
 //! 12. [`arrangements`]: differential's arrangements, as the window leaves
 //!     them.
 //! 13. The report's last facts: other timelines, completeness.
+
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -43,6 +47,7 @@ mod what_if;
 
 pub use detail::{Activity, ActivityKind, CriticalKind, CriticalPiece, Message, WindowDetail};
 
+use crate::analysis::crew::{self, Crew};
 use crate::analysis::model::{Fragment, MsgKind, Ns};
 use crate::analysis::report::WindowReport;
 use crate::analysis::whatif::Speedup;
@@ -77,12 +82,13 @@ impl<'f> Names<'f> {
 /// Analyzes window `index` (of width `width` ns) of host `host` from the
 /// fragments its streams sent.
 pub fn analyze(host: u64, index: u64, width: Ns, frags: Vec<Fragment>) -> WindowReport {
-    analyze_detail(host, index, width, frags, None, None)
+    analyze_detail(host, index, width, frags, None, None, None)
 }
 
 /// [`analyze`], also filling `detail` (for timeline exports) when given,
-/// and predicting the speedup `what_if` asks for (else the automatic
-/// what-if ranking).
+/// predicting the speedup `what_if` asks for (else the automatic what-if
+/// ranking), and offering parts of the work to `crew` when given (the
+/// report is the same whoever runs them).
 pub fn analyze_detail(
     host: u64,
     index: u64,
@@ -90,6 +96,7 @@ pub fn analyze_detail(
     frags: Vec<Fragment>,
     mut detail: Option<&mut WindowDetail>,
     what_if: Option<&[Speedup]>,
+    crew: Option<&Arc<Crew>>,
 ) -> WindowReport {
     let window = (index.saturating_mul(width), index.saturating_add(1).saturating_mul(width));
     let mut rep = WindowReport {
@@ -127,13 +134,32 @@ pub fn analyze_detail(
     let (g, waiting) =
         timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut());
     rep.waiting = waiting;
+    let g = Arc::new(g);
     let names = Names::of(&frags);
-    rep.critical_path = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
-    rep.what_if = what_if::rank_what_ifs(&g, &links, &streams.sids, &names, &rep.critical_path, what_if);
-    rep.participation = participation::rank_participation(&g, &streams.sids, &names);
-    rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
     let starting = !absent.workers.is_empty();
-    rep.properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, starting, window);
+    // The what-if's layout of the window's points needs the graph alone:
+    // it is offered to the crew while this thread summarizes the path,
+    // ranks participation and checks the trace, which need nothing else
+    // either.
+    let layout = what_if::layout(&g, links, what_if);
+    let ((cp, participation, properties), replay, elsewhere) = crew::join(
+        crew,
+        || {
+            let cp = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
+            let participation = participation::rank_participation(&g, &streams.sids, &names);
+            let properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, starting, window);
+            (cp, participation, properties)
+        },
+        layout,
+    );
+    rep.critical_path = cp;
+    // (Its replays are split over the crew only when a thread was free to
+    // take the layout: otherwise the halves cost more than the whole.)
+    let crew = crew.filter(|_| elsewhere);
+    rep.what_if = what_if::rank_what_ifs(replay, &streams.sids, &names, &rep.critical_path, what_if, crew);
+    rep.participation = participation;
+    rep.critical_path.tie = participation::top_operator_tie(&rep.critical_path, &rep.participation);
+    rep.properties = properties;
     rep.arrangements = arrangements::list_arrangements(&frags, &names);
     other_timelines(&mut rep, &frags, absent.halves, &mut reasons);
     for f in frags {

@@ -4,11 +4,14 @@
 //! operator) pair, 2× faster and taking no time; or, with `sidecar whatif`,
 //! the speedup asked for.
 
+use std::sync::Arc;
+
 use super::Names;
+use crate::analysis::crew::{self, Crew};
 use crate::analysis::graph::{EKind, Graph};
 use crate::analysis::model::{Ns, Sid};
 use crate::analysis::report::{CpSummary, OpShare, WhatIf};
-use crate::analysis::whatif::{Link, Replay, Scales, Speedup};
+use crate::analysis::whatif::{Link, Prediction, Replay, Scales, Speedup};
 
 /// (worker, operator) pairs of the path ranked on their own. (Each costs two
 /// replays of the window: see docs/performance.md.)
@@ -16,26 +19,42 @@ const PAIRS: usize = 1;
 /// The factors the automatic ranking tries.
 const FACTORS: [f64; 2] = [2.0, f64::INFINITY];
 
+/// The what-if's replay of the window, laid out (the part of the ranking
+/// that needs only the graph), as a task for whichever thread makes it;
+/// `None` from it when there is nothing to replay (what-if turned off by an
+/// empty spec, or an empty graph).
+pub(super) fn layout(
+    g: &Arc<Graph>,
+    links: Vec<Link>,
+    asked: Option<&[Speedup]>,
+) -> impl FnOnce() -> Option<Arc<Replay>> + Send + 'static {
+    let wanted = !matches!(asked, Some([])) && !g.is_empty();
+    let g = g.clone();
+    move || wanted.then(|| Arc::new(Replay::new(g, links)))
+}
+
 /// The window's what-if entries, the largest saving first: for `asked`
 /// when given (one entry, all its items at once; none for an empty spec:
-/// what-if turned off), else the automatic ranking.
+/// what-if turned off), else the automatic ranking; the replays split over
+/// `crew` when given.
 pub(super) fn rank_what_ifs(
-    g: &Graph,
-    links: &[Link],
+    replay: Option<Arc<Replay>>,
     sids: &[Sid],
     names: &Names,
     cp: &CpSummary,
     asked: Option<&[Speedup]>,
+    crew: Option<&Arc<Crew>>,
 ) -> Vec<WhatIf> {
+    let Some(replay) = replay else { return Vec::new() };
     let candidates = match asked {
         Some([]) => return Vec::new(),
         Some(spec) => vec![spec.to_vec()],
         None => automatic(cp),
     };
-    if candidates.is_empty() || g.is_empty() {
+    if candidates.is_empty() {
         return Vec::new();
     }
-    let replay = Replay::new(g, links);
+    let g = replay.graph();
     // (A speedup of every worker's operator that only one worker runs is
     // that worker's: replayed once.) The distinct speedups are replayed
     // together, in one pass over the window's points.
@@ -51,7 +70,7 @@ pub(super) fn rank_what_ifs(
         })
         .collect();
     let distinct: Vec<Scales> = distinct.into_iter().cloned().collect();
-    let predictions = replay.spans_all(&distinct);
+    let predictions = replay_spread(&replay, distinct, crew);
     let mut out: Vec<WhatIf> = candidates
         .iter()
         .zip(which)
@@ -67,6 +86,20 @@ pub(super) fn rank_what_ifs(
         });
     }
     out
+}
+
+/// Each of `all` replayed (its spans): in one pass here, or, with a crew,
+/// half of them offered to it and half here. (Each replay's times are its
+/// own whichever others share its pass: the predictions are the same.)
+fn replay_spread(replay: &Arc<Replay>, mut all: Vec<Scales>, crew: Option<&Arc<Crew>>) -> Vec<Prediction> {
+    if crew.is_none() || all.len() < 2 {
+        return replay.spans_all(&all);
+    }
+    let second = all.split_off(all.len().div_ceil(2));
+    let there = replay.clone();
+    let (mut first, second, _) = crew::join(crew, || replay.spans_all(&all), move || there.spans_all(&second));
+    first.extend(second);
+    first
 }
 
 /// The speedups the ranking tries: the path's first operator by name on

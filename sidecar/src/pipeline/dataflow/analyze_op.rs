@@ -261,7 +261,14 @@ impl WindowOwner {
             self.ended.prune(key.1, window);
             self.ended.apply(window, self.width, &mut frags);
             self.retained.analyzed(key, window, &frags);
-            let job = Job { key, window, frags, detail: self.reporter.wants_detail(), what_if: self.what_if.clone() };
+            let job = Job {
+                key,
+                window,
+                frags,
+                detail: self.reporter.wants_detail(),
+                what_if: self.what_if.clone(),
+                crew: None,
+            };
             if let Some(sj) = self.shared_jobs.as_mut() {
                 sj.posted.push(key);
                 let wake = sj.wake.clone();
@@ -328,6 +335,7 @@ impl WindowOwner {
                         frags: std::mem::take(&mut v.frags),
                         detail: false,
                         what_if: self.what_if.clone(),
+                        crew: None,
                     };
                     let done = job.analyze(self.width);
                     let traffic = self.traffic.remove(&key).unwrap_or_default();
@@ -372,8 +380,9 @@ impl WindowOwner {
         if !sj.idle.idle() {
             return;
         }
-        if let Some(p) = sj.board.take() {
-            p.run(self.width);
+        // (A part of a window in analysis first: that window waits for it.)
+        let ran = sj.board.help() || sj.board.take().map(|p| p.run(self.width)).is_some();
+        if ran {
             if !sj.board.is_empty() {
                 let _ = sj.wake.activate();
             }

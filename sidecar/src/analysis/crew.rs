@@ -1,0 +1,282 @@
+//! Parts of one window's analysis run beside it, on threads that have
+//! nothing else to do: fork and join over a shared list of tasks.
+//!
+//! A window is analyzed by one thread. Some of its stages do not need each
+//! other's results (the what-if's layout of the window's points needs only
+//! the graph; the critical path's summary, participation and the trace
+//! checks need only the graph too), so [`join`] offers one of two such
+//! parts to the [`Crew`] and runs the other itself. A thread of the crew
+//! that is free takes the offered part; if none has when the caller is
+//! done with its own, the caller takes it back and runs it, so a window is
+//! never slower than alone by more than the offer (two locks). While it
+//! waits for a part taken elsewhere, the caller helps with any other part
+//! offered meanwhile (the taker may itself offer half of its part): every
+//! part taken is running, and parts do not wait on anything but parts
+//! offered after them, so the waits end.
+//!
+//! This is the fork-join of work stealing (Blumofe and Leiserson's
+//! scheduler, as Rayon's `join` does it), over the threads a caller
+//! already has rather than a pool of its own: in the sidecar, the timely
+//! workers of one process whose sources have nothing to read. Nothing here
+//! changes a result: each part is the same function of the same inputs,
+//! wherever it runs.
+//!
+//! The parts offered are `'static`: what they share with the caller is
+//! behind an `Arc` (the window graph once built), so that no unsafe
+//! lifetime extension is needed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// A part of a window's analysis offered to the crew.
+type Task = Box<dyn FnOnce() + Send>;
+
+/// The threads that may take parts of a window's analysis, and the parts
+/// offered to them.
+#[derive(Default)]
+pub struct Crew {
+    offered: Mutex<VecDeque<(u64, Task)>>,
+    /// Signalled when a part is offered or one taken elsewhere ends.
+    changed: Condvar,
+    /// Each thread's wake-up, called when a part is offered.
+    wake: Mutex<Vec<Box<dyn Fn() + Send>>>,
+    next_id: AtomicU64,
+    /// Parts offered, and of them those run by a thread other than the
+    /// one that offered them.
+    offers: AtomicU64,
+    taken: AtomicU64,
+}
+
+impl std::fmt::Debug for Crew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Crew").field("offers", &self.offers).field("taken", &self.taken).finish()
+    }
+}
+
+impl Crew {
+    /// A thread that takes parts ([`Crew::take`]) when it is free, woken by
+    /// `wake` when one is offered.
+    pub fn register(&self, wake: impl Fn() + Send + 'static) {
+        self.wake.lock().unwrap().push(Box::new(wake));
+    }
+
+    /// Wakes every registered thread.
+    pub fn wake_all(&self) {
+        for w in self.wake.lock().unwrap().iter() {
+            w();
+        }
+    }
+
+    /// The oldest part offered, run here; whether there was one.
+    pub fn take(&self) -> bool {
+        let t = self.offered.lock().unwrap().pop_front();
+        match t {
+            Some((_, task)) => {
+                self.taken.fetch_add(1, Ordering::Relaxed);
+                task();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a part is offered and not yet taken.
+    pub fn has_offers(&self) -> bool {
+        !self.offered.lock().unwrap().is_empty()
+    }
+
+    /// (parts offered, parts run by another thread than the one offering).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.offers.load(Ordering::Relaxed), self.taken.load(Ordering::Relaxed))
+    }
+
+    fn offer(&self, task: Task) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.offers.fetch_add(1, Ordering::Relaxed);
+        self.offered.lock().unwrap().push_back((id, task));
+        self.changed.notify_all();
+        self.wake_all();
+        id
+    }
+
+    fn take_back(&self, id: u64) -> Option<Task> {
+        let mut offered = self.offered.lock().unwrap();
+        let i = offered.iter().position(|(x, _)| *x == id)?;
+        offered.remove(i).map(|(_, t)| t)
+    }
+}
+
+/// The result of a part, or the panic it ended in.
+type Outcome<B> = Arc<Mutex<Option<std::thread::Result<B>>>>;
+
+/// `here()` and `there()`, `there` offered to `crew` (run here too when no
+/// crew is given or no thread took it): both results, and whether `there`
+/// ran on another thread. A panic in either comes out of `join`, after
+/// both have ended.
+pub fn join<A, B: Send + 'static>(
+    crew: Option<&Arc<Crew>>,
+    here: impl FnOnce() -> A,
+    there: impl FnOnce() -> B + Send + 'static,
+) -> (A, B, bool) {
+    let Some(crew) = crew else {
+        let a = here();
+        return (a, there(), false);
+    };
+    let outcome: Outcome<B> = Arc::new(Mutex::new(None));
+    let id = {
+        let (outcome, crew2) = (outcome.clone(), crew.clone());
+        crew.offer(Box::new(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(there));
+            *outcome.lock().unwrap() = Some(r);
+            // (Under the lock the waiter checks `outcome` with: no lost
+            // wake-up.)
+            let _g = crew2.offered.lock().unwrap();
+            crew2.changed.notify_all();
+        }))
+    };
+    // (`there` may borrow nothing of ours, but its result must be waited
+    // for whatever happens here.)
+    let a = std::panic::catch_unwind(std::panic::AssertUnwindSafe(here));
+    let elsewhere = match crew.take_back(id) {
+        Some(task) => {
+            task();
+            false
+        }
+        None => {
+            wait_helping(crew, &outcome);
+            true
+        }
+    };
+    let b = outcome.lock().unwrap().take().expect("a part taken ends with its outcome");
+    match (a, b) {
+        (Ok(a), Ok(b)) => (a, b, elsewhere),
+        (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Waits until `outcome` is in, running parts offered meanwhile.
+fn wait_helping<B>(crew: &Crew, outcome: &Outcome<B>) {
+    let mut offered = crew.offered.lock().unwrap();
+    loop {
+        if outcome.lock().unwrap().is_some() {
+            return;
+        }
+        if let Some((_, task)) = offered.pop_front() {
+            drop(offered);
+            crew.taken.fetch_add(1, Ordering::Relaxed);
+            task();
+            offered = crew.offered.lock().unwrap();
+            continue;
+        }
+        offered = crew.changed.wait(offered).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    /// Without a crew, or with one nobody takes from, both parts run here,
+    /// in order.
+    #[test]
+    fn untaken_parts_run_on_the_caller() {
+        let crew = Arc::new(Crew::default());
+        for c in [None, Some(&crew)] {
+            let me = std::thread::current().id();
+            let (a, (b, there_id), elsewhere) = join(c, || 1, move || (2, std::thread::current().id()));
+            assert_eq!((a, b, elsewhere), (1, 2, false));
+            assert_eq!(there_id, me);
+        }
+        assert_eq!(crew.counts(), (1, 0));
+        assert!(!crew.has_offers());
+    }
+
+    /// A part taken by another thread comes back to its caller; every offer
+    /// wakes the registered threads.
+    #[test]
+    fn a_part_taken_elsewhere_comes_back() {
+        let crew = Arc::new(Crew::default());
+        let woken = Arc::new(AtomicU64::new(0));
+        let w = woken.clone();
+        crew.register(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let taker = {
+            let (crew, stop) = (crew.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    if crew.take() {
+                        n += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                n
+            })
+        };
+        let mut elsewhere_seen = 0;
+        for i in 0..200u64 {
+            let (a, b, elsewhere) = join(
+                Some(&crew),
+                || {
+                    // (Long enough for the taker to see the offer.)
+                    std::thread::sleep(Duration::from_micros(200));
+                    i * 2
+                },
+                move || i * 3,
+            );
+            assert_eq!((a, b), (i * 2, i * 3));
+            elsewhere_seen += usize::from(elsewhere);
+        }
+        stop.store(true, Ordering::SeqCst);
+        let taken_there = taker.join().unwrap();
+        assert_eq!(elsewhere_seen, taken_there, "a part is run once, where `join` says");
+        assert!(elsewhere_seen > 0, "a free thread takes offered parts");
+        assert_eq!(woken.load(Ordering::SeqCst), 200);
+        assert_eq!(crew.counts(), (200, taken_there as u64));
+    }
+
+    /// A caller waiting for a part taken elsewhere runs the parts that part
+    /// offers in turn: nested joins end even with one other thread.
+    #[test]
+    fn a_waiting_caller_helps_with_nested_parts() {
+        let crew = Arc::new(Crew::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let taker = {
+            let (crew, stop) = (crew.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if !crew.take() {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        for i in 0..50u64 {
+            let c2 = crew.clone();
+            let (a, (b, c, _), _) =
+                join(Some(&crew), || i, move || join(Some(&c2), || (0..1000u64).sum::<u64>() + i, move || i + 1));
+            assert_eq!((a, b, c), (i, 499_500 + i, i + 1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        taker.join().unwrap();
+    }
+
+    /// A panic in the offered part comes out of `join` on the caller, with
+    /// its message, wherever the part ran.
+    #[test]
+    fn a_panic_in_either_part_reaches_the_caller() {
+        let crew = Arc::new(Crew::default());
+        let r = std::panic::catch_unwind(|| join(Some(&crew), || 1, || -> u32 { panic!("there failed") }));
+        let p = r.expect_err("the panic comes out");
+        assert_eq!(p.downcast_ref::<&str>(), Some(&"there failed"));
+        let r = std::panic::catch_unwind(|| join(Some(&crew), || -> u32 { panic!("here failed") }, || 2));
+        assert!(r.is_err());
+        assert!(!crew.has_offers(), "the part is run (and ended) before the panic goes on");
+    }
+}
