@@ -210,17 +210,28 @@ fn wait_for_the_command_on_ctrl_c(dir: PathBuf) {
 }
 
 /// Starts `command` with its probe sink set to `sock` and its standard
-/// error piped; 127 (said) if it cannot start.
+/// error piped; 127 (said) if it cannot start. The command gets SIGTERM if
+/// `watch` dies first (killed, say): it is not left running untraced.
+/// (Called on the main thread: the signal follows the thread that forked.)
 fn spawn_traced(command: &[String], sock: &Path) -> Result<Child, i32> {
-    std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("PROBE_SINK", format!("unix:{}", sock.display()))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            sidecar::say!("sidecar: error: cannot start {:?}: {e}", command[0]);
-            127
-        })
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]).env("PROBE_SINK", format!("unix:{}", sock.display())).stderr(std::process::Stdio::piped());
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes one prctl(2) call
+    // and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| {
+        sidecar::say!("sidecar: error: cannot start {:?}: {e}", command[0]);
+        127
+    })
 }
 
 /// The thread that passes the command's standard error through, and a

@@ -132,7 +132,7 @@ pub fn analyze_detail(
     rep.workers_not_started = absent.workers.clone();
     let began = timelines::stream_starts(&frags, window);
     let (g, waiting) =
-        timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut());
+        timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut(), crew);
     rep.waiting = waiting;
     let g = Arc::new(g);
     let names = Names::of(&frags);

@@ -267,6 +267,7 @@ impl Strangers {
 /// ended, is not running yet (or its process never connects: its windows
 /// say so all along). Not when other hosts are analyzed on timelines of
 /// their own (unsynchronized): the worker may be running there.
+#[derive(Clone)]
 pub(super) struct NotStarted {
     /// The first [`NotStarted::NAMED`] of them, ascending.
     pub workers: Vec<u32>,

@@ -5,6 +5,8 @@
 //! the messages the execution after the gap read, the one that arrived last
 //! (see [`crate::analysis::waits`]).
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use super::detail::{Activity, ActivityKind, WindowDetail};
@@ -12,10 +14,12 @@ use super::matching::Matched;
 use super::root_causes::{root_causes, ChainedWait};
 use super::streams::NotStarted;
 use super::{kind_name, TOP};
+use crate::analysis::crew::{self, Crew};
+use crate::analysis::graph::build::LanePart;
 use crate::analysis::graph::{EKind, Graph, GraphBuilder};
 use crate::analysis::model::{give_items, Busy, Fragment, GapEnd, Item, Ns, Sid};
 use crate::analysis::report::{CarriedWait, OpenWait, WaitedOn, WorkerWaiting};
-use crate::analysis::waits::{Wait, WaitFinder, WaitKind, WaitOn};
+use crate::analysis::waits::{ArrivalRuns, Inbox, Wait, WaitFinder, WaitKind, WaitOn};
 
 /// (worker waited on, channel, message kind) of a worker's waits.
 type OnKey = (Option<u32>, Option<u32>, &'static str);
@@ -30,60 +34,130 @@ pub(super) fn stream_starts(frags: &[Fragment], (ws, we): (Ns, Ns)) -> Vec<Optio
 }
 
 /// Lays every worker's timeline into the window graph and builds it;
-/// returns the graph and what each worker waited for.
+/// returns the graph and what each worker waited for. With a crew (and no
+/// detail to fill), the workers' lanes are laid in two halves, one offered
+/// to it: each lane needs only its own stream's intervals, reads and
+/// arrivals, and the halves join the graph in worker order, as if laid in
+/// turn.
 pub(super) fn lay_out_timelines(
     sids: &[Sid],
     matched: Matched,
     window: (Ns, Ns),
     absent: &NotStarted,
     began: &[Option<Ns>],
-    mut detail: Option<&mut WindowDetail>,
+    detail: Option<&mut WindowDetail>,
+    crew: Option<&Arc<Crew>>,
 ) -> (Graph, Vec<WorkerWaiting>) {
-    let Matched { inbox, arrivals, mut intervals, .. } = matched;
+    let Matched { inbox, arrivals, intervals, .. } = matched;
     let n = sids.len();
-    let mut gb = GraphBuilder::new(window, n);
-    let mut waiting: Vec<WorkerWaiting> = Vec::with_capacity(n);
-    let present = present_workers(sids);
-    let mut lanes: Vec<LaneWaits> = Vec::with_capacity(n);
-    for j in 0..n {
-        // The intervals nearly always come in order; sorted otherwise.
-        let (iv, sorted) = &mut intervals[j];
-        if !*sorted {
-            iv.sort_by_key(|i| (i.start(), i.end()));
+    let ctx = Arc::new(LaneContext {
+        sids: sids.to_vec(),
+        window,
+        present: present_workers(sids),
+        absent: absent.clone(),
+        began: began.to_vec(),
+    });
+    let mut inputs: Vec<LaneInput> = intervals
+        .into_iter()
+        .zip(inbox)
+        .zip(arrivals)
+        .map(|(((items, sorted), inbox), arrivals)| LaneInput { items, sorted, inbox, arrivals })
+        .collect();
+    let laid = match crew.filter(|_| detail.is_none() && n >= 2) {
+        None => lay_lanes(&ctx, 0, inputs, detail),
+        Some(crew) => {
+            let m = half_of_the_items(&inputs);
+            let second = inputs.split_off(m);
+            let there = ctx.clone();
+            let (mut first, second, _) =
+                crew::join(Some(crew), || lay_lanes(&ctx, 0, inputs, None), move || lay_lanes(&there, m, second, None));
+            first.extend(second);
+            first
         }
-        gb.reserve(j, iv.len() + iv.len() / 2);
+    };
+    let mut gb = GraphBuilder::new(window, n);
+    let mut lanes: Vec<LaneWaits> = Vec::with_capacity(n);
+    for (j, (part, waits)) in laid.into_iter().enumerate() {
+        gb.append(j, part);
+        lanes.push(waits);
+    }
+    charge_root_causes(&mut lanes, window.0);
+    let waiting = lanes.into_iter().map(LaneWaits::finish).collect();
+    (gb.build(), waiting)
+}
+
+/// What every lane reads: the window's streams and workers.
+struct LaneContext {
+    sids: Vec<Sid>,
+    window: (Ns, Ns),
+    present: Vec<bool>,
+    absent: NotStarted,
+    began: Vec<Option<Ns>>,
+}
+
+/// One stream's part of the matching's results: its intervals (and whether
+/// in order), its reads and what arrived to it.
+struct LaneInput {
+    items: Vec<Item>,
+    sorted: bool,
+    inbox: Inbox,
+    arrivals: ArrivalRuns,
+}
+
+/// Where to cut the lanes in two with about half the intervals in each
+/// (at least one lane each side).
+fn half_of_the_items(inputs: &[LaneInput]) -> usize {
+    let total: usize = inputs.iter().map(|i| i.items.len()).sum();
+    let mut sum = 0;
+    for (j, i) in inputs.iter().enumerate() {
+        sum += i.items.len();
+        if 2 * sum >= total {
+            return (j + 1).clamp(1, inputs.len() - 1);
+        }
+    }
+    inputs.len() / 2
+}
+
+/// Lanes `first..` of the window laid out, each into a part of its own.
+fn lay_lanes(
+    ctx: &LaneContext,
+    first: usize,
+    inputs: Vec<LaneInput>,
+    mut detail: Option<&mut WindowDetail>,
+) -> Vec<(LanePart, LaneWaits)> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for (k, LaneInput { mut items, sorted, inbox, arrivals }) in inputs.into_iter().enumerate() {
+        let j = first + k;
+        // The intervals nearly always come in order; sorted otherwise.
+        if !sorted {
+            items.sort_by_key(|i| (i.start(), i.end()));
+        }
+        let mut part = LanePart::with_capacity(ctx.window, items.len() + items.len() / 2);
         let mut lane = Lane {
             j,
-            sids,
-            window,
-            present: &present,
-            absent,
-            began,
-            finder: WaitFinder::new(&arrivals[j], &inbox[j], window),
-            waiting: WorkerWaiting { worker: sids[j].worker, ..Default::default() },
+            sids: &ctx.sids,
+            window: ctx.window,
+            present: &ctx.present,
+            absent: &ctx.absent,
+            began: &ctx.began,
+            finder: WaitFinder::new(&arrivals, &inbox, ctx.window),
+            waiting: WorkerWaiting { worker: ctx.sids[j].worker, ..Default::default() },
             on: FxHashMap::default(),
             chained: Vec::new(),
         };
-        for (k, it) in iv.iter().enumerate() {
+        for (k, it) in items.iter().enumerate() {
             // The execution after a gap (its reads are what the gap awaited).
-            let read_until = match iv.get(k + 1) {
+            let read_until = match items.get(k + 1) {
                 Some(Item::Busy { end, .. }) => *end,
                 _ => it.end(),
             };
-            lane.item(*it, read_until, &mut gb, detail.as_deref_mut());
+            lane.item(*it, read_until, &mut part, detail.as_deref_mut());
         }
-        lanes.push(LaneWaits { waiting: lane.waiting, on: lane.on, chained: lane.chained });
+        out.push((part, LaneWaits { waiting: lane.waiting, on: lane.on, chained: lane.chained }));
+        give_items(items);
+        crate::analysis::model::give_reads(inbox.reads);
     }
-    charge_root_causes(&mut lanes, window.0);
-    waiting.extend(lanes.into_iter().map(LaneWaits::finish));
-    for (iv, _) in intervals {
-        give_items(iv);
-    }
-    for b in inbox {
-        crate::analysis::model::give_reads(b.reads);
-    }
-    drop(arrivals);
-    (gb.build(), waiting)
+    out
 }
 
 /// Which worker indices have a stream in the window.
@@ -144,15 +218,15 @@ impl Lane<'_> {
     }
 
     #[inline]
-    fn item(&mut self, it: Item, read_until: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+    fn item(&mut self, it: Item, read_until: Ns, gb: &mut LanePart, detail: Option<&mut WindowDetail>) {
         match it {
             Item::Busy { start, end, what } => self.busy(start, end, what, gb, detail),
             Item::Gap { start, end, cause_until, next } => {
                 let next = self.next_cause(next, end);
                 match self.finder.gap(start, end, cause_until, next, read_until) {
-                    None => gb.segment(self.j, start, end, EKind::Unknown),
+                    None => gb.segment(start, end, EKind::Unknown),
                     Some(w) => {
-                        gb.segment(self.j, start, w.start, EKind::Unknown);
+                        gb.segment(start, w.start, EKind::Unknown);
                         // The wait began where its gap's local causes
                         // expired, maybe in an earlier window.
                         let since = cause_until.max(start).min(w.start);
@@ -173,7 +247,7 @@ impl Lane<'_> {
                             };
                             self.wait(&w, began, gb, detail);
                         }
-                        gb.segment(self.j, w.end, end, EKind::Unknown);
+                        gb.segment(w.end, end, EKind::Unknown);
                     }
                 }
             }
@@ -181,12 +255,12 @@ impl Lane<'_> {
     }
 
     /// An operator execution or a user span: a segment of work.
-    fn busy(&mut self, start: Ns, end: Ns, what: Busy, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+    fn busy(&mut self, start: Ns, end: Ns, what: Busy, gb: &mut LanePart, detail: Option<&mut WindowDetail>) {
         let k = match what {
             Busy::Operator(op) => EKind::Op(op),
             Busy::Span(id) => gb.span(id),
         };
-        gb.segment(self.j, start, end, k);
+        gb.segment(start, end, k);
         if let Some(d) = detail {
             let what = match what {
                 Busy::Operator(op) => ActivityKind::Operator(op),
@@ -200,18 +274,18 @@ impl Lane<'_> {
     /// when earlier windows had it open): a Waiting-for-Input segment, or a
     /// Waiting one tied (when the finder named one) to the message that
     /// ended it.
-    fn wait(&mut self, w: &Wait, began: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
+    fn wait(&mut self, w: &Wait, began: Ns, gb: &mut LanePart, detail: Option<&mut WindowDetail>) {
         let d = w.end - w.start;
         match w.kind {
             WaitKind::WaitingForInput => {
-                gb.segment(self.j, w.start, w.end, EKind::WaitingForInput);
+                gb.segment(w.start, w.end, EKind::WaitingForInput);
                 self.waiting.waiting_for_input_ns += d;
                 if let Some(dt) = detail {
                     self.activity(dt, w.start, w.end, ActivityKind::WaitingForInput);
                 }
             }
             WaitKind::Waiting(o) => {
-                gb.segment(self.j, w.start, w.end, EKind::Wait);
+                gb.segment(w.start, w.end, EKind::Wait);
                 self.waiting.waiting_ns += d;
                 self.waiting.waits += 1;
                 let key = self.key(o);
@@ -248,8 +322,8 @@ impl Lane<'_> {
     /// ends (a later window carries this part there), so it is counted
     /// here only as open. It is a wait segment all the same: the critical
     /// path never runs through it (Sager §5.3; docs/analysis.md).
-    fn open(&mut self, w: &Wait, since: Ns, gb: &mut GraphBuilder, detail: Option<&mut WindowDetail>) {
-        gb.segment(self.j, w.start, w.end, EKind::Wait);
+    fn open(&mut self, w: &Wait, since: Ns, gb: &mut LanePart, detail: Option<&mut WindowDetail>) {
+        gb.segment(w.start, w.end, EKind::Wait);
         self.waiting.open = Some(OpenWait { since_ns: since, ns: w.end - w.start });
         if let Some(dt) = detail {
             self.activity(dt, w.start, w.end, ActivityKind::Waiting { on: None, channel: None, kind: "open" });

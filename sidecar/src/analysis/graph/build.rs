@@ -55,12 +55,7 @@ impl GraphBuilder {
 
     /// The kind of an activity in the user span `id`.
     pub fn span(&mut self, id: u64) -> EKind {
-        let next = self.spans.len() as u32;
-        let ix = *self.span_index.entry(id).or_insert(next);
-        if ix == next {
-            self.spans.push(id);
-        }
-        EKind::Span(ix)
+        number_span(&mut self.spans, &mut self.span_index, id)
     }
 
     /// Room for `n` more segments of worker `w`.
@@ -104,11 +99,103 @@ impl GraphBuilder {
         g
     }
 
+    /// Worker `w`'s part, laid apart ([`LanePart`]): as if its calls had
+    /// been made here, after those of the workers appended before it.
+    pub fn append(&mut self, w: usize, part: LanePart) {
+        // (The part's spans are numbered in the order it met them; here in
+        // the order the builder meets them, which is that order after the
+        // workers before it.)
+        let map: Vec<u32> = part
+            .spans
+            .iter()
+            .map(|&id| match self.span(id) {
+                EKind::Span(ix) => ix,
+                _ => unreachable!("a span's kind"),
+            })
+            .collect();
+        let mut segs = part.segs;
+        if map.iter().enumerate().any(|(l, &g)| l as u32 != g) {
+            for s in &mut segs {
+                if let EKind::Span(l) = s.kind {
+                    s.kind = EKind::Span(map[l as usize]);
+                }
+            }
+        }
+        if self.segs[w].is_empty() {
+            self.segs[w] = segs;
+        } else {
+            self.segs[w].extend(segs);
+        }
+        for (src, sent) in part.splits {
+            self.splits[src as usize].push(sent);
+        }
+        self.waits.extend(part.waits);
+    }
+
     /// At most how many vertices the chains get: two per segment, one per
     /// split.
     fn vertex_bound(&self) -> usize {
         self.segs.iter().zip(&self.splits).map(|(s, x)| 2 * s.len() + x.len()).sum()
     }
+}
+
+/// One worker's activities and terminated waits, laid apart from the
+/// window's other workers (so on any thread), then appended to the
+/// window's [`GraphBuilder`] in worker order ([`GraphBuilder::append`]).
+pub struct LanePart {
+    window: (Ns, Ns),
+    segs: Vec<Segment>,
+    /// The user spans met, in the order first met (`EKind::Span` numbers
+    /// them so until appended).
+    spans: Vec<u64>,
+    span_index: rustc_hash::FxHashMap<u64, u32>,
+    /// (worker split, time) of each terminated wait's sender.
+    splits: Vec<(u32, Ns)>,
+    waits: Vec<TerminatedWait>,
+}
+
+impl LanePart {
+    /// Room for `n` segments.
+    pub fn with_capacity(window: (Ns, Ns), n: usize) -> Self {
+        LanePart {
+            window,
+            segs: Vec::with_capacity(n),
+            spans: Vec::new(),
+            span_index: Default::default(),
+            splits: Vec::new(),
+            waits: Vec::new(),
+        }
+    }
+
+    /// [`GraphBuilder::span`], numbered within the part.
+    pub fn span(&mut self, id: u64) -> EKind {
+        number_span(&mut self.spans, &mut self.span_index, id)
+    }
+
+    /// [`GraphBuilder::segment`] of this worker.
+    pub fn segment(&mut self, s: Ns, e: Ns, k: EKind) {
+        let (s, e) = (s.max(self.window.0), e.min(self.window.1));
+        if e > s {
+            self.segs.push(Segment { start: s, end: e, kind: k });
+        }
+    }
+
+    /// [`GraphBuilder::terminated_wait`] of a wait of worker `dst` (this one).
+    pub fn terminated_wait(&mut self, dst: usize, at: Ns, src: usize, sent: Ns, channel: u32, kind: MsgKind) {
+        self.splits.push((src as u32, sent));
+        self.waits.push(TerminatedWait { dst: dst as u32, at, src: src as u32, sent, channel, kind });
+    }
+}
+
+/// The kind of span `id`'s activities: its number in `spans`, in the order
+/// first met.
+fn number_span(spans: &mut Vec<u64>, index: &mut rustc_hash::FxHashMap<u64, u32>, id: u64) -> EKind {
+    let next = spans.len() as u32;
+    let ix = *index.entry(id).or_insert(next);
+    if ix == next {
+        spans.push(id);
+    }
+    EKind::Span(ix)
 }
 
 /// Buffers the chains of one window reuse, so it allocates them once.
@@ -352,6 +439,41 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Workers laid apart ([`LanePart`]) and appended in order give the
+        /// graph their calls made on the builder in turn give: the same
+        /// spans numbered alike, splits and waits in the same order.
+        #[test]
+        fn lanes_laid_apart_and_appended_build_the_same_graph(
+            lanes in proptest::collection::vec(
+                proptest::collection::vec((1u64..50, 0u8..6, 0usize..3, 0u64..30), 0..12), 3..=3),
+        ) {
+            let window = (10, 2_000);
+            let mut direct = GraphBuilder::new(window, lanes.len());
+            let mut apart = GraphBuilder::new(window, lanes.len());
+            for (w, lane) in lanes.iter().enumerate() {
+                let mut part = LanePart::with_capacity(window, lane.len());
+                let mut t = 0;
+                for &(d, what, src, back) in lane {
+                    // (Spans 100..103 met in any order across the lanes.)
+                    let (k1, k2) = if what < 3 {
+                        (EKind::Op(what as u32), EKind::Op(what as u32))
+                    } else {
+                        (direct.span(100 + what as u64), part.span(100 + what as u64))
+                    };
+                    direct.segment(w, t, t + d, k1);
+                    part.segment(t, t + d, k2);
+                    if back < 10 {
+                        let sent = t.saturating_sub(back);
+                        direct.terminated_wait(w, t + d, src, sent, 1, crate::analysis::model::MsgKind::Data);
+                        part.terminated_wait(w, t + d, src, sent, 1, crate::analysis::model::MsgKind::Data);
+                    }
+                    t += d;
+                }
+                apart.append(w, part);
+            }
+            proptest::prop_assert_eq!(format!("{:?}", direct.build()), format!("{:?}", apart.build()));
+        }
+
         /// The galloping search finds what a binary search over the rest of
         /// the slice finds, from any start.
         #[test]

@@ -102,9 +102,6 @@ struct WindowOwner {
     local_workers: std::ops::Range<usize>,
     /// This worker's index.
     index: usize,
-    /// The probes' figures that came with fragments, to go out with this
-    /// worker's next report line.
-    figures: Vec<(u64, u32, ProcessFigures)>,
     /// Streams that ended, for the windows after their end.
     ended: EndedStreams,
     /// A capability for each window (by timely time) gathered or in
@@ -135,7 +132,6 @@ impl WindowOwner {
             traffic: BTreeMap::new(),
             local_workers: shared.local_workers.clone(),
             index,
-            figures: Vec::new(),
             ended: EndedStreams::default(),
             caps: BTreeMap::new(),
             analyst,
@@ -157,9 +153,13 @@ impl WindowOwner {
     /// Takes arriving fragments: an end marker is noted, any other is
     /// stashed with its window, which gets a capability at its timely time.
     fn gather(&mut self, cap: &InputCapability<u64>, batch: &mut Vec<TimedFragment>) {
-        for TimedFragment { host, time, from, fragment: f, figures } in batch.drain(..) {
+        for tf in batch.drain(..) {
+            if tf.is_carrier() {
+                self.take_figures(tf.figures);
+                continue;
+            }
+            let TimedFragment { host, time, from, fragment: f, .. } = tf;
             self.book_traffic((time, host), from, &f);
-            self.take_figures(figures);
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);
@@ -188,23 +188,16 @@ impl WindowOwner {
         }
     }
 
-    /// The probes' figures that came with a fragment: into the run's totals
-    /// at once where this process prints them; else with this worker's
-    /// next report line to the process that does. (Not all with a line:
-    /// a probe's final figures can come after the last window its owner
-    /// here reports, and would be left behind. The totals keep each
-    /// process's latest by sequence number, whichever way they come.)
+    /// The probes' figures that came in a carrier: into the run's totals
+    /// (carriers go to worker 0, in the process that prints them), which
+    /// keep each process's latest by sequence number.
     fn take_figures(&mut self, figures: Vec<(u64, u32, ProcessFigures)>) {
         if figures.is_empty() {
             return;
         }
-        if self.prints_reports {
-            let mut st = self.stats.lock().unwrap();
-            for (host, process, f) in figures {
-                st.totals.probe_figures(host, process, f);
-            }
-        } else {
-            self.figures.extend(figures);
+        let mut st = self.stats.lock().unwrap();
+        for (host, process, f) in figures {
+            st.totals.probe_figures(host, process, f);
         }
     }
 
@@ -238,14 +231,7 @@ impl WindowOwner {
         // (in window order, before any analyzed below).
         if let Some(a) = self.analyst.as_mut() {
             while let Some(d) = a.try_take() {
-                out.extend(report(
-                    &self.reporter,
-                    &self.caps,
-                    &mut self.retained,
-                    &mut self.traffic,
-                    &mut self.figures,
-                    d,
-                ));
+                out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
             }
         }
         for key in ready {
@@ -281,14 +267,7 @@ impl WindowOwner {
                 Some(a) => {
                     while !a.has_room() {
                         out.extend(a.wait().and_then(|d| {
-                            report(
-                                &self.reporter,
-                                &self.caps,
-                                &mut self.retained,
-                                &mut self.traffic,
-                                &mut self.figures,
-                                d,
-                            )
+                            report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
                         }));
                     }
                     a.submit(job);
@@ -298,7 +277,6 @@ impl WindowOwner {
                     &self.caps,
                     &mut self.retained,
                     &mut self.traffic,
-                    &mut self.figures,
                     job.analyze(self.width),
                 )),
             }
@@ -321,9 +299,10 @@ impl WindowOwner {
             // revision replaces it.
             if let Some(a) = self.analyst.as_mut().filter(|_| self.retained.awaits_report(key)) {
                 while a.holds(time) {
-                    out.extend(a.wait().and_then(|d| {
-                        report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, &mut self.figures, d)
-                    }));
+                    out.extend(
+                        a.wait()
+                            .and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)),
+                    );
                 }
             }
             let stream = f.stream;
@@ -339,8 +318,7 @@ impl WindowOwner {
                     };
                     let done = job.analyze(self.width);
                     let traffic = self.traffic.remove(&key).unwrap_or_default();
-                    let mut line = self.reporter.revise(done, &v, &mut self.retained, *c.time(), traffic);
-                    line.figures = std::mem::take(&mut self.figures);
+                    let line = self.reporter.revise(done, &v, &mut self.retained, *c.time(), traffic);
                     out.push((c, line));
                 }
                 Late::Gone => {
@@ -367,7 +345,7 @@ impl WindowOwner {
         let Some(sj) = self.shared_jobs.as_mut() else { return };
         while let Ok(d) = sj.replies.try_recv() {
             sj.posted.retain(|k| *k != d.key);
-            out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, &mut self.figures, d));
+            out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
         }
     }
 
@@ -411,14 +389,12 @@ fn report(
     caps: &BTreeMap<u64, Capability<u64>>,
     retained: &mut Retained,
     traffic: &mut BTreeMap<(u64, u64), WindowTraffic>,
-    figures: &mut Vec<(u64, u32, ProcessFigures)>,
     done: Done,
 ) -> Option<(Capability<u64>, ReportLine)> {
     if retained.on() {
         retained.reported(done.key, &done.report);
     }
     let t = traffic.remove(&done.key).unwrap_or_default();
-    let mut line = reporter.report(done, t);
-    line.figures = std::mem::take(figures);
+    let line = reporter.report(done, t);
     caps.get(&line.time).cloned().map(|c| (c, line))
 }

@@ -43,11 +43,27 @@ pub(super) struct TimedFragment {
     /// books what crossed to it from other workers and processes.
     pub(super) from: u32,
     pub(super) fragment: Fragment,
-    /// The probes' latest figures about themselves (their Stats frames) of
-    /// the fragment's process, when they changed since this worker last
-    /// sent: they travel with the windows' reports to the process that
-    /// prints them, which keeps each process's latest.
+    /// The probes' latest figures about themselves (their Stats frames),
+    /// those that changed since this worker last sent: in a carrier of
+    /// their own (a marker of no stream, [`TimedFragment::carrier`]) to
+    /// worker 0, whose process prints them and keeps each process's latest.
+    /// (Not with the windows' fragments or reports: a probe's last figures
+    /// come after its last window, whose fragments may be gone already.)
     pub(super) figures: Vec<(u64, u32, ProcessFigures)>,
+}
+
+impl TimedFragment {
+    /// A carrier of the probes' `figures` alone, at timely time `time`, to
+    /// worker 0.
+    fn carrier(time: u64, from: u32, figures: Vec<(u64, u32, ProcessFigures)>) -> TimedFragment {
+        let fragment = Fragment { marker: true, route: 0, ..Default::default() };
+        TimedFragment { host: 0, time, from, fragment, figures }
+    }
+
+    /// Whether this carries the probes' figures alone.
+    pub(super) fn is_carrier(&self) -> bool {
+        self.fragment.marker && self.fragment.stream.is_none()
+    }
 }
 
 /// Where a host's windows are in timely time, fixed when the host is first
@@ -461,7 +477,6 @@ impl Streams {
         let t0 = *cap.time();
         // (Taken out while fragments are counted, then put back for its room.)
         let mut fragments = std::mem::take(&mut self.fragments);
-        let mut figures_sent = Vec::new();
         for mut f in fragments.drain(..) {
             let host = crate::analysis::causality::window_host(&f);
             let t = f.window + hosts.shift(host);
@@ -480,22 +495,16 @@ impl Streams {
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
-            // (Every fragment of a process whose figures changed carries
-            // them: each window owner of the batch passes them on with its
-            // next report, so the last figures go with the last windows.)
-            let figures: Vec<_> = match f.stream {
-                Some(s) => self.figures.iter().filter(|x| (x.0, x.1) == (s.host, s.process)).cloned().collect(),
-                None => Vec::new(),
-            };
-            if let Some(x) = figures.first() {
-                figures_sent.push((x.0, x.1));
-            }
-            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures };
+            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures: Vec::new() };
             self.count_crossing(&tf);
             session.give(tf);
         }
         self.fragments = fragments;
-        self.figures.retain(|x| !figures_sent.contains(&(x.0, x.1)));
+        // (This process's totals have them already where it prints.)
+        if !self.figures.is_empty() && !self.shared.prints_reports {
+            session.give(TimedFragment::carrier(t0, self.index as u32, std::mem::take(&mut self.figures)));
+        }
+        self.figures.clear();
     }
 
     /// Counts a fragment that leaves this worker (its window's owner is

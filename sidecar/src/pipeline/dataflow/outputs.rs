@@ -14,7 +14,7 @@ use timely::dataflow::StreamVec;
 use timely::progress::frontier::MutableAntichain;
 
 use super::{RunStats, Shared};
-use crate::analysis::report::{ProcessFigures, WindowReport};
+use crate::analysis::report::WindowReport;
 use crate::output::http::{Feed, WindowTraffic, WindowUpdate};
 use crate::output::sink::{SharedPerfetto, Sink};
 
@@ -46,9 +46,6 @@ pub(super) struct ReportLine {
     pub(super) replaces: Option<String>,
     /// What the window's owner received for it (for `/metrics`).
     pub(super) traffic: WindowTraffic,
-    /// The probes' latest figures about themselves that reached the
-    /// window's owner since its last report (`TimedFragment::figures`).
-    pub(super) figures: Vec<(u64, u32, ProcessFigures)>,
 }
 
 /// The first failed write to an output (JSON lines, the terminal lines when
@@ -204,9 +201,6 @@ fn count_in_totals(st: &mut RunStats, line: &mut ReportLine) {
         }
         // (Its own JSON: a failure is a bug, said rather than hidden.)
         Err(e) => st.error(format!("window {}: its report could not be read back for the totals: {e}", line.window)),
-    }
-    for (host, process, f) in line.figures.drain(..) {
-        st.totals.probe_figures(host, process, f);
     }
 }
 

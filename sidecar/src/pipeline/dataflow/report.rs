@@ -96,7 +96,6 @@ impl Reporter {
             was_complete: report.complete,
             replaces: None,
             traffic,
-            figures: Vec::new(),
         }
     }
 
@@ -136,7 +135,6 @@ impl Reporter {
             was_complete: old.as_ref().map_or(report.complete, |o| o.complete),
             replaces: old.map(|o| serde_json::to_value(&o).unwrap_or_default().to_string()),
             traffic,
-            figures: Vec::new(),
         }
     }
 
