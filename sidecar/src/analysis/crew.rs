@@ -46,6 +46,10 @@ pub struct Crew {
     /// one that offered them.
     offers: AtomicU64,
     taken: AtomicU64,
+    /// Other work the crew's threads have waiting (whole windows posted on
+    /// the sidecar's job board): while there is some, a part that costs
+    /// more split than whole is not split ([`Crew::has_other_work`]).
+    other_work: AtomicU64,
 }
 
 impl std::fmt::Debug for Crew {
@@ -84,6 +88,22 @@ impl Crew {
     /// Whether a part is offered and not yet taken.
     pub fn has_offers(&self) -> bool {
         !self.offered.lock().unwrap().is_empty()
+    }
+
+    /// Counts other work coming for the crew's threads (`+1`) or taken
+    /// (`-1`).
+    pub fn other_work(&self, delta: i64) {
+        if delta >= 0 {
+            self.other_work.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.other_work.fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the crew's threads have other work waiting: a part that costs
+    /// more instructions split than whole is better left whole then.
+    pub fn has_other_work(&self) -> bool {
+        self.other_work.load(Ordering::Relaxed) > 0
     }
 
     /// (parts offered, parts run by another thread than the one offering).

@@ -229,12 +229,17 @@ impl JobBoard {
     pub fn post(&self, mut job: Job, reply: Sender<Done>, wake: impl Fn() + Send + 'static) {
         job.crew = Some(self.crew.clone());
         self.posted.lock().unwrap().push_back(Posted { job, reply, wake: Box::new(wake) });
+        self.crew.other_work(1);
         self.crew.wake_all();
     }
 
     /// The oldest posted window, if any.
     pub fn take(&self) -> Option<Posted> {
-        self.posted.lock().unwrap().pop_front()
+        let p = self.posted.lock().unwrap().pop_front();
+        if p.is_some() {
+            self.crew.other_work(-1);
+        }
+        p
     }
 
     /// Runs a part of a window's analysis offered by the thread analyzing

@@ -88,10 +88,14 @@ pub(super) fn rank_what_ifs(
     out
 }
 
-/// Each of `all` replayed (its spans): in one pass here, or, with a crew,
-/// half of them offered to it and half here. (Each replay's times are its
-/// own whichever others share its pass: the predictions are the same.)
+/// Each of `all` replayed (its spans): in one pass here, or, with a crew
+/// that has nothing else waiting, half of them offered to it and half here.
+/// (Two passes of half the replays cost about 1.5 passes of all: worth it
+/// for a window's latency while a thread is free, not when windows wait
+/// for it. Each replay's times are its own whichever others share its
+/// pass: the predictions are the same.)
 fn replay_spread(replay: &Arc<Replay>, mut all: Vec<Scales>, crew: Option<&Arc<Crew>>) -> Vec<Prediction> {
+    let crew = crew.filter(|c| !c.has_other_work());
     if crew.is_none() || all.len() < 2 {
         return replay.spans_all(&all);
     }
