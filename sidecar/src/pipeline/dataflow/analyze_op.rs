@@ -6,7 +6,6 @@
 //! [`crate::analysis`]'s; this decides when a window is whole and holds a
 //! capability for it until its report is out.
 
-use std::cell::Cell;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -23,7 +22,7 @@ use super::ingest_op::{wire_bytes, TimedFragment};
 use super::outputs::Outputs;
 use super::outputs::ReportLine;
 use super::report::Reporter;
-use super::{IngestIdle, Shared};
+use super::{OperatorLink, Shared};
 use crate::analysis::model::{EndedStreams, Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::output::http::WindowTraffic;
@@ -32,14 +31,13 @@ use crate::pipeline::revise::{Late, Retained};
 
 /// The Analyze operator: `fragments` exchanged to their windows' owners
 /// (`pact`) → the windows' report lines, each at its window's time.
-/// `analysis_thread_on` is set when this worker's analysis thread starts;
-/// `idle` says when this worker's source has nothing to read.
+/// `link` is told whether this worker's analysis thread started, and says
+/// when this worker's source has nothing to read.
 pub(super) fn analyze<'s, P>(
     fragments: StreamVec<'s, u64, TimedFragment>,
     pact: P,
     shared: &Shared,
-    analysis_thread_on: Rc<Cell<bool>>,
-    idle: Rc<IngestIdle>,
+    link: Rc<OperatorLink>,
 ) -> StreamVec<'s, u64, ReportLine>
 where
     P: ParallelizationContract<u64, Vec<TimedFragment>>,
@@ -60,7 +58,7 @@ where
             .and_then(|r| {
                 r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker")).ok()
             });
-        analysis_thread_on.set(analyst.is_some());
+        link.set_analysis_thread(analyst.is_some());
         let board = shared.job_board.clone().filter(|_| analyst.is_none());
         let shared_jobs = board.map(|board| {
             let wake = scope.worker().sync_activator_for(info.address.to_vec());
@@ -68,9 +66,9 @@ where
             board.register(move || {
                 let _ = taker.activate();
             });
-            idle.wake_with(scope.activator_for(info.address.clone()));
+            link.wake_with(scope.activator_for(info.address.clone()));
             let (reply, replies) = std::sync::mpsc::channel();
-            SharedJobs { board, reply, replies, wake, posted: Vec::new(), idle: idle.clone() }
+            SharedJobs { board, reply, replies, wake, posted: Vec::new(), link: link.clone() }
         });
         let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index());
         let mut out = Vec::new();
@@ -355,7 +353,7 @@ impl WindowOwner {
     /// between whether it has something to read again.
     fn take_posted(&mut self, out: &mut Vec<(Capability<u64>, ReportLine)>) {
         let Some(sj) = self.shared_jobs.as_ref() else { return };
-        if !sj.idle.idle() {
+        if !sj.link.idle() {
             return;
         }
         // (A part of a window in analysis first: that window waits for it.)
@@ -381,7 +379,8 @@ struct SharedJobs {
     wake: SyncActivator,
     /// Keys of the windows posted and not yet back.
     posted: Vec<(u64, u64)>,
-    idle: Rc<IngestIdle>,
+    /// Whether this worker's source is idle.
+    link: Rc<OperatorLink>,
 }
 
 fn report(

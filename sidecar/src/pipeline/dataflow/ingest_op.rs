@@ -9,7 +9,6 @@
 //! and bounds the windows in flight: it stops reading while the analysis is
 //! a few windows behind, so memory stays bounded however long the run.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::rc::Rc;
@@ -25,7 +24,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
-use super::{IngestIdle, Inputs, RunStats, Shared};
+use super::{Inputs, OperatorLink, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
 use crate::analysis::model::{Fragment, Ns};
 use crate::analysis::report::ProcessFigures;
@@ -118,14 +117,14 @@ fn join_hold(joined: impl Iterator<Item = i128>, now: i128, grace: i128, width: 
 type Output<'a> = OutputBuilderSession<'a, u64, CapacityContainerBuilder<Vec<TimedFragment>>>;
 
 /// The Ingest operator of this worker. `analyzed` is how far the analysis
-/// got; `analysis_thread_on` whether this worker analyzes on a thread of
-/// its own (known once the Analyze operator is built).
+/// got; `link` says whether this worker analyzes on a thread of its own
+/// (known once the Analyze operator is built), and takes whether the source
+/// is idle.
 pub(super) fn ingest<'s>(
     scope: Scope<'s, u64>,
     shared: &Shared,
     analyzed: ProbeHandle<u64>,
-    analysis_thread_on: Rc<Cell<bool>>,
-    idle: Rc<IngestIdle>,
+    link: Rc<OperatorLink>,
 ) -> StreamVec<'s, u64, TimedFragment> {
     source(scope, "Ingest", move |cap: Capability<u64>, info| {
         let activator = scope.activator_for(info.address.clone());
@@ -148,8 +147,7 @@ pub(super) fn ingest<'s>(
                 index,
                 peers,
                 analyzed,
-                analysis_thread_on,
-                idle,
+                link,
                 fragments: Vec::new(),
                 figures: Vec::new(),
                 last_bar: Instant::now(),
@@ -225,9 +223,9 @@ struct Streams {
     index: usize,
     peers: usize,
     analyzed: ProbeHandle<u64>,
-    analysis_thread_on: Rc<Cell<bool>>,
-    /// Whether the last activation read nothing (for the Analyze operator).
-    idle: Rc<IngestIdle>,
+    /// To and from the Analyze operator: its analysis thread, whether the
+    /// last activation read nothing.
+    link: Rc<OperatorLink>,
     /// The fragments of one activation, to send.
     fragments: Vec<Fragment>,
     /// The probes' figures read since they were last sent, by process
@@ -278,11 +276,11 @@ impl Ingest {
         s.draw_progress_bar();
         if s.readers.iter().all(|r| r.done) && (!s.shared.live() || stopping) {
             s.finish();
-            s.idle.set(true, s.shared.job_board.as_deref());
+            s.link.set(true, s.shared.job_board.as_deref());
             self.cap = None;
             return;
         }
-        s.idle.set(throttled || !any_data, s.shared.job_board.as_deref());
+        s.link.set(throttled || !any_data, s.shared.job_board.as_deref());
         s.advance(cap, &hosts);
         s.schedule_next(throttled, any_data, &hosts);
     }
@@ -318,7 +316,7 @@ impl Streams {
     /// ([`offline_windows_ahead`]; live, 16 for bursts).
     fn analysis_is_behind(&self, cap: &Capability<u64>) -> bool {
         let ahead =
-            if self.shared.live() { 16 } else { offline_windows_ahead(self.peers, self.analysis_thread_on.get()) };
+            if self.shared.live() { 16 } else { offline_windows_ahead(self.peers, self.link.analysis_thread_on()) };
         self.analyzed.less_than(&cap.time().saturating_sub(ahead))
     }
 

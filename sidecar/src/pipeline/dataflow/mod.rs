@@ -254,19 +254,33 @@ impl Shared {
     }
 }
 
-/// Whether this worker's source read nothing in its last activation
-/// (throttled, waiting, or done): set by the Ingest operator, read by the
-/// Analyze operator, which may then analyze a window a peer posted
+/// What a worker's Ingest and Analyze operators tell each other.
+///
+/// The Analyze operator says whether its analysis thread started (set when
+/// it is built, before anything runs): the source then reads one window
+/// less ahead. The Ingest operator says whether its source read nothing in
+/// its last activation (throttled, waiting, or done): the Analyze operator
+/// may then analyze a window a peer posted, or a part of one
 /// ([`crate::pipeline::analyst::JobBoard`]).
 #[derive(Default)]
-pub(super) struct IngestIdle {
+pub(super) struct OperatorLink {
+    analysis_thread_on: std::cell::Cell<bool>,
     idle: std::cell::Cell<bool>,
     /// This worker's Analyze operator, woken when the source turns idle
     /// with windows posted.
     analyze: std::cell::RefCell<Option<timely::scheduling::Activator>>,
 }
 
-impl IngestIdle {
+impl OperatorLink {
+    /// Whether this worker's analysis thread started.
+    fn analysis_thread_on(&self) -> bool {
+        self.analysis_thread_on.get()
+    }
+
+    fn set_analysis_thread(&self, on: bool) {
+        self.analysis_thread_on.set(on);
+    }
+
     /// The Analyze operator to wake.
     fn wake_with(&self, analyze: timely::scheduling::Activator) {
         *self.analyze.borrow_mut() = Some(analyze);
@@ -319,13 +333,9 @@ fn run_worker(worker: &mut Worker, shared: &Shared, failure: &Failure) {
 /// The dataflow: ingest → exchange to each window's owner → analyze (and
 /// report) → exchange to worker 0 → print.
 fn build_dataflow(scope: Scope<'_, u64>, shared: &Shared, analyzed: ProbeHandle<u64>) {
-    // Whether this worker's analysis thread started (set when the Analyze
-    // operator is built, before anything runs): the source then reads one
-    // window less ahead.
-    let analysis_thread_on = std::rc::Rc::new(std::cell::Cell::new(false));
-    let idle = std::rc::Rc::new(IngestIdle::default());
-    let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), analysis_thread_on.clone(), idle.clone());
-    let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, analysis_thread_on, idle);
+    let link = std::rc::Rc::new(OperatorLink::default());
+    let fragments = ingest_op::ingest(scope, shared, analyzed.clone(), link.clone());
+    let reports = analyze_op::analyze(fragments, Exchange::new(to_window_owner), shared, link);
     outputs::print(reports.probe_with(&analyzed), Exchange::new(|_| 0), shared);
 }
 
