@@ -52,12 +52,6 @@ pub struct Crew {
     other_work: AtomicU64,
 }
 
-impl std::fmt::Debug for Crew {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Crew").field("offers", &self.offers).field("taken", &self.taken).finish()
-    }
-}
-
 impl Crew {
     /// A thread that takes parts ([`Crew::take`]) when it is free, woken by
     /// `wake` when one is offered.

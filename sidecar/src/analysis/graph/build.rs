@@ -16,6 +16,15 @@ struct Segment {
     kind: EKind,
 }
 
+impl Segment {
+    /// `[s, e)` of kind `k` clipped to `window`, if anything is left.
+    #[inline]
+    fn clipped(window: (Ns, Ns), s: Ns, e: Ns, k: EKind) -> Option<Segment> {
+        let (s, e) = (s.max(window.0), e.min(window.1));
+        (e > s).then_some(Segment { start: s, end: e, kind: k })
+    }
+}
+
 /// A wait on worker `dst` ending at `at`, ended by the message worker `src`
 /// sent at `sent` on `channel`.
 #[derive(Clone, Copy, Debug)]
@@ -58,19 +67,11 @@ impl GraphBuilder {
         number_span(&mut self.spans, &mut self.span_index, id)
     }
 
-    /// Room for `n` more segments of worker `w`.
-    pub fn reserve(&mut self, w: usize, n: usize) {
-        self.segs[w].reserve(n);
-    }
-
     /// A worker activity, clipped to the window (Sager Def. 3.4, edge
     /// projection). Per worker, segments come in time order and do not
     /// overlap; holes become Unknown.
     pub fn segment(&mut self, w: usize, s: Ns, e: Ns, k: EKind) {
-        let (s, e) = (s.max(self.window.0), e.min(self.window.1));
-        if e > s {
-            self.segs[w].push(Segment { start: s, end: e, kind: k });
-        }
+        self.segs[w].extend(Segment::clipped(self.window, s, e, k));
     }
 
     /// A wait on `dst` ending at `at` that was ended by a message `src` sent
@@ -174,10 +175,7 @@ impl LanePart {
 
     /// [`GraphBuilder::segment`] of this worker.
     pub fn segment(&mut self, s: Ns, e: Ns, k: EKind) {
-        let (s, e) = (s.max(self.window.0), e.min(self.window.1));
-        if e > s {
-            self.segs.push(Segment { start: s, end: e, kind: k });
-        }
+        self.segs.extend(Segment::clipped(self.window, s, e, k));
     }
 
     /// [`GraphBuilder::terminated_wait`] of a wait of worker `dst` (this one).

@@ -450,12 +450,15 @@ impl Streams {
             }
             if !r.ingest.probe_figures.is_empty() {
                 // This process's totals take them at once (nothing lost
-                // here); the printing process, maybe another, gets them
-                // with the windows' reports.
+                // here); where another process prints, a carrier takes the
+                // latest of each to it (`send`).
                 let mut st = self.shared.stats.lock().unwrap();
                 for (host, process, f) in &r.ingest.probe_figures {
                     st.totals.probe_figures(*host, *process, f.clone());
                 }
+            }
+            if self.shared.prints_reports {
+                r.ingest.probe_figures.clear();
             }
             for (host, process, f) in r.ingest.probe_figures.drain(..) {
                 match self.figures.iter_mut().find(|x| (x.0, x.1) == (host, process)) {
@@ -498,11 +501,9 @@ impl Streams {
             session.give(tf);
         }
         self.fragments = fragments;
-        // (This process's totals have them already where it prints.)
-        if !self.figures.is_empty() && !self.shared.prints_reports {
+        if !self.figures.is_empty() {
             session.give(TimedFragment::carrier(t0, self.index as u32, std::mem::take(&mut self.figures)));
         }
-        self.figures.clear();
     }
 
     /// Counts a fragment that leaves this worker (its window's owner is
