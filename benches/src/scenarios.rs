@@ -60,9 +60,11 @@
 //! time slept for input). [`realized`] checks on those measurements alone
 //! that the machine ran the plan (the injected operator took at least
 //! [`REALIZED_MARGIN`] times the time of any other, the waiting workers
-//! waited longest on the expected one, input-bound sources slept more than
-//! they computed; for a gather, whose path the engine can follow itself,
-//! the injected operator led the engine's own path by that margin,
+//! waited longest on the expected one and, their senders' own waits
+//! followed through as the sidecar does ([`held_up`]), were held up by the
+//! expected one or its root by that margin, input-bound sources slept more
+//! than they computed; for a gather, whose path the engine can follow
+//! itself, the injected operator led the engine's own path by that margin,
 //! [`critical_work`], so a stall off the path no longer voids the run); a
 //! run that did not (a worker descheduled for
 //! milliseconds on a busy machine makes another operator the slowest, and
@@ -447,6 +449,9 @@ pub struct Measured {
     /// started to idle until the message it needed arrived (sent), or for a
     /// gather the last of the round's messages; nothing when it was there.
     pub waited: BTreeMap<usize, u64>,
+    /// The same waits one by one, in the order they ended (for
+    /// [`held_up`]).
+    pub waits: Vec<WaitSpan>,
     /// Time spent sleeping for input, ns.
     pub input: u64,
     /// Operator executions that took more than [`STALL_NS`] longer than
@@ -458,6 +463,65 @@ pub struct Measured {
     /// messages of the round, and what its operators took before (for
     /// [`critical_work`]).
     pub rounds: Vec<RoundWork>,
+}
+
+/// One wait as the engine measured it: from when the worker began to idle
+/// until the message it needed was sent by `on`.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitSpan {
+    pub start: Instant,
+    pub end: Instant,
+    pub on: usize,
+}
+
+/// Links of a chain of waits followed at most by [`held_up`].
+const HELD_UP_DEPTH: usize = 8;
+
+/// Each worker's waiting time per worker that held it up, by the engine's
+/// own measurements, with the rule the sidecar's wait figures follow
+/// (docs/analysis.md; Böhme et al., ICPP 2010, §3): the stretch of a wait
+/// during which its sender was itself waiting counts on whatever the sender
+/// waited on, followed through the chain; the rest counts on the sender.
+/// In a pipeline fed by a sleeping source, a stage's wait counts mostly on
+/// the source; a stage that was slow to pick up its message (its thread
+/// descheduled between polls on a busy machine) holds up the stages after
+/// it for that long.
+pub fn held_up(m: &[Measured]) -> Vec<BTreeMap<usize, u64>> {
+    m.iter()
+        .enumerate()
+        .map(|(w, x)| {
+            let mut out = BTreeMap::new();
+            let mut chain = vec![w];
+            for v in &x.waits {
+                charge(m, v.on, v.start, v.end, &mut chain, &mut out);
+            }
+            out
+        })
+        .collect()
+}
+
+/// Counts `[a, b)`, waited on `on`, where it belongs: the stretches during
+/// which `on` was itself waiting on a worker not already on `chain` go down
+/// that worker's chain, the rest stays on `on`.
+fn charge(m: &[Measured], on: usize, a: Instant, b: Instant, chain: &mut Vec<usize>, out: &mut BTreeMap<usize, u64>) {
+    let mut passed_on = Duration::ZERO;
+    if !chain.contains(&on) && chain.len() <= HELD_UP_DEPTH {
+        chain.push(on);
+        // A worker's waits are disjoint and in time order.
+        let first = m[on].waits.partition_point(|v| v.end <= a);
+        for v in m[on].waits[first..].iter().take_while(|v| v.start < b) {
+            let (x, y) = (v.start.max(a), v.end.min(b));
+            if x < y && !chain.contains(&v.on) {
+                charge(m, v.on, x, y, chain, out);
+                passed_on += y - x;
+            }
+        }
+        chain.pop();
+    }
+    let own = b.saturating_duration_since(a).saturating_sub(passed_on);
+    if !own.is_zero() {
+        *out.entry(on).or_default() += own.as_nanos() as u64;
+    }
 }
 
 /// One worker's round of a gather: when its messages left, and the wall
@@ -576,6 +640,7 @@ impl Ctx<'_> {
     fn waited(&mut self, idle: Instant, m: &Msg) {
         if let Some(d) = m.sent.checked_duration_since(idle) {
             *self.measured.waited.entry(m.from).or_default() += d.as_nanos() as u64;
+            self.measured.waits.push(WaitSpan { start: idle, end: m.sent, on: m.from });
         }
     }
 
@@ -893,6 +958,27 @@ pub fn realized(expected: &Expected, m: &[Measured]) -> Result<(), String> {
             None => return Err(format!("w{w} never waited")),
         }
     }
+    // What the sidecar names is who held a worker up (its senders' own
+    // waits followed through): the engine's account of it must name the
+    // expected worker or the expected root, by the margin. Without one, a
+    // near tie (a middle stage of a pipeline slow to pick up its messages
+    // on a busy machine, as long as the source's sleeps) is decided by
+    // where the windows' edges cut the chains of waits, not by the plan.
+    let held = held_up(m);
+    for (&(w, on), &(_, root)) in expected.waited_on.iter().zip(&expected.held_up_by) {
+        let by = &held[w as usize];
+        let expected = by.iter().filter(|x| *x.0 == on as usize || *x.0 == root as usize).map(|x| *x.1).max();
+        let rival = by.iter().filter(|x| *x.0 != on as usize && *x.0 != root as usize).max_by_key(|x| *x.1);
+        if let Some((o, &ns)) = rival {
+            if ns as f64 * REALIZED_MARGIN > expected.unwrap_or(0) as f64 {
+                return Err(format!(
+                    "w{w} was held up by w{o} for {}, by w{on} or w{root} for at most {}",
+                    ms(ns),
+                    ms(expected.unwrap_or(0))
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -1111,9 +1197,17 @@ fn measured_line(m: &[Measured]) -> String {
             path.iter().take(2).map(|(ns, i, n)| format!("w{i}:{n} {:.1}ms", *ns as f64 / 1e6)).collect();
         out.push(format!("on its path {}", top.join(", ")));
     }
+    let held = held_up(m);
     for (i, x) in m.iter().enumerate() {
-        if let Some((o, ns)) = x.waited.iter().max_by_key(|x| *x.1) {
+        let waited = x.waited.iter().max_by_key(|x| *x.1);
+        if let Some((o, ns)) = waited {
             out.push(format!("w{i} waited on w{o} {:.1}ms", *ns as f64 / 1e6));
+        }
+        match held[i].iter().max_by_key(|x| *x.1) {
+            Some((o, ns)) if Some(o) != waited.map(|w| w.0) => {
+                out.push(format!("w{i} held up by w{o} {:.1}ms", *ns as f64 / 1e6))
+            }
+            _ => {}
         }
         if x.input > 0 {
             out.push(format!("w{i} slept {:.1}ms", x.input as f64 / 1e6));
@@ -1244,6 +1338,30 @@ mod tests {
         };
         let got: Vec<((usize, &str), u64)> = critical_work(&[w0, w1]).into_iter().collect();
         assert_eq!(got, vec![((0, "Join"), 7), ((0, "Parse"), 3), ((1, "Parse"), 5)]);
+    }
+
+    /// A pipeline w0 -> w1 -> w2 (µs). w1 waits 0..50 on w0 (which sleeps
+    /// for input), picks the message up late and sends at 70. w2 waits
+    /// 10..70 on w1: 10..50 overlaps w1's wait and counts on w0 (40), 50..70
+    /// is w1's own delay and counts on w1 (20). A chain never returns to a
+    /// worker on it: w0's wait 45..48 on w2 (as clock error can make it)
+    /// goes down w2's wait to w1, whose wait then was on w0 itself: the 3
+    /// stay on w1. Likewise w1's wait on w0 counts 45..48 on w2 (w2 then
+    /// waited on w1, on the chain): 47 on w0, 3 on w2. w2's 10..50 finds
+    /// w0 waiting on w2 itself: its 40 stay on w0.
+    #[test]
+    fn a_wait_counts_on_whoever_held_its_sender_up() {
+        let t = Instant::now();
+        let at = |us: u64| t + Duration::from_micros(us);
+        let span = |a, b, on| WaitSpan { start: at(a), end: at(b), on };
+        let w0 = Measured { waits: vec![span(45, 48, 2)], ..Measured::default() };
+        let w1 = Measured { waits: vec![span(0, 50, 0)], ..Measured::default() };
+        let w2 = Measured { waits: vec![span(10, 70, 1)], ..Measured::default() };
+        let held = held_up(&[w0, w1, w2]);
+        let us = |m: &BTreeMap<usize, u64>| m.iter().map(|(&k, &v)| (k, v / 1000)).collect::<Vec<_>>();
+        assert_eq!(us(&held[0]), vec![(1, 3)]);
+        assert_eq!(us(&held[1]), vec![(0, 47), (2, 3)]);
+        assert_eq!(us(&held[2]), vec![(0, 40), (1, 20)]);
     }
 
     #[test]
