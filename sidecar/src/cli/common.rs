@@ -247,7 +247,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         sync,
         unpack_thread: false,
         analysis_thread: matches!(std::env::var("SIDECAR_ANALYSIS").as_deref(), Ok("on" | "1")),
-        shared_analysis: false,
+        shared_analysis: !matches!(std::env::var("SIDECAR_SHARED_ANALYSIS").as_deref(), Ok("off" | "0")),
         what_if: c.what_if(),
     }
 }

@@ -242,6 +242,12 @@ impl JobBoard {
         p
     }
 
+    /// The process's workers, for a window analyzed where it is owned to
+    /// offer its parts to.
+    pub fn crew(&self) -> Arc<Crew> {
+        self.crew.clone()
+    }
+
     /// Runs a part of a window's analysis offered by the thread analyzing
     /// it, if one is; whether there was one.
     pub fn help(&self) -> bool {

@@ -68,7 +68,15 @@ where
             });
             link.wake_with(scope.activator_for(info.address.clone()));
             let (reply, replies) = std::sync::mpsc::channel();
-            SharedJobs { board, reply, replies, wake, posted: Vec::new(), link: link.clone() }
+            SharedJobs {
+                board,
+                posts: shared.posts_windows,
+                reply,
+                replies,
+                wake,
+                posted: Vec::new(),
+                link: link.clone(),
+            }
         });
         let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index());
         let mut out = Vec::new();
@@ -251,9 +259,11 @@ impl WindowOwner {
                 frags,
                 detail: self.reporter.wants_detail(),
                 what_if: self.what_if.clone(),
-                crew: None,
+                // Analyzed here, its parts go to whichever worker has
+                // nothing to read.
+                crew: self.shared_jobs.as_ref().map(|sj| sj.board.crew()),
             };
-            if let Some(sj) = self.shared_jobs.as_mut() {
+            if let Some(sj) = self.shared_jobs.as_mut().filter(|sj| sj.posts) {
                 sj.posted.push(key);
                 let wake = sj.wake.clone();
                 sj.board.post(job, sj.reply.clone(), move || {
@@ -371,6 +381,9 @@ impl WindowOwner {
 /// A worker's side of the process's [`JobBoard`].
 struct SharedJobs {
     board: Arc<JobBoard>,
+    /// Whether whole windows are posted ([`Shared::posts_windows`]); else
+    /// they are analyzed here, offering their parts.
+    posts: bool,
     /// Where the analyses of this worker's windows come back.
     reply: std::sync::mpsc::Sender<Done>,
     replies: std::sync::mpsc::Receiver<Done>,

@@ -78,11 +78,14 @@ pub struct Settings {
     /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
-    /// Offline, without analysis threads, with several workers in the
-    /// process: a window is analyzed by whichever of them has nothing to
-    /// read ([`crate::pipeline::analyst::JobBoard`]), not always by its
-    /// owner. (Not with a timeline export or the dashboard, whose details
-    /// are written in the order the analyses end.)
+    /// Without analysis threads, with several workers in the process: a
+    /// window's analysis offers parts of itself to the workers that have
+    /// nothing to read ([`crate::analysis::crew::Crew`]), and offline a
+    /// whole window is analyzed by whichever of them has nothing to read
+    /// ([`crate::pipeline::analyst::JobBoard`]), not always by its owner.
+    /// (Whole windows stay with their owners live, where a late record
+    /// revises its window there, and with a timeline export or the
+    /// dashboard, whose details are written in the order the analyses end.)
     pub shared_analysis: bool,
     /// The speedup every window predicts (`sidecar whatif`); an empty one:
     /// no what-if at all (`--what-if off`); None: each window ranks its own
@@ -188,9 +191,21 @@ struct Shared {
     /// Each file shared by several workers, read once for all of them
     /// (by the file's position; the error if it could not be opened).
     splitters: Arc<Mutex<std::collections::BTreeMap<usize, Result<Arc<Splitter>, String>>>>,
-    /// The windows posted for analysis by any worker of the process
-    /// ([`Settings::shared_analysis`]).
+    /// The windows posted for analysis by any worker of the process, and
+    /// the parts of windows offered ([`Settings::shared_analysis`]).
     job_board: Option<Arc<crate::pipeline::analyst::JobBoard>>,
+    /// Whether whole windows are posted to `job_board` (else only their
+    /// parts are offered).
+    posts_windows: bool,
+}
+
+/// How a process's workers share the analysis ([`Settings::shared_analysis`]):
+/// whether they take parts of each other's windows (a job board), and
+/// whether whole windows are posted to it too (offline, with no output
+/// whose details must come in window order).
+fn analysis_sharing(settings: &Settings, offline: bool, local_workers: usize, details: bool) -> (bool, bool) {
+    let board = settings.shared_analysis && !settings.analysis_thread && local_workers > 1;
+    (board, board && offline && !details)
 }
 
 impl Shared {
@@ -205,14 +220,10 @@ impl Shared {
         let graph = sink.graph.take();
         let feed = sink.http.take();
         let compact_lines = sink.compact_lines;
-        let job_board = (settings.shared_analysis
-            && !settings.analysis_thread
-            && matches!(inputs, Inputs::Files(_))
-            && local_workers.len() > 1
-            && perfetto.is_none()
-            && graph.is_none()
-            && feed.is_none())
-        .then(Default::default);
+        let details = perfetto.is_some() || graph.is_some() || feed.is_some();
+        let (board, posts_windows) =
+            analysis_sharing(&settings, matches!(inputs, Inputs::Files(_)), local_workers.len(), details);
+        let job_board = board.then(Default::default);
         let total_bytes: u64 = match &inputs {
             Inputs::Files(f) => f.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum(),
             _ => 0,
@@ -234,6 +245,7 @@ impl Shared {
             local_workers,
             splitters: Default::default(),
             job_board,
+            posts_windows,
         }
     }
 
@@ -354,4 +366,37 @@ fn to_window_owner(x: &TimedFragment) -> u64 {
 /// consecutive workers (round robin), hosts start at different workers.
 fn owner(host: u64, window: u64) -> u64 {
     window.wrapping_add(host.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 40)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(shared_analysis: bool, analysis_thread: bool) -> Settings {
+        Settings {
+            width: 1_000_000,
+            timely_args: Vec::new(),
+            progress_bar: false,
+            sync: crate::ingest::sync::SharedSync::default(),
+            unpack_thread: false,
+            analysis_thread,
+            shared_analysis,
+            what_if: None,
+        }
+    }
+
+    /// Live, and offline with the dashboard or a timeline export, windows
+    /// stay with their owners but still offer their parts; one worker, an
+    /// analysis thread per worker, or sharing turned off share nothing.
+    #[test]
+    fn windows_are_posted_offline_and_their_parts_offered_wherever_workers_are_several() {
+        let on = settings(true, false);
+        assert_eq!(analysis_sharing(&on, true, 2, false), (true, true));
+        assert_eq!(analysis_sharing(&on, false, 2, false), (true, false));
+        assert_eq!(analysis_sharing(&on, true, 2, true), (true, false));
+        assert_eq!(analysis_sharing(&on, true, 1, false), (false, false));
+        assert_eq!(analysis_sharing(&on, false, 1, false), (false, false));
+        assert_eq!(analysis_sharing(&settings(true, true), true, 2, false), (false, false));
+        assert_eq!(analysis_sharing(&settings(false, false), false, 4, false), (false, false));
+    }
 }
