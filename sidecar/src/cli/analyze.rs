@@ -9,7 +9,7 @@ use sidecar::pipeline::dataflow::{Inputs, Settings};
 
 use sidecar::output::sink::Sink;
 
-use super::common::{check_inputs, outputs, run_dataflow_into, say_cost, timely_args, Common};
+use super::common::{check_inputs, outputs, run_dataflow_into, say_cost, shared_analysis, timely_args, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -73,7 +73,7 @@ pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
         sync: SharedSync::new(Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)))),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
-        shared_analysis: !matches!(std::env::var("SIDECAR_SHARED_ANALYSIS").as_deref(), Ok("off" | "0")),
+        shared_analysis: shared_analysis(),
         what_if: common.what_if(),
     }
 }

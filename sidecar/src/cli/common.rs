@@ -227,6 +227,13 @@ pub fn timely_args(c: &Common) -> Vec<String> {
     a
 }
 
+/// Whether a process's workers share the analysis of its windows
+/// ([`Settings::shared_analysis`]): yes, unless `SIDECAR_SHARED_ANALYSIS`
+/// is `off` (for comparison).
+pub fn shared_analysis() -> bool {
+    !matches!(std::env::var("SIDECAR_SHARED_ANALYSIS").as_deref(), Ok("off" | "0"))
+}
+
 /// The settings of a live analysis (`run`, `watch`): no progress bar and
 /// no helper threads (the cores belong to the traced program), unless
 /// `SIDECAR_ANALYSIS=on` asks for a thread per worker that analyzes its
@@ -238,7 +245,9 @@ pub fn timely_args(c: &Common) -> Vec<String> {
 /// `-w 1` and `-w 2`, 10 M with it. Not the default: beside a program on
 /// the same two cores (`watch`), the analysis running while the program
 /// runs moved which of reach's workers looked hot in 1 of 4 runs (none of
-/// 4 without), where the program is the thing measured.
+/// 4 without), where the program is the thing measured. With several
+/// workers, a window's owner offers parts of its analysis to a worker with
+/// nothing to read ([`shared_analysis`]): no thread more.
 pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
     Settings {
         width: c.window,
@@ -247,7 +256,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         sync,
         unpack_thread: false,
         analysis_thread: matches!(std::env::var("SIDECAR_ANALYSIS").as_deref(), Ok("on" | "1")),
-        shared_analysis: !matches!(std::env::var("SIDECAR_SHARED_ANALYSIS").as_deref(), Ok("off" | "0")),
+        shared_analysis: shared_analysis(),
         what_if: c.what_if(),
     }
 }
