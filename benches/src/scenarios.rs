@@ -445,12 +445,9 @@ struct Msg {
 pub struct Measured {
     /// Wall time per operator name, schedule start to stop, ns.
     pub ops: BTreeMap<&'static str, u64>,
-    /// Time spent waiting per worker waited on, ns: from when the worker
-    /// started to idle until the message it needed arrived (sent), or for a
-    /// gather the last of the round's messages; nothing when it was there.
-    pub waited: BTreeMap<usize, u64>,
-    /// The same waits one by one, in the order they ended (for
-    /// [`held_up`]).
+    /// Each wait, in the order they ended: from when the worker started to
+    /// idle until the message it needed arrived (sent), or for a gather the
+    /// last of the round's messages; none when it was there.
     pub waits: Vec<WaitSpan>,
     /// Time spent sleeping for input, ns.
     pub input: u64,
@@ -463,6 +460,17 @@ pub struct Measured {
     /// messages of the round, and what its operators took before (for
     /// [`critical_work`]).
     pub rounds: Vec<RoundWork>,
+}
+
+impl Measured {
+    /// Time spent waiting per worker waited on, ns.
+    pub fn waited(&self) -> BTreeMap<usize, u64> {
+        let mut by = BTreeMap::new();
+        for v in &self.waits {
+            *by.entry(v.on).or_default() += v.end.duration_since(v.start).as_nanos() as u64;
+        }
+        by
+    }
 }
 
 /// One wait as the engine measured it: from when the worker began to idle
@@ -485,7 +493,8 @@ const HELD_UP_DEPTH: usize = 8;
 /// In a pipeline fed by a sleeping source, a stage's wait counts mostly on
 /// the source; a stage that was slow to pick up its message (its thread
 /// descheduled between polls on a busy machine) holds up the stages after
-/// it for that long.
+/// it for that long. (Written here rather than calling the sidecar's
+/// `root_causes`: the judge's account must not share the code it judges.)
 pub fn held_up(m: &[Measured]) -> Vec<BTreeMap<usize, u64>> {
     m.iter()
         .enumerate()
@@ -638,8 +647,7 @@ impl Ctx<'_> {
     /// The engine's account of a wait that began at `idle` and ended when
     /// `m` was sent (if after).
     fn waited(&mut self, idle: Instant, m: &Msg) {
-        if let Some(d) = m.sent.checked_duration_since(idle) {
-            *self.measured.waited.entry(m.from).or_default() += d.as_nanos() as u64;
+        if m.sent >= idle {
             self.measured.waits.push(WaitSpan { start: idle, end: m.sent, on: m.from });
         }
     }
@@ -951,10 +959,10 @@ pub fn realized(expected: &Expected, m: &[Measured]) -> Result<(), String> {
         }
     }
     for &(w, on) in &expected.waited_on {
-        let top = m[w as usize].waited.iter().max_by_key(|x| *x.1);
+        let top = m[w as usize].waited().into_iter().max_by_key(|x| x.1);
         match top {
-            Some((&o, _)) if o == on as usize => {}
-            Some((o, ns)) => return Err(format!("w{w} waited longest on w{o} ({})", ms(*ns))),
+            Some((o, _)) if o == on as usize => {}
+            Some((o, ns)) => return Err(format!("w{w} waited longest on w{o} ({})", ms(ns))),
             None => return Err(format!("w{w} never waited")),
         }
     }
@@ -967,14 +975,15 @@ pub fn realized(expected: &Expected, m: &[Measured]) -> Result<(), String> {
     let held = held_up(m);
     for (&(w, on), &(_, root)) in expected.waited_on.iter().zip(&expected.held_up_by) {
         let by = &held[w as usize];
-        let expected = by.iter().filter(|x| *x.0 == on as usize || *x.0 == root as usize).map(|x| *x.1).max();
-        let rival = by.iter().filter(|x| *x.0 != on as usize && *x.0 != root as usize).max_by_key(|x| *x.1);
+        let named = |o: usize| o == on as usize || o == root as usize;
+        let lead = by.iter().filter(|x| named(*x.0)).map(|x| *x.1).max().unwrap_or(0);
+        let rival = by.iter().filter(|x| !named(*x.0)).max_by_key(|x| *x.1);
         if let Some((o, &ns)) = rival {
-            if ns as f64 * REALIZED_MARGIN > expected.unwrap_or(0) as f64 {
+            if ns as f64 * REALIZED_MARGIN > lead as f64 {
                 return Err(format!(
                     "w{w} was held up by w{o} for {}, by w{on} or w{root} for at most {}",
                     ms(ns),
-                    ms(expected.unwrap_or(0))
+                    ms(lead)
                 ));
             }
         }
@@ -1199,12 +1208,12 @@ fn measured_line(m: &[Measured]) -> String {
     }
     let held = held_up(m);
     for (i, x) in m.iter().enumerate() {
-        let waited = x.waited.iter().max_by_key(|x| *x.1);
+        let waited = x.waited().into_iter().max_by_key(|x| x.1);
         if let Some((o, ns)) = waited {
-            out.push(format!("w{i} waited on w{o} {:.1}ms", *ns as f64 / 1e6));
+            out.push(format!("w{i} waited on w{o} {:.1}ms", ns as f64 / 1e6));
         }
         match held[i].iter().max_by_key(|x| *x.1) {
-            Some((o, ns)) if Some(o) != waited.map(|w| w.0) => {
+            Some((&o, ns)) if Some(o) != waited.map(|w| w.0) => {
                 out.push(format!("w{i} held up by w{o} {:.1}ms", *ns as f64 / 1e6))
             }
             _ => {}
