@@ -448,15 +448,22 @@ fn a_skewed_run_with_long_executions_charges_the_waits_to_the_hot_worker() {
 /// `watch` at its defaults: 90 % of the edges have a source among the hot
 /// nodes, which all live on worker 0, so worker 0's `ArrangeByKey` (the
 /// edges arranged by source, merging big batches in long executions)
-/// holds the most records, worker 0's operators hold more of the critical
-/// path than worker 1's, its `ArrangeByKey` among its first two, worker 1
-/// waits on worker 0
+/// holds the most records, that `ArrangeByKey` is one of the two operators
+/// holding most of the critical path and holds more of it than worker 1's
+/// (the same operator on the cold worker), worker 1 waits on worker 0
 /// (at least 95 % of its waiting), and no wait that a message explains is
-/// left on `?`. (At the example's default `--work 4`, worker 0's `Reduce`,
-/// whose input is that skewed data too, takes about as much of the path
-/// as its `ArrangeByKey`: measured 25 / 27 %, 32 / 25 % on a quiet
-/// machine, 27 / 20 % and 18 / 19 % beside a CPU hog; which of the two is
-/// first is the machine's choice, not the analysis'.)
+/// left on `?`.
+///
+/// Not judged: which worker's operators hold more of the path in all.
+/// The reduce's input is keyed by destination, so both workers' `Reduce`
+/// do about as much work, and on a busy machine a preempted execution is
+/// stretched by the time its thread waited for a core: worker 1's
+/// `Reduce` then holds its stretched share. Measured (2 workers, 400,000
+/// edges): worker 0's operators held 58-83 % of the path against 8-30 %
+/// on a quiet machine (6 runs), 30-62 % against 10-29 % beside 1-3 CPU
+/// hogs (21 runs), and once 40 % against 54 % (worker 1's `Reduce` 44 %)
+/// on a loaded 2-core CI machine. Worker 0's `ArrangeByKey` was first or
+/// second in all of them.
 #[test]
 fn the_differential_example_under_skew_names_the_hot_arrangement() {
     let _alone = judged_alone();
@@ -476,12 +483,14 @@ fn the_differential_example_under_skew_names_the_hot_arrangement() {
     let o = Command::new(BIN).args(&args).output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    // Worker 0's operators hold more of the path than worker 1's, and its
-    // ArrangeByKey is one of its two largest shares.
+    // Worker 0's ArrangeByKey is one of the two largest shares of the path,
+    // and holds more of it than worker 1's ArrangeByKey (the cold one).
     let top = s["top_operators"].as_array().unwrap();
-    let share = |w: u64| top.iter().filter(|o| o[0] == w).map(|o| o[2].as_f64().unwrap()).sum::<f64>();
-    assert!(share(0) > share(1), "{s}");
-    assert!(top.iter().filter(|o| o[0] == 0).take(2).any(|o| o[1] == "ArrangeByKey"), "{s}");
+    assert!(top.iter().take(2).any(|o| o[0] == 0 && o[1] == "ArrangeByKey"), "{s}");
+    let share = |w: u64, name: &str| {
+        top.iter().filter(|o| o[0] == w && o[1] == name).map(|o| o[2].as_f64().unwrap()).sum::<f64>()
+    };
+    assert!(share(0, "ArrangeByKey") > 2.0 * share(1, "ArrangeByKey"), "{s}");
     // The largest arrangement is worker 0's ArrangeByKey, by far.
     let arr = s["arrangements"].as_array().unwrap();
     let held = |w: u64, name: &str| {
