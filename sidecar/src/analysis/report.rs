@@ -344,6 +344,22 @@ pub struct MessageCounts {
     pub read_before_send: u64,
 }
 
+impl MessageCounts {
+    /// Adds `o`'s counts.
+    pub fn add(&mut self, o: &MessageCounts) {
+        self.data_matched += o.data_matched;
+        self.data_in_flight += o.data_in_flight;
+        self.data_from_before += o.data_from_before;
+        self.data_unmatched += o.data_unmatched;
+        self.data_worker_local += o.data_worker_local;
+        self.progress_sent += o.progress_sent;
+        self.progress_received += o.progress_received;
+        self.progress_from_before += o.progress_from_before;
+        self.progress_unmatched += o.progress_unmatched;
+        self.read_before_send += o.read_before_send;
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Instrumentation {
     pub records: u64,

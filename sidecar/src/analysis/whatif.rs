@@ -222,7 +222,7 @@ const NOT_WORK: u32 = u32::MAX;
 /// worker's sends and reads a quarter.
 pub struct Replay {
     g: Arc<Graph>,
-    links: Arc<[Link]>,
+    links: Vec<Link>,
     /// Each worker's points in time order (built once).
     lay: order::Layout,
     /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
@@ -276,8 +276,8 @@ struct Cursor {
 
 impl Replay {
     /// Lays out the window's points (see "The order" above).
-    pub fn new(g: impl Into<Arc<Graph>>, links: impl Into<Arc<[Link]>>) -> Replay {
-        let (g, links): (Arc<Graph>, Arc<[Link]>) = (g.into(), links.into());
+    pub fn new(g: impl Into<Arc<Graph>>, links: Vec<Link>) -> Replay {
+        let g: Arc<Graph> = g.into();
         let lay = order::layout(&g, &links);
         let class = (0..g.len()).map(|v| if is_work(&g, v) { 0 } else { NOT_WORK }).collect();
         let last_work =

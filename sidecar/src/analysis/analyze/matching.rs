@@ -11,16 +11,24 @@
 //! receives (Sager §4.2.2). What comes out per worker is its [`Inbox`] (what
 //! it read, and when each arrived) and its [`ArrivalRuns`] (every message
 //! that reached it, read or not): the wait finder's inputs (Sager §5.1).
+//!
+//! The tables are grouped here, one stream after another; the phases after
+//! that work per receiver ([`receivers`]) and, with a crew, run in two
+//! halves of the receivers side by side.
 
-use super::detail::{Message, WindowDetail};
+mod receivers;
+
+use std::sync::Arc;
+
+use super::detail::WindowDetail;
 use super::streams::{Strangers, Streams};
 use super::tables::{join, sorted_by_seq, DataGroup, DenseIds, GroupIndex, ProgressReads, ProgressSends};
-use crate::analysis::model::{
-    give_entries, give_items, take_items, Fragment, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind, Ns, SeqMark, Sid,
-};
+use crate::analysis::crew::{self, Crew};
+use crate::analysis::model::{give_items, take_items, Fragment, Half, Item, Messages, MsgGroup, Ns, SeqMark, Sid};
 use crate::analysis::report::MessageCounts;
-use crate::analysis::waits::{Arrival, ArrivalRuns, Inbox};
-use crate::analysis::whatif::Link;
+use crate::analysis::waits::{ArrivalRuns, Inbox};
+pub(super) use receivers::Links;
+use receivers::{Receivers, Shared};
 
 /// What matching leaves for the wait finder, per stream.
 pub(super) struct Matched {
@@ -31,23 +39,20 @@ pub(super) struct Matched {
     pub intervals: Vec<(Vec<Item>, bool)>,
     /// Every data message matched between two of the window's workers (for
     /// the what-if replay).
-    pub links: Vec<Link>,
+    pub links: Links,
     /// The message halves whose other worker is not on this timeline, by
     /// (the process of the stream that has the half, the worker it names).
     pub strangers: Strangers,
 }
 
-/// The window's message tables while they are matched.
+/// The window's message tables while they are grouped.
 struct Matching<'a> {
     streams: &'a Streams,
     window: (Ns, Ns),
-    /// Per stream: its intervals in the window, and when its messages from
-    /// other processes arrived.
-    stretches: Stretches,
+    /// Per stream: its intervals in the window.
+    intervals: Vec<(Vec<Item>, bool)>,
     inbox: Vec<Inbox>,
     arrivals: Vec<ArrivalRuns>,
-    links: Vec<Link>,
-    strangers: Strangers,
     chan_ids: DenseIds,
     worker_ids: DenseIds,
     /// Data: (channel, sender, receiver) → group.
@@ -65,16 +70,19 @@ struct Matching<'a> {
 /// it has a stream here; its id; its marks).
 type SenderMarks<'f> = (Option<usize>, Sid, &'f [SeqMark]);
 
-/// Matches the window's messages: the streams' tables grouped, data matched
-/// send to read, progress matched and broadcast, and the messages buffered
-/// all through the window put in their readers' inboxes.
+/// Matches the window's messages: the streams' tables grouped, the
+/// messages buffered all through the window put in their readers' inboxes,
+/// data matched send to read, progress matched and broadcast (the last
+/// three per receiver: in two halves when a `crew` is given and no
+/// `detail` asked for, one offered to the crew).
 pub(super) fn match_messages(
-    streams: &Streams,
+    streams: &Arc<Streams>,
     frags: &mut [Fragment],
     mut ended_marks: Vec<(Sid, Vec<SeqMark>)>,
     window: (Ns, Ns),
     mc: &mut MessageCounts,
-    mut detail: Option<&mut WindowDetail>,
+    detail: Option<&mut WindowDetail>,
+    crew: Option<&Arc<Crew>>,
 ) -> Matched {
     let mut m = Matching::new(streams, window, frags.len());
     m.group_tables(frags, mc);
@@ -87,11 +95,26 @@ pub(super) fn match_messages(
         .chain(ended_marks.iter().map(|(s, m)| (None, *s, &m[..])))
         .collect();
     m.buffered_data(frags, &senders);
-    m.match_data(mc, detail.as_deref_mut());
-    m.match_progress_reads(mc);
+    m.progress_read_max();
     m.buffered_progress(frags, &senders);
-    m.broadcast_progress();
-    m.finish()
+    let (shared, mut receivers) = m.into_receivers(streams.clone());
+    let shared = Arc::new(shared);
+    let mut part = match crew.filter(|_| detail.is_none() && receivers.len() >= 2) {
+        None => receivers.run(&shared, detail),
+        Some(crew) => {
+            let second = receivers.split_off(receivers.half_of_the_reads());
+            let there = shared.clone();
+            let (mut first, second, _) =
+                crew::join(Some(crew), || receivers.run(&shared, None), move || second.run(&there, None));
+            first.append(second);
+            first
+        }
+    };
+    if let Ok(shared) = Arc::try_unwrap(shared) {
+        shared.give_back();
+    }
+    let strangers = part.strangers(mc);
+    Matched { inbox: part.inbox, arrivals: part.arrivals, intervals: part.intervals, links: part.links, strangers }
 }
 
 /// A fragment's items as the window's intervals (the items overlapping it:
@@ -141,75 +164,14 @@ fn seq_before(frags: &[Fragment], j: usize, half: Half, channel: u32, other: u32
     marks.binary_search_by_key(&(half, channel, other), |m| (m.half, m.channel, m.other)).ok().map(|k| marks[k].seq)
 }
 
-/// A message read by stream `j` (its read's `slot`, its channel and kind)
-/// and sent before the window. Within one process it arrived by the
-/// window's start. From another process (`crossed`: the sender's stream)
-/// it was in flight at the window's start and arrived when `j` could read
-/// it ([`Stretches::arrival`]): an arrival from that sender, the part of
-/// its transit inside the window on the path.
-fn arrived_from_before(
-    stretches: &mut Stretches,
-    j: usize,
-    crossed: Option<usize>,
-    inbox: &mut Inbox,
-    arrivals: &mut ArrivalRuns,
-    (slot, channel, kind): (usize, u32, MsgKind),
-) {
-    let ws = stretches.start;
-    match crossed {
-        Some(i) => {
-            let at = stretches.arrival(j, ws, inbox.reads[slot]);
-            inbox.arrived[slot] = at;
-            arrivals.push(Arrival { at, src: i as u32, channel, kind, sent: ws });
-        }
-        None => inbox.arrived[slot] = ws,
-    }
-}
-
-/// Each stream's intervals in the window, and (when first asked) where its
-/// busy stretches begin: when its messages from other processes arrived.
-struct Stretches {
-    intervals: Vec<(Vec<Item>, bool)>,
-    /// Per stream: the ends of its gaps, in order.
-    gap_ends: Vec<Option<Vec<Ns>>>,
-    /// The window's start.
-    start: Ns,
-}
-
-impl Stretches {
-    /// When receiver `j` could first read a message that crossed processes,
-    /// sent at `sent` and read at `read` (see [`crate::analysis::waits`]):
-    /// the start of `j`'s busy stretch holding the read (the end of the
-    /// last gap before it; the window's start if none), never before the
-    /// send nor after the read. A receiver polls while it has nothing to
-    /// do, so a message there during a gap is read by the work that ends
-    /// it.
-    fn arrival(&mut self, j: usize, sent: Ns, read: Ns) -> Ns {
-        let intervals = &self.intervals[j].0;
-        let ends = self.gap_ends[j].get_or_insert_with(|| {
-            let mut e: Vec<Ns> =
-                intervals.iter().filter_map(|it| matches!(it, Item::Gap { .. }).then(|| it.end())).collect();
-            if !e.is_sorted() {
-                e.sort_unstable();
-            }
-            e
-        });
-        let k = ends.partition_point(|&e| e <= read);
-        let stretch = if k == 0 { self.start } else { ends[k - 1] };
-        stretch.max(sent).min(read)
-    }
-}
-
 impl<'a> Matching<'a> {
     fn new(streams: &'a Streams, window: (Ns, Ns), n: usize) -> Self {
         Matching {
             streams,
             window,
-            stretches: Stretches { intervals: Vec::with_capacity(n), gap_ends: vec![None; n], start: window.0 },
+            intervals: Vec::with_capacity(n),
             inbox: (0..n).map(|_| Inbox::default()).collect(),
             arrivals: vec![ArrivalRuns::default(); n],
-            links: Vec::new(),
-            strangers: Strangers::default(),
             chan_ids: DenseIds::default(),
             worker_ids: DenseIds::default(),
             data_ix: GroupIndex::default(),
@@ -254,7 +216,7 @@ impl<'a> Matching<'a> {
     fn group_tables(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts) {
         let (ws, we) = self.window;
         for (i, f) in frags.iter_mut().enumerate() {
-            self.stretches.intervals.push(window_intervals(std::mem::take(&mut f.items), ws, we));
+            self.intervals.push(window_intervals(std::mem::take(&mut f.items), ws, we));
             let mut m = std::mem::take(&mut f.msgs);
             if m.moved {
                 in_window(&mut m, ws, we);
@@ -266,13 +228,6 @@ impl<'a> Matching<'a> {
                 self.join_group(i, group, mc);
             }
         }
-    }
-
-    /// Whether a message from stream `i` to stream `j` crosses processes
-    /// (or hosts): its transit is not shared memory.
-    #[inline]
-    fn crosses(&self, i: usize, j: usize) -> bool {
-        self.streams.pk[i] != self.streams.pk[j]
     }
 
     /// One table of stream `i` into the window's group of its key.
@@ -363,179 +318,12 @@ impl<'a> Matching<'a> {
         }
     }
 
-    /// Data groups, each a merge of its sends and reads by sequence number:
-    /// matched pairs give their read its arrival (and the reader an
-    /// arrival), sends not read here are in flight (arrived, unread), reads
-    /// not sent here came from before the window (or another timeline).
-    fn match_data(&mut self, mc: &mut MessageCounts, mut detail: Option<&mut WindowDetail>) {
-        // Group order decides only the order of `detail.messages`: by key
-        // (then by stream, for processes that share worker indices).
-        let mut data = std::mem::take(&mut self.data);
-        data.sort_unstable_by_key(|g| (g.key, g.si, g.ri));
-        for mut group in data {
-            if !sorted_by_seq(&group.sends, |s| s.seq) {
-                group.sends.sort();
-            }
-            // (By seq, then slot: the stream's order, in which read times
-            // never decrease.)
-            if !sorted_by_seq(&group.reads, |r| r.seq) {
-                group.reads.sort();
-            }
-            self.merge_data_group(&group, mc, detail.as_deref_mut());
-            give_entries(group.sends);
-            give_entries(group.reads);
-        }
-    }
-
-    fn merge_data_group(&mut self, group: &DataGroup, mc: &mut MessageCounts, mut detail: Option<&mut WindowDetail>) {
-        let DataGroup { key: (channel, from, to), si, ref sends, ri, ref reads } = *group;
-        let streams = self.streams;
-        // The worker each side is on (the reader may be absent: another host).
-        let src = si.or_else(|| ri.and_then(|j| streams.resolve(streams.pk[j], from)));
-        let dst = ri.or_else(|| si.and_then(|i| streams.resolve(streams.pk[i], to)));
-        if let Some(j) = dst {
-            self.arrivals[j].start_run();
-        }
-        let (mut a, mut b) = (0, 0);
-        while a < sends.len() || b < reads.len() {
-            let s = sends.get(a).copied();
-            let r = reads.get(b).copied();
-            match (s, r) {
-                (Some(s), Some(r)) if s.seq == r.seq => {
-                    let (i, j) = (si.unwrap(), ri.unwrap());
-                    mc.data_matched += 1;
-                    let (sent, slot) = (s.at, r.at as usize);
-                    let read = self.inbox[j].reads[slot];
-                    if sent > read {
-                        mc.read_before_send += 1;
-                    }
-                    // read before sent (clock trouble): the edge is clamped to the read
-                    let sent = sent.min(read);
-                    let at = if self.crosses(i, j) { self.stretches.arrival(j, sent, read) } else { sent };
-                    self.inbox[j].arrived[slot] = at;
-                    if i == j {
-                        mc.data_worker_local += 1;
-                    } else {
-                        if let Some(d) = detail.as_deref_mut() {
-                            let (src, dst) = (i as u32, j as u32);
-                            d.messages.push(Message { src, dst, sent, read, channel, kind: MsgKind::Data });
-                        }
-                        self.arrivals[j].push(Arrival { at, src: i as u32, channel, kind: MsgKind::Data, sent });
-                        self.links.push(Link { src: i as u32, sent, dst: j as u32, read });
-                    }
-                    a += 1;
-                    b += 1;
-                }
-                (Some(s), r) if r.is_none_or(|r| s.seq < r.seq) => {
-                    // sent here, not read in this window
-                    let i = si.unwrap();
-                    match dst {
-                        // Between processes, still in flight: no arrival known.
-                        Some(j) if self.crosses(i, j) => mc.data_in_flight += 1,
-                        Some(j) => {
-                            mc.data_in_flight += 1;
-                            self.inbox[j].push(s.at, Ns::MAX);
-                            if i == j {
-                                mc.data_worker_local += 1;
-                            } else {
-                                let arrival = Arrival::local(s.at, i as u32, channel, MsgKind::Data);
-                                self.arrivals[j].push(arrival);
-                            }
-                        }
-                        None if streams.own_worker(i, to) => mc.data_in_flight += 1,
-                        None => {
-                            mc.data_unmatched += 1;
-                            self.strangers.add(streams.pk[i], to);
-                        }
-                    }
-                    a += 1;
-                }
-                (_, Some(r)) => {
-                    // read here, sent before the window (or not on this timeline)
-                    let j = ri.unwrap();
-                    if src.is_some() || streams.own_worker(j, from) {
-                        mc.data_from_before += 1;
-                    } else {
-                        mc.data_unmatched += 1;
-                        self.strangers.add(streams.pk[j], from);
-                    }
-                    let crossed = src.filter(|&i| self.crosses(i, j));
-                    let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
-                    let msg = (r.at as usize, channel, MsgKind::Data);
-                    arrived_from_before(&mut self.stretches, j, crossed, inbox, arrivals, msg);
-                    b += 1;
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// Progress reads matched to their sends (one send, N receives: Sager
-    /// §4.2.2). A read of another process's progress is an arrival from it.
-    fn match_progress_reads(&mut self, mc: &mut MessageCounts) {
-        let streams = self.streams;
-        let pg_strict: Vec<bool> = self.pg.iter().map(|g| g.3.windows(2).all(|p| p[0].seq < p[1].seq)).collect();
+    /// Each progress read group's highest sequence number read (what the
+    /// messages buffered through the window and the broadcast compare
+    /// with).
+    fn progress_read_max(&mut self) {
         for g in self.pr.iter_mut() {
-            let ProgressReads { channel, from, j, key: (cd, fd), ref mut reads, ref mut max_seq } = *g;
-            if !sorted_by_seq(reads, |r| r.seq) {
-                reads.sort();
-            }
-            *max_seq = reads.last().map_or(0, |r| r.seq);
-            let gi = self.pg_ix.find([cd, fd, 0]);
-            let group = gi.map(|g| &self.pg[g]);
-            // Sends in strictly increasing sequence (as sent, the usual
-            // case): the reads, sorted, find theirs by walking forward.
-            let strict = gi.is_some_and(|g| pg_strict[g]);
-            let mut k = 0;
-            self.arrivals[j].start_run();
-            for &MsgEntry { seq: q, at: slot } in reads.iter() {
-                let r = self.inbox[j].reads[slot as usize];
-                // (As before the sends are searched in the order they were sent.)
-                let sent = match group {
-                    Some(g) if strict => {
-                        let sends = &g.3;
-                        while k < sends.len() && sends[k].seq < q {
-                            k += 1;
-                        }
-                        sends.get(k).filter(|x| x.seq == q).map(|x| x.at)
-                    }
-                    _ => group.and_then(|g| g.3.binary_search_by_key(&q, |x| x.seq).ok().map(|k| g.3[k].at)),
-                };
-                match (sent, group) {
-                    (Some(s), Some(&(_, _, i, _))) => {
-                        if s > r {
-                            mc.read_before_send += 1;
-                        }
-                        let sent = s.min(r);
-                        if streams.pk[i] != streams.pk[j] {
-                            let at = self.stretches.arrival(j, sent, r);
-                            self.inbox[j].arrived[slot as usize] = at;
-                            self.arrivals[j].push(Arrival {
-                                at,
-                                src: i as u32,
-                                channel,
-                                kind: MsgKind::Progress,
-                                sent,
-                            });
-                        } else {
-                            self.inbox[j].arrived[slot as usize] = sent;
-                        }
-                    }
-                    _ => {
-                        let i = group.map(|g| g.2).or_else(|| streams.resolve(streams.pk[j], from));
-                        if i.is_some() || streams.own_worker(j, from) {
-                            mc.progress_from_before += 1;
-                        } else {
-                            mc.progress_unmatched += 1;
-                            self.strangers.add(streams.pk[j], from);
-                        }
-                        let crossed = i.filter(|&i| streams.pk[i] != streams.pk[j]);
-                        let (inbox, arrivals) = (&mut self.inbox[j], &mut self.arrivals[j]);
-                        let msg = (slot as usize, channel, MsgKind::Progress);
-                        arrived_from_before(&mut self.stretches, j, crossed, inbox, arrivals, msg);
-                    }
-                }
-            }
+            g.max_seq = g.reads.iter().map(|r| r.seq).max().unwrap_or(0);
         }
     }
 
@@ -568,70 +356,58 @@ impl<'a> Matching<'a> {
         }
     }
 
-    /// Every progress send reaches every other worker of its process: an
-    /// arrival at send time (shared memory), unread past what the reader
-    /// read. It also reaches the workers of the cluster's other processes;
-    /// those arrivals are the reads matched in
-    /// [`Self::match_progress_reads`] (between processes the arrival is
-    /// not the send: [`Stretches::arrival`]).
-    fn broadcast_progress(&mut self) {
-        let streams = self.streams;
-        let mut pg = std::mem::take(&mut self.pg);
-        for (channel, _, i, sends) in pg.iter_mut() {
-            if !sorted_by_seq(sends, |s| s.seq) {
-                sends.sort();
-            }
-            let cd = self.chan_ids.id(*channel);
-            for &j in &streams.procs[streams.pk[*i] as usize] {
-                if j == *i {
-                    continue;
-                }
-                let read_upto = self.pr_ix.find([cd, *i as u32, j as u32]).map(|g| self.pr[g].max_seq);
-                self.arrivals[j].start_run();
-                for &MsgEntry { seq: q, at: s } in sends.iter() {
-                    let arrival = Arrival::local(s, *i as u32, *channel, MsgKind::Progress);
-                    self.arrivals[j].push(arrival);
-                    if read_upto.is_none_or(|m| q > m) {
-                        self.inbox[j].push(s, Ns::MAX);
-                    }
-                }
-            }
-            // The cluster's other processes matched the reads they made
-            // above; what they did not read is in flight between processes,
-            // with no arrival known (`waits`: transit between processes).
-        }
-        self.pg = pg;
-    }
-
-    /// Arrivals and inboxes in time order; the message tables are done with
-    /// and freed before the graph is laid out (a window's peak memory, and
-    /// pages the graph can reuse).
-    fn finish(mut self) -> Matched {
-        for a in self.arrivals.iter_mut() {
-            a.prepare();
-        }
-        for b in self.inbox.iter_mut() {
-            b.prepare();
-        }
-        for (.., sends) in self.pg {
-            give_entries(sends);
-        }
-        for g in self.pr {
-            give_entries(g.reads);
-        }
-        Matched {
-            inbox: self.inbox,
-            arrivals: self.arrivals,
-            intervals: self.stretches.intervals,
-            links: self.links,
-            strangers: self.strangers,
-        }
+    /// The tables every receiver reads, and all the receivers with the
+    /// groups each one reads: the data groups in key order (then by
+    /// stream, for processes that share worker indices: the order of
+    /// `detail.messages`), each with its receiver (the sender's stream
+    /// where the reader is not here).
+    fn into_receivers(self, streams: Arc<Streams>) -> (Shared, Receivers) {
+        let mut data = self.data;
+        data.sort_unstable_by_key(|g| (g.key, g.si, g.ri));
+        let receiver = |g: &DataGroup| {
+            let (_, _, to) = g.key;
+            g.ri.or_else(|| g.si.and_then(|i| streams.resolve(streams.pk[i], to))).unwrap_or(0)
+        };
+        let data: Vec<(u32, usize, DataGroup)> =
+            data.into_iter().enumerate().map(|(k, g)| (k as u32, receiver(&g), g)).collect();
+        let data_groups = data.len() as u32;
+        let pr_max = self.pr.iter().map(|g| g.max_seq).collect();
+        let pr: Vec<(u32, ProgressReads)> =
+            self.pr.into_iter().enumerate().map(|(k, g)| (data_groups + k as u32, g)).collect();
+        // (Read groups find their sends as sent, in the order the streams
+        // brought them; the broadcast walks them in sequence order.)
+        let pg_strict = self.pg.iter().map(|g| g.3.windows(2).all(|p| p[0].seq < p[1].seq)).collect();
+        let pg_sorted = self
+            .pg
+            .iter()
+            .map(|g| {
+                (!sorted_by_seq(&g.3, |s| s.seq)).then(|| {
+                    let mut v = g.3.clone();
+                    v.sort();
+                    v
+                })
+            })
+            .collect();
+        let pg_channel = receivers::channels_of(&self.pg, &self.chan_ids);
+        let shared = Shared {
+            streams,
+            pg_ix: self.pg_ix,
+            pg: self.pg,
+            pg_strict,
+            pg_sorted,
+            pg_channel,
+            pr_ix: self.pr_ix,
+            pr_max,
+        };
+        let all = Receivers::all(self.inbox, self.arrivals, self.intervals, data, pr, self.window);
+        (shared, all)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::model::MsgEntry;
 
     #[test]
     fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {
@@ -652,5 +428,91 @@ mod tests {
         let times: Vec<_> = m.iter().map(|(_, _, _, seq, t)| (seq, t)).collect();
         assert_eq!(times, vec![(1, 120), (2, 150), (0, 130)]);
         assert!(!m.moved);
+    }
+
+    /// Each window of a synthetic trace (a cluster of 3 processes of 2
+    /// workers, each sending to its next 3 workers: messages within and
+    /// between processes), and with one stream left out (its messages'
+    /// other halves: strangers).
+    fn windows() -> Vec<(u64, Vec<Fragment>)> {
+        let width = 2_000_000;
+        let cfg = crate::synth::SynthConfig {
+            workers: 6,
+            per_process: 2,
+            records: 60_000,
+            pattern: crate::synth::Pattern::Neighbours(3),
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        crate::synth::generate(&cfg, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let mut ing = crate::ingest::stream::Ingest::new("synth", width);
+        for f in ringlog::Decoder::new(&bytes[..]) {
+            let before = ing.out.len();
+            ing.frame(f.unwrap(), 1);
+            ing.finish_batch(before);
+        }
+        ing.eof();
+        let mut by: std::collections::BTreeMap<u64, Vec<Fragment>> = Default::default();
+        for f in ing.out.drain(..) {
+            by.entry(f.window).or_default().push(f);
+        }
+        let whole: Vec<(u64, Vec<Fragment>)> = by.into_iter().collect();
+        let mut lacking = whole.clone();
+        for (_, frags) in lacking.iter_mut() {
+            frags.retain(|f| f.stream.is_none_or(|s| s.worker != 3));
+        }
+        whole.into_iter().chain(lacking).collect()
+    }
+
+    /// What one matching made, comparably.
+    fn summary(mut m: Matched, mc: &MessageCounts) -> String {
+        let inbox: Vec<_> = m.inbox.iter().map(|b| (&b.reads, &b.arrived, b.unread)).collect();
+        let arrivals: Vec<_> = m.arrivals.iter().map(|a| (&a.list, a.runs())).collect();
+        let intervals: Vec<_> = m.intervals.iter().map(|(v, s)| (v.len(), *s)).collect();
+        let mut strangers: Vec<_> = m.strangers.by_worker.iter().collect();
+        strangers.sort();
+        let links = std::mem::take(&mut m.links).in_order();
+        format!("{inbox:?}\n{arrivals:?}\n{intervals:?}\n{links:?}\n{strangers:?} {}\n{mc:?}", m.strangers.others)
+    }
+
+    /// The per-receiver phases split in two (as a crew runs them: here no
+    /// other thread takes the offered half, so both run on this one) make
+    /// what one run over all the receivers makes: each receiver's inbox
+    /// and arrivals, the links in the same order, the strangers and the
+    /// counts.
+    #[test]
+    fn receivers_matched_in_two_halves_are_matched_as_in_one() {
+        let (mut windows_seen, mut with_strangers, mut crossing) = (0, 0, 0);
+        for (index, frags) in windows() {
+            let merged = super::super::fragments::merge_fragments(index, 2_000_000, frags);
+            let streams = Arc::new(Streams::new(1, &merged.frags));
+            if streams.len() < 2 {
+                continue;
+            }
+            let window = (index * 2_000_000, (index + 1) * 2_000_000);
+            let run = |crew: Option<&Arc<Crew>>| {
+                let mut frags = merged.frags.clone();
+                let mut mc = MessageCounts::default();
+                let m = match_messages(&streams, &mut frags, merged.ended_marks.clone(), window, &mut mc, None, crew);
+                let (strangers, cross) = (m.strangers.by_worker.len(), m.arrivals.iter().any(|a| !a.list.is_empty()));
+                (summary(m, &mc), strangers, cross)
+            };
+            let (one, strangers, cross) = run(None);
+            let crew = Arc::new(Crew::default());
+            let (two, ..) = run(Some(&crew));
+            assert_eq!(one, two, "window {index}");
+            assert!(crew.counts().0 > 0, "the second half was offered");
+            windows_seen += 1;
+            with_strangers += usize::from(strangers > 0);
+            crossing += usize::from(cross);
+        }
+        assert!(
+            windows_seen >= 4 && with_strangers >= 2 && crossing >= 2,
+            "{windows_seen} {with_strangers} {crossing}"
+        );
     }
 }

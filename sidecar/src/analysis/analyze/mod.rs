@@ -109,7 +109,7 @@ pub fn analyze_detail(
     rep.inside_execution = inside_execution(&frags);
     let merged = fragments::merge_fragments(index, width, frags);
     let mut frags = merged.frags;
-    let streams = Streams::new(host, &frags);
+    let streams = Arc::new(Streams::new(host, &frags));
     rep.start_unix_ns = unix_start(&frags, window.0);
     if let Some(d) = detail.as_deref_mut() {
         *d = WindowDetail::describe(host, index, window, &streams.sids, &frags);
@@ -122,8 +122,8 @@ pub fn analyze_detail(
         window,
         &mut rep.messages,
         detail.as_deref_mut(),
+        crew,
     );
-    let links = std::mem::take(&mut matched.links);
     // (With hosts on timelines of their own, an absent worker may be
     // running there: nothing is said of it.)
     let elsewhere = frags.iter().any(|f| !f.other_hosts.is_empty());
@@ -131,6 +131,7 @@ pub fn analyze_detail(
     reasons.extend(absent.reason());
     rep.workers_not_started = absent.workers.clone();
     let began = timelines::stream_starts(&frags, window);
+    let links = std::mem::take(&mut matched.links);
     let (g, waiting) =
         timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut(), crew);
     rep.waiting = waiting;

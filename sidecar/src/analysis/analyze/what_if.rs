@@ -6,12 +6,13 @@
 
 use std::sync::Arc;
 
+use super::matching::Links;
 use super::Names;
 use crate::analysis::crew::{self, Crew};
 use crate::analysis::graph::{EKind, Graph};
 use crate::analysis::model::{Ns, Sid};
 use crate::analysis::report::{CpSummary, OpShare, WhatIf};
-use crate::analysis::whatif::{Link, Prediction, Replay, Scales, Speedup};
+use crate::analysis::whatif::{Prediction, Replay, Scales, Speedup};
 
 /// (worker, operator) pairs of the path ranked on their own. (Each costs two
 /// replays of the window: see docs/performance.md.)
@@ -25,12 +26,12 @@ const FACTORS: [f64; 2] = [2.0, f64::INFINITY];
 /// empty spec, or an empty graph).
 pub(super) fn layout(
     g: &Arc<Graph>,
-    links: Vec<Link>,
+    links: Links,
     asked: Option<&[Speedup]>,
 ) -> impl FnOnce() -> Option<Arc<Replay>> + Send + 'static {
     let wanted = !matches!(asked, Some([])) && !g.is_empty();
     let g = g.clone();
-    move || wanted.then(|| Arc::new(Replay::new(g, links)))
+    move || wanted.then(|| Arc::new(Replay::new(g, links.in_order())))
 }
 
 /// The window's what-if entries, the largest saving first: for `asked`
