@@ -273,9 +273,13 @@ mod tests {
 
     /// A synthetic trace's fragments, per window.
     fn windows(width: Ns) -> Vec<(u64, Vec<Fragment>)> {
-        let cfg = crate::synth::SynthConfig { workers: 4, records: 100_000, ..Default::default() };
+        windows_of(&crate::synth::SynthConfig { workers: 4, records: 100_000, ..Default::default() }, width)
+    }
+
+    /// The fragments of the synthetic trace `cfg`, per window.
+    fn windows_of(cfg: &crate::synth::SynthConfig, width: Ns) -> Vec<(u64, Vec<Fragment>)> {
         let mut bytes = Vec::new();
-        crate::synth::generate(&cfg, &mut |b| {
+        crate::synth::generate(cfg, &mut |b| {
             bytes.extend_from_slice(b);
             Ok(())
         })
@@ -293,6 +297,42 @@ mod tests {
             by.entry(f.window).or_default().push(f);
         }
         by.into_iter().collect()
+    }
+
+    /// A window's matching run in two halves of its receivers (as a crew
+    /// runs it) makes what one run over them all makes: each receiver's
+    /// inbox and arrivals, the links in the same order, the strangers and
+    /// the counts. The trace: a cluster of 3 processes of 2 workers, each
+    /// sending to its next 3 workers (messages within and between
+    /// processes); each window also without worker 3's stream (its
+    /// messages' other halves are strangers).
+    #[test]
+    fn a_windows_matching_in_two_halves_matches_as_one_run() {
+        let width = 2_000_000;
+        let cfg = crate::synth::SynthConfig {
+            workers: 6,
+            per_process: 2,
+            records: 60_000,
+            pattern: crate::synth::Pattern::Neighbours(3),
+            ..Default::default()
+        };
+        let whole = windows_of(&cfg, width);
+        let mut lacking = whole.clone();
+        for (_, frags) in lacking.iter_mut() {
+            frags.retain(|f| f.stream.is_none_or(|s| s.worker != 3));
+        }
+        let (mut seen, mut with_strangers, mut crossing) = (0, 0, 0);
+        for (index, frags) in whole.into_iter().chain(lacking) {
+            let Some((one, two, strangers, crossed)) = crate::analysis::analyze::whole_and_halved(index, width, frags)
+            else {
+                continue;
+            };
+            assert_eq!(one, two, "window {index}");
+            seen += 1;
+            with_strangers += usize::from(strangers);
+            crossing += usize::from(crossed);
+        }
+        assert!(seen >= 4 && with_strangers >= 2 && crossing >= 2, "{seen} {with_strangers} {crossing}");
     }
 
     /// Results come back in order, each equal to the analysis on the

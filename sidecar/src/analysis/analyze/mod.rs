@@ -46,6 +46,8 @@ mod trace_checks;
 mod what_if;
 
 pub use detail::{Activity, ActivityKind, CriticalKind, CriticalPiece, Message, WindowDetail};
+#[cfg(test)]
+pub(crate) use matching::whole_and_halved;
 
 use crate::analysis::crew::{self, Crew};
 use crate::analysis::model::{Fragment, MsgKind, Ns};
