@@ -97,24 +97,35 @@ pub(super) fn match_messages(
     m.buffered_data(frags, &senders);
     m.progress_read_max();
     m.buffered_progress(frags, &senders);
-    let (shared, mut receivers) = m.into_receivers(streams.clone());
+    let (shared, receivers) = m.into_receivers(streams.clone());
     let shared = Arc::new(shared);
-    let mut part = match crew.filter(|_| detail.is_none() && receivers.len() >= 2) {
-        None => receivers.run(&shared, detail),
+    let part = run_receivers(&shared, receivers, detail, crew);
+    if let Ok(shared) = Arc::try_unwrap(shared) {
+        shared.give_back();
+    }
+    part.into_matched(mc)
+}
+
+/// The per-receiver phases over all the receivers: in two halves when a
+/// `crew` is given and no `detail` asked for (the detail's messages are in
+/// one run's order), the second offered to the crew.
+fn run_receivers(
+    shared: &Arc<Shared>,
+    mut receivers: Receivers,
+    detail: Option<&mut WindowDetail>,
+    crew: Option<&Arc<Crew>>,
+) -> receivers::Part {
+    match crew.filter(|_| detail.is_none() && receivers.len() >= 2) {
+        None => receivers.run(shared, detail),
         Some(crew) => {
             let second = receivers.split_off(receivers.half_of_the_reads());
             let there = shared.clone();
             let (mut first, second, _) =
-                crew::join(Some(crew), || receivers.run(&shared, None), move || second.run(&there, None));
+                crew::join(Some(crew), || receivers.run(shared, None), move || second.run(&there, None));
             first.append(second);
             first
         }
-    };
-    if let Ok(shared) = Arc::try_unwrap(shared) {
-        shared.give_back();
     }
-    let strangers = part.strangers(mc);
-    Matched { inbox: part.inbox, arrivals: part.arrivals, intervals: part.intervals, links: part.links, strangers }
 }
 
 /// A fragment's items as the window's intervals (the items overlapping it:

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::super::detail::{Message, WindowDetail};
 use super::super::streams::{Strangers, Streams};
 use super::super::tables::{sorted_by_seq, DataGroup, DenseIds, GroupIndex, ProgressReads, ProgressSends};
+use super::Matched;
 use crate::analysis::model::{give_entries, Item, MsgEntry, MsgKind, Ns};
 use crate::analysis::report::MessageCounts;
 use crate::analysis::waits::{Arrival, ArrivalRuns, Inbox};
@@ -416,14 +417,15 @@ impl Part {
         self.strangers.sort_by_key(|s| s.0);
     }
 
-    /// The window's strangers and counts: `mc` gets the counts.
-    pub fn strangers(&mut self, mc: &mut MessageCounts) -> Strangers {
+    /// What the matching leaves (its counts added to `mc`), once every
+    /// receiver's part is appended.
+    pub fn into_matched(self, mc: &mut MessageCounts) -> Matched {
         mc.add(&self.counts);
         let mut strangers = Strangers::default();
         for &(_, process, worker) in &self.strangers {
             strangers.add(process, worker);
         }
-        strangers
+        Matched { inbox: self.inbox, arrivals: self.arrivals, intervals: self.intervals, links: self.links, strangers }
     }
 }
 
