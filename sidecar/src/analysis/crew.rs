@@ -121,6 +121,20 @@ impl Crew {
     }
 }
 
+/// Where to cut `n` pieces of work, weighing `weight(k)` each, in two with
+/// about half the weight each side (at least one piece each side; `n >= 2`).
+pub fn half_by_weight(n: usize, weight: impl Fn(usize) -> usize) -> usize {
+    let total: usize = (0..n).map(&weight).sum();
+    let mut sum = 0;
+    for k in 0..n {
+        sum += weight(k);
+        if 2 * sum >= total {
+            return (k + 1).clamp(1, n - 1);
+        }
+    }
+    n / 2
+}
+
 /// The result of a part, or the panic it ended in.
 type Outcome<B> = Arc<Mutex<Option<std::thread::Result<B>>>>;
 
@@ -292,5 +306,19 @@ mod tests {
         let r = std::panic::catch_unwind(|| join(Some(&crew), || -> u32 { panic!("here failed") }, || 2));
         assert!(r.is_err());
         assert!(!crew.has_offers(), "the part is run (and ended) before the panic goes on");
+    }
+
+    /// The cut falls where the weight before it first reaches half, and
+    /// leaves a piece on each side whatever the weights.
+    #[test]
+    fn work_is_cut_where_half_its_weight_is() {
+        // 10 + 10 = 20 of 40 reached after the second piece.
+        assert_eq!(half_by_weight(4, |k| [10, 10, 10, 10][k]), 2);
+        // One piece is all of it: still one piece on each side.
+        assert_eq!(half_by_weight(3, |k| [100, 0, 0][k]), 1);
+        assert_eq!(half_by_weight(3, |k| [0, 0, 100][k]), 2);
+        // 1 + 1 + 1 = 3 of 6 is half.
+        assert_eq!(half_by_weight(4, |k| [1, 1, 1, 3][k]), 3);
+        assert_eq!(half_by_weight(2, |_| 0), 1);
     }
 }

@@ -95,9 +95,9 @@ pub(super) fn match_messages(
         .chain(ended_marks.iter().map(|(s, m)| (None, *s, &m[..])))
         .collect();
     m.buffered_data(frags, &senders);
-    m.progress_read_max();
-    m.buffered_progress(frags, &senders);
-    let (shared, receivers) = m.into_receivers(streams.clone());
+    let pr_max = m.progress_read_max();
+    m.buffered_progress(frags, &senders, &pr_max);
+    let (shared, receivers) = m.into_receivers(streams.clone(), pr_max);
     let shared = Arc::new(shared);
     let part = run_receivers(&shared, receivers, detail, crew);
     if let Ok(shared) = Arc::try_unwrap(shared) {
@@ -281,7 +281,7 @@ impl<'a> Matching<'a> {
                 let g = self.pr_ix.get([cd, fd, i as u32], self.pr.len());
                 if g == self.pr.len() {
                     let key = (cd, fd);
-                    self.pr.push(ProgressReads { channel, from: other, j: i, key, reads: Vec::new(), max_seq: 0 });
+                    self.pr.push(ProgressReads { channel, from: other, j: i, key, reads: Vec::new() });
                 }
                 join(&mut self.pr[g].reads, entries);
             }
@@ -332,10 +332,8 @@ impl<'a> Matching<'a> {
     /// Each progress read group's highest sequence number read (what the
     /// messages buffered through the window and the broadcast compare
     /// with).
-    fn progress_read_max(&mut self) {
-        for g in self.pr.iter_mut() {
-            g.max_seq = g.reads.iter().map(|r| r.seq).max().unwrap_or(0);
-        }
+    fn progress_read_max(&self) -> Vec<u64> {
+        self.pr.iter().map(|g| g.reads.iter().map(|r| r.seq).max().unwrap_or(0)).collect()
     }
 
     /// Progress buffered all through the window (as data in
@@ -343,7 +341,7 @@ impl<'a> Matching<'a> {
     /// gets each progress message. (The cluster's other processes get it
     /// too, but a message between processes unread here has no known
     /// arrival: [`Stretches::arrival`].)
-    fn buffered_progress(&mut self, frags: &[Fragment], senders: &[SenderMarks]) {
+    fn buffered_progress(&mut self, frags: &[Fragment], senders: &[SenderMarks], pr_max: &[u64]) {
         let streams = self.streams;
         let ws = self.window.0;
         for &(i, sender, marks) in senders {
@@ -358,7 +356,7 @@ impl<'a> Matching<'a> {
                         .find(m.channel)
                         .zip(self.sender_side(i, j, sender.worker))
                         .and_then(|(c, s)| self.pr_ix.find([c, s, j as u32]))
-                        .map(|g| self.pr[g].max_seq);
+                        .map(|g| pr_max[g]);
                     if read_before.max(read_here).is_none_or(|r| m.seq > r) {
                         self.inbox[j].push(ws, Ns::MAX);
                     }
@@ -372,7 +370,7 @@ impl<'a> Matching<'a> {
     /// stream, for processes that share worker indices: the order of
     /// `detail.messages`), each with its receiver (the sender's stream
     /// where the reader is not here).
-    fn into_receivers(self, streams: Arc<Streams>) -> (Shared, Receivers) {
+    fn into_receivers(self, streams: Arc<Streams>, pr_max: Vec<u64>) -> (Shared, Receivers) {
         let mut data = self.data;
         data.sort_unstable_by_key(|g| (g.key, g.si, g.ri));
         let receiver = |g: &DataGroup| {
@@ -382,7 +380,6 @@ impl<'a> Matching<'a> {
         let data: Vec<(u32, usize, DataGroup)> =
             data.into_iter().enumerate().map(|(k, g)| (k as u32, receiver(&g), g)).collect();
         let data_groups = data.len() as u32;
-        let pr_max = self.pr.iter().map(|g| g.max_seq).collect();
         let pr: Vec<(u32, ProgressReads)> =
             self.pr.into_iter().enumerate().map(|(k, g)| (data_groups + k as u32, g)).collect();
         // (Read groups find their sends as sent, in the order the streams

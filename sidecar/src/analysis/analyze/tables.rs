@@ -198,8 +198,6 @@ pub(super) struct ProgressReads {
     /// (channel, sender) as dense indices.
     pub key: (u32, u32),
     pub reads: Vec<MsgEntry>,
-    /// The highest sequence number read.
-    pub max_seq: u64,
 }
 
 #[cfg(test)]

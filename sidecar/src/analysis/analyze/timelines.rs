@@ -66,7 +66,7 @@ pub(super) fn lay_out_timelines(
     let laid = match crew.filter(|_| detail.is_none() && n >= 2) {
         None => lay_lanes(&ctx, 0, inputs, detail),
         Some(crew) => {
-            let m = half_of_the_items(&inputs);
+            let m = crew::half_by_weight(inputs.len(), |j| inputs[j].items.len());
             let second = inputs.split_off(m);
             let there = ctx.clone();
             let (mut first, second, _) =
@@ -102,20 +102,6 @@ struct LaneInput {
     sorted: bool,
     inbox: Inbox,
     arrivals: ArrivalRuns,
-}
-
-/// Where to cut the lanes in two with about half the intervals in each
-/// (at least one lane each side).
-fn half_of_the_items(inputs: &[LaneInput]) -> usize {
-    let total: usize = inputs.iter().map(|i| i.items.len()).sum();
-    let mut sum = 0;
-    for (j, i) in inputs.iter().enumerate() {
-        sum += i.items.len();
-        if 2 * sum >= total {
-            return (j + 1).clamp(1, inputs.len() - 1);
-        }
-    }
-    inputs.len() / 2
 }
 
 /// Lanes `first..` of the window laid out, each into a part of its own.

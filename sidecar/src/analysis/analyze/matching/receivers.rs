@@ -90,7 +90,7 @@ impl Receivers {
         window: (Ns, Ns),
     ) -> Receivers {
         let n = intervals.len();
-        let stretches = Stretches { first: 0, intervals, gap_ends: vec![None; n], start: window.0 };
+        let stretches = Stretches { intervals, gap_ends: vec![None; n], start: window.0 };
         Receivers { first: 0, inbox, arrivals, stretches, data, pr }
     }
 
@@ -101,16 +101,7 @@ impl Receivers {
     /// Where to cut these receivers in two with about half the reads each
     /// (at least one receiver each side).
     pub fn half_of_the_reads(&self) -> usize {
-        let work = |b: &Inbox| b.reads.len() + 1;
-        let total: usize = self.inbox.iter().map(work).sum();
-        let mut sum = 0;
-        for (k, b) in self.inbox.iter().enumerate() {
-            sum += work(b);
-            if 2 * sum >= total {
-                return self.first + (k + 1).clamp(1, self.len() - 1);
-            }
-        }
-        self.first + self.len() / 2
+        self.first + crate::analysis::crew::half_by_weight(self.len(), |k| self.inbox[k].reads.len() + 1)
     }
 
     /// The receivers from `at` on, and their groups, taken out.
@@ -121,7 +112,6 @@ impl Receivers {
         let (pr, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pr).into_iter().partition(|g| g.1.j >= at);
         self.pr = keep;
         let stretches = Stretches {
-            first: at,
             intervals: self.stretches.intervals.split_off(k),
             gap_ends: self.stretches.gap_ends.split_off(k),
             start: self.stretches.start,
@@ -222,7 +212,7 @@ impl Receivers {
                     }
                     // read before sent (clock trouble): the edge is clamped to the read
                     let sent = sent.min(read);
-                    let at = if crosses(i, j) { self.stretches.arrival(j, sent, read) } else { sent };
+                    let at = if crosses(i, j) { self.stretches.arrival(j - f, sent, read) } else { sent };
                     self.inbox[j - f].arrived[slot] = at;
                     if i == j {
                         mc.data_worker_local += 1;
@@ -287,11 +277,11 @@ impl Receivers {
     /// could read it ([`Stretches::arrival`]): an arrival from that sender,
     /// the part of its transit inside the window on the path.
     fn arrived_from_before(&mut self, j: usize, crossed: Option<usize>, (slot, channel, kind): (usize, u32, MsgKind)) {
-        let ws = self.stretches.start;
-        let (inbox, arrivals) = (&mut self.inbox[j - self.first], &mut self.arrivals[j - self.first]);
+        let (ws, k) = (self.stretches.start, j - self.first);
+        let (inbox, arrivals) = (&mut self.inbox[k], &mut self.arrivals[k]);
         match crossed {
             Some(i) => {
-                let at = self.stretches.arrival(j, ws, inbox.reads[slot]);
+                let at = self.stretches.arrival(k, ws, inbox.reads[slot]);
                 inbox.arrived[slot] = at;
                 arrivals.push(Arrival { at, src: i as u32, channel, kind, sent: ws });
             }
@@ -337,7 +327,7 @@ impl Receivers {
                         }
                         let sent = s.min(r);
                         if streams.pk[i] != streams.pk[j] {
-                            let at = self.stretches.arrival(j, sent, r);
+                            let at = self.stretches.arrival(j - f, sent, r);
                             self.inbox[j - f].arrived[slot as usize] = at;
                             self.arrivals[j - f].push(Arrival {
                                 at,
@@ -469,12 +459,10 @@ impl Links {
     }
 }
 
-/// Each receiver's intervals in the window, and (when first asked) where
-/// its busy stretches begin: when its messages from other processes
-/// arrived.
+/// Each receiver's intervals in the window (from a [`Receivers`]' first
+/// on), and (when first asked) where its busy stretches begin: when its
+/// messages from other processes arrived.
 struct Stretches {
-    /// The first receiver's local index.
-    first: usize,
     intervals: Vec<(Vec<Item>, bool)>,
     /// Per receiver: the ends of its gaps, in order.
     gap_ends: Vec<Option<Vec<Ns>>>,
@@ -483,16 +471,16 @@ struct Stretches {
 }
 
 impl Stretches {
-    /// When receiver `j` could first read a message that crossed processes,
+    /// When receiver `k` (counted from the part's first) could first read a message that crossed processes,
     /// sent at `sent` and read at `read` (see [`crate::analysis::waits`]):
-    /// the start of `j`'s busy stretch holding the read (the end of the
+    /// the start of its busy stretch holding the read (the end of the
     /// last gap before it; the window's start if none), never before the
     /// send nor after the read. A receiver polls while it has nothing to
     /// do, so a message there during a gap is read by the work that ends
     /// it.
-    fn arrival(&mut self, j: usize, sent: Ns, read: Ns) -> Ns {
-        let intervals = &self.intervals[j - self.first].0;
-        let ends = self.gap_ends[j - self.first].get_or_insert_with(|| {
+    fn arrival(&mut self, k: usize, sent: Ns, read: Ns) -> Ns {
+        let intervals = &self.intervals[k].0;
+        let ends = self.gap_ends[k].get_or_insert_with(|| {
             let mut e: Vec<Ns> =
                 intervals.iter().filter_map(|it| matches!(it, Item::Gap { .. }).then(|| it.end())).collect();
             if !e.is_sorted() {
