@@ -193,6 +193,9 @@ const V_KEEP: u64 = 3; // a gap that keeps its duration
 const V_PIN: u64 = 4; // a wait that ends no earlier than it did
 const L_SEND: u64 = 5;
 const L_READ: u64 = 6;
+/// A vertex tag's bit: its replayed time is read after its worker has
+/// passed it (see [`Slots`]).
+const KEEP: u8 = 0x80;
 
 #[inline]
 fn step(tag: u64, ix: usize) -> u64 {
@@ -229,9 +232,65 @@ pub struct Replay {
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
     last_work: Vec<u32>,
+    /// Where the kept vertices' replayed times go ([`KEEP`]).
+    kept: Slots,
     /// The earliest time of a point (`Ns::MAX`: none).
     first_point: Ns,
     measured_ns: Ns,
+}
+
+/// Where a replay keeps the replayed times that are read after the walk
+/// has passed their vertex: each chain's first vertex and its last end of
+/// work (the window's span), and the sender of each message that ended a
+/// wait (the wait's end is timed from it). Every other vertex's time is
+/// needed only by its worker's next point, which reads it from the
+/// worker's state: a window's replays keep a tenth or so of its vertices'
+/// times, not all (`K` × 8 bytes a vertex was the largest array of the
+/// ranking, pages faulted in afresh each window).
+struct Slots {
+    /// Per worker, the slot of its chain's first vertex (its kept vertices
+    /// take the slots after it, in chain order).
+    base: Vec<u32>,
+    /// Per communication edge, the slot of its sender's vertex.
+    comm: Vec<u32>,
+    /// Per worker, the slot of its last vertex ending work (`NONE`: none).
+    last_work: Vec<u32>,
+    /// Slots in all.
+    len: usize,
+    /// Every vertex kept, each at its own index (for [`Prediction::times`]).
+    all: bool,
+}
+
+impl Slots {
+    /// The slots of the vertices tagged [`KEEP`] in `tags`.
+    fn kept(g: &Graph, tags: &[u8], last_work: &[u32]) -> Slots {
+        // (Each vertex's rank among the kept ones, read where a comm's or a
+        // chain's vertex needs it.)
+        let mut rank = Vec::with_capacity(g.len());
+        let mut n = 0u32;
+        for &tag in tags {
+            rank.push(n);
+            n += u32::from(tag & KEEP != 0);
+        }
+        Slots {
+            base: g.chains.iter().map(|&(s, _)| rank.get(s as usize).copied().unwrap_or(n)).collect(),
+            comm: g.comms.iter().map(|c| rank[c.src as usize]).collect(),
+            last_work: last_work.iter().map(|&v| if v == NONE { NONE } else { rank[v as usize] }).collect(),
+            len: n as usize,
+            all: false,
+        }
+    }
+
+    /// Every vertex kept, at its index.
+    fn every(g: &Graph, last_work: &[u32]) -> Slots {
+        Slots {
+            base: g.chains.iter().map(|c| c.0).collect(),
+            comm: g.comms.iter().map(|c| c.src).collect(),
+            last_work: last_work.to_vec(),
+            len: g.len(),
+            all: true,
+        }
+    }
 }
 
 /// The state of `K` replays sharing a pass over the points.
@@ -242,14 +301,19 @@ struct Lanes<'a, const K: usize> {
     scale: Vec<[f64; K]>,
     /// Where each replay starts.
     from: [Ns; K],
-    /// Per vertex and per link's send, its replayed time.
+    /// Where the kept vertices' times go.
+    slots: &'a Slots,
+    /// Per kept vertex ([`Slots`]) and per link's send, its replayed time.
     times: Vec<[Ns; K]>,
     sent: Vec<[Ns; K]>,
-    /// Per worker, its position.
+    /// Per worker, its position, and its last vertex's replayed time.
     at: Vec<[Cursor; K]>,
-    /// Per worker, its next vertex and its next send or read in the layout.
+    last: Vec<[Ns; K]>,
+    /// Per worker, its next vertex, its next send or read in the layout,
+    /// and its next kept vertex's slot.
     next: Vec<u32>,
     pos: Vec<u32>,
+    slot: Vec<u32>,
     /// Per link, whether its send was replayed.
     done: Vec<bool>,
 }
@@ -280,10 +344,21 @@ impl Replay {
         let g: Arc<Graph> = g.into();
         let lay = order::layout(&g, &links);
         let class = (0..g.len()).map(|v| if is_work(&g, v) { 0 } else { NOT_WORK }).collect();
-        let last_work =
+        let last_work: Vec<u32> =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(&g, v as usize)).unwrap_or(NONE)).collect();
         let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
-        let mut r = Replay { g, links, lay, class, last_work, first_point, measured_ns: 0 };
+        let mut lay = lay;
+        for &(s, _) in g.chains.iter().filter(|&&(s, e)| e > s) {
+            lay.tags[s as usize] |= KEEP;
+        }
+        for &v in last_work.iter().filter(|&&v| v != NONE) {
+            lay.tags[v as usize] |= KEEP;
+        }
+        for c in &g.comms {
+            lay.tags[c.src as usize] |= KEEP;
+        }
+        let kept = Slots::kept(&g, &lay.tags, &last_work);
+        let mut r = Replay { g, links, lay, class, last_work, kept, first_point, measured_ns: 0 };
         r.measured_ns = r.span(|v| r.g.t[v]);
         r
     }
@@ -320,6 +395,13 @@ impl Replay {
     /// Each `(scales, from)` replayed with the points before `from` taken as
     /// measured.
     fn replay_from(&self, asked: &[(&Scales, Ns)], times: bool) -> Vec<Prediction> {
+        let every;
+        let slots = if times {
+            every = Slots::every(&self.g, &self.last_work);
+            &every
+        } else {
+            &self.kept
+        };
         let (class, tables) = self.classes(asked);
         let class = class.as_deref().unwrap_or(&self.class);
         // (Up to four replays share a pass: each point's state for all of
@@ -330,14 +412,14 @@ impl Replay {
             // (Replays that start at or before every point need not ask.)
             let from = chunk.iter().any(|&(_, f)| f > self.first_point);
             out.extend(match (chunk.len(), from) {
-                (1, false) => self.replay_lanes::<1, false>(class, tables, chunk, times),
-                (2, false) => self.replay_lanes::<2, false>(class, tables, chunk, times),
-                (3, false) => self.replay_lanes::<3, false>(class, tables, chunk, times),
-                (_, false) => self.replay_lanes::<4, false>(class, tables, chunk, times),
-                (1, true) => self.replay_lanes::<1, true>(class, tables, chunk, times),
-                (2, true) => self.replay_lanes::<2, true>(class, tables, chunk, times),
-                (3, true) => self.replay_lanes::<3, true>(class, tables, chunk, times),
-                (_, true) => self.replay_lanes::<4, true>(class, tables, chunk, times),
+                (1, false) => self.replay_lanes::<1, false>(class, slots, tables, chunk),
+                (2, false) => self.replay_lanes::<2, false>(class, slots, tables, chunk),
+                (3, false) => self.replay_lanes::<3, false>(class, slots, tables, chunk),
+                (_, false) => self.replay_lanes::<4, false>(class, slots, tables, chunk),
+                (1, true) => self.replay_lanes::<1, true>(class, slots, tables, chunk),
+                (2, true) => self.replay_lanes::<2, true>(class, slots, tables, chunk),
+                (3, true) => self.replay_lanes::<3, true>(class, slots, tables, chunk),
+                (_, true) => self.replay_lanes::<4, true>(class, slots, tables, chunk),
             });
         }
         out
@@ -353,9 +435,9 @@ impl Replay {
     fn replay_lanes<const K: usize, const FROM: bool>(
         &self,
         class: &[u32],
+        slots: &Slots,
         tables: &[Vec<f64>],
         asked: &[(&Scales, Ns)],
-        with_times: bool,
     ) -> Vec<Prediction> {
         let g = &*self.g;
         let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
@@ -363,11 +445,14 @@ impl Replay {
             class,
             scale: (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect(),
             from,
-            times: g.t.iter().map(|&t| [t; K]).collect(),
+            slots,
+            times: vec![[0; K]; slots.len],
             sent: self.links.iter().map(|l| [l.sent; K]).collect(),
             at: g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect(),
+            last: vec![[0; K]; g.chains.len()],
             next: g.chains.iter().map(|c| c.0).collect(),
             pos: self.lay.base.iter().map(|&b| self.lay.bounds[b as usize]).collect(),
+            slot: slots.base.clone(),
             done: vec![false; self.links.len()],
         };
         let mut left = g.len() + self.lay.points.len();
@@ -386,8 +471,8 @@ impl Replay {
         let times = st.times;
         (0..K)
             .map(|k| {
-                let predicted_ns = self.span(|v| times[v][k]);
-                let times = if with_times { times.iter().map(|x| x[k]).collect() } else { Vec::new() };
+                let predicted_ns = self.span_of(slots, |i| times[i][k]);
+                let times = if slots.all { times.iter().map(|x| x[k]).collect() } else { Vec::new() };
                 Prediction { measured_ns: self.measured_ns, predicted_ns, times }
             })
             .collect()
@@ -465,8 +550,8 @@ impl Replay {
                 }
                 pos += 1;
             } else if v < e {
-                let tag = lay.tags[v] as u64;
-                if tag == V_TERM && !FORCE {
+                let tag = lay.tags[v];
+                if tag & !KEEP == V_TERM as u8 && !FORCE {
                     let src = g.comms[g.term[v] as usize].src;
                     if st.next[g.w[src as usize] as usize] <= src {
                         break;
@@ -488,53 +573,64 @@ impl Replay {
         took
     }
 
-    /// Vertex `v` (of worker `w`, timed as `tag` says) replayed.
+    /// Vertex `v` (of worker `w`, timed as `tag` says) replayed; its time
+    /// kept if the tag says so ([`KEEP`]).
     #[inline(always)]
-    fn vertex_step<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, v: usize, tag: u64) {
+    fn vertex_step<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, v: usize, tag: u8) {
         let g = &*self.g;
         let t = g.t[v];
         let from = st.from;
-        if tag == V_WORK {
-            let c = st.class[v];
-            let cs = &mut st.at[w];
-            let x = &mut st.times[v];
-            // (Work no replay speeds up, the most common, apart.)
-            if c == 0 {
-                for k in 0..K {
-                    if !FROM || t >= from[k] {
-                        x[k] = cs[k].b + t.saturating_sub(cs[k].a);
-                        cs[k] = Cursor { a: t, b: x[k] };
-                    }
-                }
-            } else {
-                let row = &st.scale[c as usize];
-                for k in 0..K {
-                    if !FROM || t >= from[k] {
-                        x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
-                        cs[k] = Cursor { a: t, b: x[k] };
-                    }
-                }
-            }
-            return;
-        }
-        let before = st.times[v - usize::from(tag != V_START)];
-        let x: [Ns; K] = match tag {
-            V_START => [t; K],
-            V_TERM => {
-                // The message keeps its transit (send to the wait's end).
-                let src = g.comms[g.term[v] as usize].src as usize;
-                let (sent, transit) = (st.times[src], t - g.t[src]);
-                std::array::from_fn(|k| before[k].max(sent[k].saturating_add(transit)))
-            }
-            V_KEEP => before.map(|b| b + (t - g.t[v - 1])),
-            _ => before.map(|b| b.max(t)),
-        };
         let cs = &mut st.at[w];
-        for k in 0..K {
-            if !FROM || t >= from[k] {
-                st.times[v][k] = x[k];
-                cs[k] = Cursor { a: t, b: x[k] };
+        // (A replay that starts later keeps the measured time here.)
+        let mut x = [t; K];
+        match (tag & !KEEP) as u64 {
+            V_WORK => {
+                let c = st.class[v];
+                // (Work no replay speeds up, the most common, apart.)
+                if c == 0 {
+                    for k in 0..K {
+                        if !FROM || t >= from[k] {
+                            x[k] = cs[k].b + t.saturating_sub(cs[k].a);
+                            cs[k] = Cursor { a: t, b: x[k] };
+                        }
+                    }
+                } else {
+                    let row = &st.scale[c as usize];
+                    for k in 0..K {
+                        if !FROM || t >= from[k] {
+                            x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
+                            cs[k] = Cursor { a: t, b: x[k] };
+                        }
+                    }
+                }
             }
+            tag => {
+                // (The worker's vertex before: the chain's start has none.)
+                let before = st.last[w];
+                let y: [Ns; K] = match tag {
+                    V_START => [t; K],
+                    V_TERM => {
+                        // The message keeps its transit (send to the wait's end).
+                        let c = g.term[v] as usize;
+                        let (sent, transit) = (st.times[st.slots.comm[c] as usize], t - g.t[g.comms[c].src as usize]);
+                        std::array::from_fn(|k| before[k].max(sent[k].saturating_add(transit)))
+                    }
+                    V_KEEP => before.map(|b| b + (t - g.t[v - 1])),
+                    _ => before.map(|b| b.max(t)),
+                };
+                for k in 0..K {
+                    if !FROM || t >= from[k] {
+                        x[k] = y[k];
+                        cs[k] = Cursor { a: t, b: y[k] };
+                    }
+                }
+            }
+        }
+        st.last[w] = x;
+        if st.slots.all || tag & KEEP != 0 {
+            let i = st.slot[w] as usize;
+            st.times[i] = x;
+            st.slot[w] += 1;
         }
     }
 
@@ -578,6 +674,18 @@ impl Replay {
     /// none): each sped-up worker's chain read until its first such piece.
     fn first_change(&self, scales: &Scales) -> Ns {
         first_change(&self.g, scales)
+    }
+
+    /// [`Replay::span`] of a replay whose kept times `slots` places (time of
+    /// slot `i`: `ts(i)`).
+    fn span_of(&self, slots: &Slots, ts: impl Fn(usize) -> Ns) -> Ns {
+        let g = &*self.g;
+        let start = g.chains.iter().zip(&slots.base).filter(|&(&(a, b), _)| b > a).map(|(_, &i)| ts(i as usize)).min();
+        let end = slots.last_work.iter().filter(|&&i| i != NONE).map(|&i| ts(i as usize)).max();
+        match (start, end) {
+            (Some(s), Some(e)) => e.saturating_sub(s),
+            _ => 0,
+        }
     }
 
     /// From the earliest chain start to the latest end of work (an
@@ -1148,6 +1256,9 @@ mod tests {
                 let (new, old) = (Replay::new(g.clone(), links.to_vec()), reference::Sorted::new(&g, &links));
                 let got = new.run_all(&all);
                 prop_assert_eq!(got.len(), all.len());
+                // (The spans alone keep only some vertices' times: the same spans.)
+                let spans = new.spans_all(&all);
+                prop_assert_eq!(spans.iter().map(|p| p.predicted_ns).collect::<Vec<_>>(), got.iter().map(|p| p.predicted_ns).collect::<Vec<_>>());
                 for (s, p) in all.iter().zip(&got) {
                     let want = old.run(s);
                     prop_assert_eq!(&p.times, &want.times, "{:?}", s);
