@@ -8,7 +8,7 @@
 //! the run's error.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use timely::worker::Worker;
@@ -34,12 +34,25 @@ pub(super) struct Failure {
     first_thread: Mutex<Option<std::thread::ThreadId>>,
     /// Workers parked after a broken connection (never joined).
     parked: AtomicUsize,
+    /// Workers whose part of the run returned or unwound ([`Armed`]), and
+    /// the wake of [`join_workers`] when one does.
+    ended: Mutex<usize>,
+    ended_wake: Condvar,
 }
 
 /// Runs whose `Failure` takes the next panic's message.
 static ACTIVE: Mutex<Vec<Arc<Failure>>> = Mutex::new(Vec::new());
 
 impl Failure {
+    /// Whether all `local` workers' parts have ended ([`Armed`]), waiting
+    /// up to `timeout` for it.
+    fn wait_all_ended(&self, local: usize, timeout: Duration) -> bool {
+        let ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        let (ended, _) =
+            self.ended_wake.wait_timeout_while(ended, timeout, |n| *n < local).unwrap_or_else(|e| e.into_inner());
+        *ended >= local
+    }
+
     /// A new run's failure record, registered to take the panics of its
     /// threads (the hook is installed on the first call).
     pub(super) fn register() -> Arc<Failure> {
@@ -159,6 +172,9 @@ impl Drop for Armed<'_> {
             }
             self.0.failed.store(true, Ordering::SeqCst);
         }
+        let mut ended = self.0.ended.lock().unwrap_or_else(|e| e.into_inner());
+        *ended += 1;
+        self.0.ended_wake.notify_all();
     }
 }
 
@@ -197,6 +213,7 @@ pub(super) fn step_to_end(worker: &mut Worker, failure: &Failure) {
 /// broken connection to another process they park (see [`step_to_end`])
 /// and are left behind, never joined.
 pub(super) fn join_workers(guards: timely::communication::WorkerGuards<()>, failure: &Failure) -> Result<(), String> {
+    let local = guards.guards().len();
     while !guards.guards().iter().all(|h| h.is_finished()) {
         if failure.failed.load(Ordering::SeqCst) && failure.network() {
             let local = guards.guards().len();
@@ -210,7 +227,14 @@ pub(super) fn join_workers(guards: timely::communication::WorkerGuards<()>, fail
             std::mem::forget(guards);
             return Err(failure.error(true).unwrap_or_else(|| "lost a connection to another process".into()));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Woken when a worker's part ends (each one's [`Armed`]); once all
+        // have, joining waits only for timely to drop their dataflows. (A
+        // worker parked for good never ends: the failure is seen here
+        // within the timeout.) Polling with a sleep instead kept every run
+        // 25 ms longer on average.
+        if failure.wait_all_ended(local, Duration::from_millis(50)) {
+            break;
+        }
     }
     // Joining also joins timely's network threads, and panics if one of
     // them did: that is the run's error, not a reason to unwind out of it.
