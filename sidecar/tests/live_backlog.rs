@@ -230,6 +230,7 @@ fn live_run(width: u64, grace: u64, max_backlog: u64, rate: f64, seconds: f64, f
         analysis_thread: false,
         shared_analysis: false,
         what_if: Some(Arc::from(Vec::new())),
+        stream_bytes: Default::default(),
     };
     let lines = Lines::default();
     let sink = Sink { json: Some(Box::new(lines.clone())), ..Default::default() };

@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use sidecar::ingest::sync::{Registry, SharedSync};
 use sidecar::pipeline::dataflow::{Inputs, Settings};
@@ -65,16 +66,17 @@ pub fn analyze_files_into(
 /// helper threads there are cores for, and the remote hosts' clocks
 /// converted with all the files' exchanges (read first).
 pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
-    let frames = sidecar::io::clock_sync_frames(files);
+    let first = sidecar::io::first_pass_of(files);
     Settings {
         width: common.window,
         timely_args: timely_args(common),
         progress_bar: std::io::stderr().is_terminal(),
-        sync: SharedSync::new(Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)))),
+        sync: SharedSync::new(Registry::offline(first.clock_sync.iter().map(|(host, cs)| (*host, cs)))),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
         shared_analysis: shared_analysis(),
         what_if: common.what_if(),
+        stream_bytes: Arc::new(first.stream_bytes),
     }
 }
 

@@ -258,6 +258,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         analysis_thread: matches!(std::env::var("SIDECAR_ANALYSIS").as_deref(), Ok("on" | "1")),
         shared_analysis: shared_analysis(),
         what_if: c.what_if(),
+        stream_bytes: Default::default(),
     }
 }
 

@@ -2,7 +2,9 @@
 //! first pass that reads every frame header and only the ClockSync frames'
 //! payloads (skipping the rest), so that an offline analysis converts each
 //! remote host's events with the exchanges on both sides of them
-//! ([`crate::ingest::sync::Registry::offline`]; issue 31.3).
+//! ([`crate::ingest::sync::Registry::offline`]). The same pass sums each
+//! stream's bytes, by which the workers that share a file deal its streams
+//! out ([`crate::io::split::StreamPlan`]).
 //!
 //! A file that cannot be opened, or a damaged frame, ends that file's pass
 //! quietly: the analysis reads the file again and reports the fault, and
@@ -15,21 +17,51 @@ use std::path::PathBuf;
 
 use ringlog::{Body, ClockSync, FrameHeader, FrameKind, HEADER_LEN};
 
-/// Every ClockSync frame of `files`, with the host that wrote it, in the
-/// order the files (in the order given) hold them. Only regular files are
-/// read: a pipe or a FIFO (`<(cat trace)`, `/dev/stdin`) can be read once,
-/// by the analysis, whose conversion is then the live one.
-pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
-    let mut out = Vec::new();
+use super::split::StreamBytes;
+
+/// What the first pass over recorded files finds.
+#[derive(Debug, Default)]
+pub struct FirstPass {
+    /// Every ClockSync frame, with the host that wrote it, in the order the
+    /// files (in the order given) hold them.
+    pub clock_sync: Vec<(u64, ClockSync)>,
+    /// Per file, each stream's frame bytes (process-wide frames left out).
+    pub stream_bytes: StreamBytes,
+}
+
+/// The first pass over `files`. Only regular files are read: a pipe or a
+/// FIFO (`<(cat trace)`, `/dev/stdin`) can be read once, by the analysis,
+/// whose conversion is then the live one (and its streams are dealt out by
+/// the usual rule).
+pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
+    let mut out = FirstPass::default();
     for path in files {
-        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            continue;
+        let mut bytes = std::collections::BTreeMap::new();
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            if let Ok(f) = File::open(path) {
+                let r = BufReader::with_capacity(1 << 16, f);
+                first_pass(
+                    r,
+                    |k| k == FrameKind::ClockSync,
+                    |h, body| {
+                        if let Some(Body::ClockSync(cs)) = body {
+                            out.clock_sync.push((h.stream.host, cs));
+                        }
+                        if !h.stream.is_process_wide() {
+                            *bytes.entry(h.stream).or_insert(0u64) += (HEADER_LEN + h.payload_len as usize) as u64;
+                        }
+                    },
+                );
+            }
         }
-        if let Ok(f) = File::open(path) {
-            clock_sync_frames_in(BufReader::with_capacity(1 << 16, f), &mut out);
-        }
+        out.stream_bytes.push(bytes.into_iter().collect());
     }
     out
+}
+
+/// Every ClockSync frame of `files` ([`first_pass_of`]).
+pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
+    first_pass_of(files).clock_sync
 }
 
 /// The ClockSync frames of one byte stream `r`, appended to `out`, until its

@@ -34,12 +34,12 @@ mod split;
 mod unpack;
 
 pub use connections::spawn_listener;
-pub use exchanges::{clock_sync_frames, clock_sync_frames_in};
+pub use exchanges::{clock_sync_frames, clock_sync_frames_in, first_pass_of, FirstPass};
 pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use names::{names_in, names_in_stream, Named};
 pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
 pub use reader::{Polled, Reader};
-pub use split::Share;
 pub use split::Splitter;
+pub use split::{Share, StreamBytes, StreamPlan};

@@ -92,8 +92,8 @@ impl Reader {
     /// are this worker's, which worker reports the file's faults).
     pub fn split(name: String, splitter: Arc<Splitter>, share: Share, width: Ns) -> Reader {
         let mut r = Reader::new(name, Box::new(std::io::empty()), width, None);
-        r.share = Some(share);
         r.split = Some((splitter, share.index));
+        r.share = Some(share);
         r
     }
 
@@ -170,7 +170,7 @@ impl Reader {
     /// the owning worker sees is reported by it.
     fn fail(&mut self, e: ringlog::StreamError, seen_by_all: bool) {
         self.ingest.decode_error(&e);
-        if seen_by_all && self.share.is_some_and(|s| !s.primary()) {
+        if seen_by_all && self.share.as_ref().is_some_and(|s| !s.primary()) {
             self.ingest.errors.clear();
         }
         self.done = true;
@@ -276,7 +276,7 @@ impl Reader {
                 break;
             }
             read += n;
-            if let Some(sh) = self.share {
+            if let Some(sh) = self.share.clone() {
                 self.raw.extend_from_slice(&self.chunk[..n]);
                 self.drain_shared(sh);
                 if self.done {
@@ -301,7 +301,7 @@ impl Reader {
     /// The byte stream ended: the frames it completed are ingested, and a
     /// partial frame left over is truncation.
     fn end_of_input(&mut self) {
-        if let Some(sh) = self.share {
+        if let Some(sh) = self.share.clone() {
             self.drain_shared(sh);
             if !self.done {
                 let left = self.raw.len() - self.raw_start;
@@ -439,7 +439,7 @@ impl Reader {
             self.unpacker = None;
         }
         if !self.done {
-            if let Some(sh) = self.share {
+            if let Some(sh) = self.share.clone() {
                 self.drain_shared(sh);
             } else {
                 self.drain();
@@ -526,12 +526,12 @@ mod tests {
         for peers in 1..5 {
             for w in 0..16u32 {
                 let s = ringlog::StreamId { host: 7, process: 3, worker: w };
-                let owners = (0..peers).filter(|&index| Share { peers, index, file: 2 }.owns(s)).count();
+                let owners = (0..peers).filter(|&index| Share { peers, index, file: 2, plan: None }.owns(s)).count();
                 assert_eq!(owners, 1);
             }
             let pw = ringlog::StreamId { host: 7, process: 3, worker: ringlog::PROCESS_WIDE };
-            assert!((0..peers).all(|index| Share { peers, index, file: 0 }.owns(pw)));
-            assert_eq!((0..peers).filter(|&index| Share { peers, index, file: 5 }.primary()).count(), 1);
+            assert!((0..peers).all(|index| Share { peers, index, file: 0, plan: None }.owns(pw)));
+            assert_eq!((0..peers).filter(|&index| Share { peers, index, file: 5, plan: None }.primary()).count(), 1);
         }
     }
 }

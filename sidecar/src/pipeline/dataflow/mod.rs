@@ -91,6 +91,10 @@ pub struct Settings {
     /// no what-if at all (`--what-if off`); None: each window ranks its own
     /// top operators.
     pub what_if: Option<Arc<[crate::analysis::whatif::Speedup]>>,
+    /// Offline: each file's streams' bytes (the first pass over the files),
+    /// by which the workers sharing a file deal its streams out
+    /// ([`crate::io::StreamPlan`]); empty: by the streams' ids.
+    pub stream_bytes: Arc<crate::io::StreamBytes>,
 }
 
 /// What a run did, for the closing line and benchmarks.
@@ -382,6 +386,7 @@ mod tests {
             analysis_thread,
             shared_analysis,
             what_if: None,
+            stream_bytes: Default::default(),
         }
     }
 
