@@ -36,6 +36,15 @@ struct Args {
     extra: Vec<String>,
 }
 
+const USAGE: &str = "usage: scale [--records N] [--rounds R] [--workers 1,2,4] [--windows N] [--trace FILE]... \
+[--sidecar PATH] [-- SIDECAR ARGS]";
+
+/// Says what was wrong with the arguments, and how they go; exit status 2.
+fn refuse(why: &str) -> ! {
+    eprintln!("scale: {why}\n{USAGE}");
+    std::process::exit(2)
+}
+
 fn args() -> Args {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut a = Args {
@@ -49,16 +58,28 @@ fn args() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+        let mut val = || it.next().unwrap_or_else(|| refuse(&format!("{x} needs a value")));
+        let number = |v: String| v.parse::<u64>().ok().filter(|&n| n > 0);
         match x.as_str() {
-            "--records" => a.records = val().parse().expect("--records N"),
-            "--rounds" => a.rounds = val().parse().expect("--rounds R"),
-            "--workers" => a.workers = val().split(',').map(|w| w.parse().expect("--workers 1,2,4")).collect(),
-            "--windows" => a.windows = val().parse().expect("--windows N"),
+            "--records" => a.records = number(val()).unwrap_or_else(|| refuse("--records takes a number of records")),
+            "--rounds" => {
+                a.rounds = number(val()).unwrap_or_else(|| refuse("--rounds takes a number of rounds")) as usize
+            }
+            "--workers" => {
+                a.workers = val()
+                    .split(',')
+                    .map(|w| number(w.to_string()).unwrap_or_else(|| refuse("--workers takes counts: 1,2,4")) as usize)
+                    .collect()
+            }
+            "--windows" => a.windows = number(val()).unwrap_or_else(|| refuse("--windows takes a number of windows")),
             "--trace" => a.traces.push(PathBuf::from(val())),
             "--sidecar" => a.sidecar = PathBuf::from(val()),
             "--" => a.extra = it.by_ref().collect(),
-            _ => panic!("unknown argument {x:?} (see the file's doc)"),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
+            _ => refuse(&format!("unknown argument {x:?}")),
         }
     }
     a.workers.dedup();
