@@ -59,11 +59,6 @@ pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
     out
 }
 
-/// Every ClockSync frame of `files` ([`first_pass_of`]).
-pub fn clock_sync_frames(files: &[PathBuf]) -> Vec<(u64, ClockSync)> {
-    first_pass_of(files).clock_sync
-}
-
 /// The ClockSync frames of one byte stream `r`, appended to `out`, until its
 /// end or its first damaged frame.
 pub fn clock_sync_frames_in(r: impl Read + Seek, out: &mut Vec<(u64, ClockSync)>) {

@@ -11,9 +11,11 @@
 //! - `connections`: the I/O thread that accepts and reads them
 //!   ([`spawn_listener`]), each into a `pipe`, for the workers'
 //!   `queues`, within the `limits` ([`Limits`]).
-//! - `exchanges`: the clock exchanges of recorded files, read first
-//!   ([`clock_sync_frames`]) for the offline clock conversion; `names`:
-//!   the workers, operators and spans they name ([`names_in`]).
+//! - `exchanges`: the first pass over recorded files ([`first_pass_of`]):
+//!   their clock exchanges, for the offline clock conversion, and each
+//!   stream's bytes, by which the workers deal the streams out
+//!   (`split`'s `StreamPlan`); `names`: the workers, operators and spans
+//!   they name ([`names_in`]).
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
 //! - [`os_clock`]: CLOCK_MONOTONIC, CLOCK_REALTIME, the wall clock.
 //!
@@ -34,7 +36,7 @@ mod split;
 mod unpack;
 
 pub use connections::spawn_listener;
-pub use exchanges::{clock_sync_frames, clock_sync_frames_in, first_pass_of, FirstPass};
+pub use exchanges::{clock_sync_frames_in, first_pass_of, FirstPass};
 pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use names::{names_in, names_in_stream, Named};
