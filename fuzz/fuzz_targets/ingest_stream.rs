@@ -23,9 +23,9 @@ use std::io::Read;
 use libfuzzer_sys::fuzz_target;
 use ringlog::frame::MAGIC;
 use ringlog::{Decoder, HEADER_LEN};
-use sidecar::io::{Polled, Reader, Share, Splitter};
 use sidecar::analysis::model::{EndedStreams, Fragment, Ns};
 use sidecar::ingest::sync::SharedSync;
+use sidecar::io::{first_pass_in, Polled, Reader, Share, Splitter, StreamPlan};
 
 /// Window widths tried (picked by the input's length): a tiny trace then
 /// spans one window or hundreds.
@@ -101,11 +101,15 @@ fn analyze(inputs: &[&[u8]], width: Ns, piece: usize, detail: bool, unpack: bool
 fn analyze_shared(data: &[u8], width: Ns, workers: usize) -> Outcome {
     let sync = SharedSync::default();
     let file = Pieces { data: data.to_vec(), at: 0, piece: usize::MAX };
-    let splitter =
-        std::sync::Arc::new(Splitter::new(Box::new(file), Share { peers: workers, index: 0, file: 0 }, 0..workers, None));
+    // (The streams dealt out by their bytes, as `sidecar analyze` does from
+    // its first pass over the files.)
+    let bytes = first_pass_in(std::io::Cursor::new(data), &mut Vec::new());
+    let plan = Some(std::sync::Arc::new(StreamPlan::balanced(&vec![bytes], workers)));
+    let share = |index| Share { peers: workers, index, file: 0, plan: plan.clone() };
+    let splitter = std::sync::Arc::new(Splitter::new(Box::new(file), share(0), 0..workers, None));
     let readers = (0..workers)
         .map(|index| {
-            let share = Share { peers: workers, index, file: 0 };
+            let share = share(index);
             Reader::split(format!("worker{index}"), splitter.clone(), share, width).with_sync(sync.clone())
         })
         .collect();
@@ -153,7 +157,8 @@ fn analyze_readers(mut readers: Vec<Reader>, width: Ns, piece: usize, detail: bo
             None => sidecar::analysis::causality::analyze_window(host, window, width, frags, None, None, None),
             Some(t) => {
                 let mut d = sidecar::analysis::analyze::WindowDetail::default();
-                let rep = sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d), None, None);
+                let rep =
+                    sidecar::analysis::causality::analyze_window(host, window, width, frags, Some(&mut d), None, None);
                 t.window(&d).expect("writing into memory");
                 rep
             }

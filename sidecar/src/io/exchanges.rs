@@ -36,27 +36,34 @@ pub struct FirstPass {
 pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
     let mut out = FirstPass::default();
     for path in files {
-        let mut bytes = std::collections::BTreeMap::new();
-        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            if let Ok(f) = File::open(path) {
-                let r = BufReader::with_capacity(1 << 16, f);
-                first_pass(
-                    r,
-                    |k| k == FrameKind::ClockSync,
-                    |h, body| {
-                        if let Some(Body::ClockSync(cs)) = body {
-                            out.clock_sync.push((h.stream.host, cs));
-                        }
-                        if !h.stream.is_process_wide() {
-                            *bytes.entry(h.stream).or_insert(0u64) += (HEADER_LEN + h.payload_len as usize) as u64;
-                        }
-                    },
-                );
-            }
-        }
-        out.stream_bytes.push(bytes.into_iter().collect());
+        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        let bytes = match File::open(path) {
+            Ok(f) if regular => first_pass_in(BufReader::with_capacity(1 << 16, f), &mut out.clock_sync),
+            _ => Vec::new(),
+        };
+        out.stream_bytes.push(bytes);
     }
     out
+}
+
+/// The first pass over one byte stream `r`: its ClockSync frames appended
+/// to `clock_sync`, and each stream's frame bytes (in stream order), until
+/// its end or its first damaged frame.
+pub fn first_pass_in(r: impl Read + Seek, clock_sync: &mut Vec<(u64, ClockSync)>) -> Vec<(ringlog::StreamId, u64)> {
+    let mut bytes = std::collections::BTreeMap::new();
+    first_pass(
+        r,
+        |k| k == FrameKind::ClockSync,
+        |h, body| {
+            if let Some(Body::ClockSync(cs)) = body {
+                clock_sync.push((h.stream.host, cs));
+            }
+            if !h.stream.is_process_wide() {
+                *bytes.entry(h.stream).or_insert(0u64) += (HEADER_LEN + h.payload_len as usize) as u64;
+            }
+        },
+    );
+    bytes.into_iter().collect()
 }
 
 /// The ClockSync frames of one byte stream `r`, appended to `out`, until its
