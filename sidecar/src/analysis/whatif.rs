@@ -342,12 +342,11 @@ impl Replay {
     /// Lays out the window's points (see "The order" above).
     pub fn new(g: impl Into<Arc<Graph>>, links: Vec<Link>) -> Replay {
         let g: Arc<Graph> = g.into();
-        let lay = order::layout(&g, &links);
+        let mut lay = order::layout(&g, &links);
         let class = (0..g.len()).map(|v| if is_work(&g, v) { 0 } else { NOT_WORK }).collect();
         let last_work: Vec<u32> =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(&g, v as usize)).unwrap_or(NONE)).collect();
         let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
-        let mut lay = lay;
         for &(s, _) in g.chains.iter().filter(|&&(s, e)| e > s) {
             lay.tags[s as usize] |= KEEP;
         }

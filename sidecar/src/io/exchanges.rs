@@ -36,11 +36,13 @@ pub struct FirstPass {
 pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
     let mut out = FirstPass::default();
     for path in files {
+        // (Not even opened otherwise: a FIFO's open waits for its writer.)
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        let bytes = match File::open(path) {
-            Ok(f) if regular => first_pass_in(BufReader::with_capacity(1 << 16, f), &mut out.clock_sync),
-            _ => Vec::new(),
-        };
+        let bytes = regular
+            .then(|| File::open(path).ok())
+            .flatten()
+            .map(|f| first_pass_in(BufReader::with_capacity(1 << 16, f), &mut out.clock_sync))
+            .unwrap_or_default();
         out.stream_bytes.push(bytes);
     }
     out
