@@ -262,13 +262,19 @@ struct Slots {
 }
 
 impl Slots {
-    /// The slots of the vertices tagged [`KEEP`] in `tags`.
-    fn kept(g: &Graph, tags: &[u8], last_work: &[u32]) -> Slots {
+    /// The vertices whose times are kept, tagged [`KEEP`] in `tags`, and
+    /// their slots.
+    fn kept(g: &Graph, tags: &mut [u8], last_work: &[u32]) -> Slots {
+        let starts = g.chains.iter().filter(|&&(s, e)| e > s).map(|&(s, _)| s);
+        let ends = last_work.iter().copied().filter(|&v| v != NONE);
+        for v in starts.chain(ends).chain(g.comms.iter().map(|c| c.src)) {
+            tags[v as usize] |= KEEP;
+        }
         // (Each vertex's rank among the kept ones, read where a comm's or a
         // chain's vertex needs it.)
         let mut rank = Vec::with_capacity(g.len());
         let mut n = 0u32;
-        for &tag in tags {
+        for &tag in tags.iter() {
             rank.push(n);
             n += u32::from(tag & KEEP != 0);
         }
@@ -347,18 +353,10 @@ impl Replay {
         let last_work: Vec<u32> =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(&g, v as usize)).unwrap_or(NONE)).collect();
         let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
-        for &(s, _) in g.chains.iter().filter(|&&(s, e)| e > s) {
-            lay.tags[s as usize] |= KEEP;
-        }
-        for &v in last_work.iter().filter(|&&v| v != NONE) {
-            lay.tags[v as usize] |= KEEP;
-        }
-        for c in &g.comms {
-            lay.tags[c.src as usize] |= KEEP;
-        }
-        let kept = Slots::kept(&g, &lay.tags, &last_work);
-        let mut r = Replay { g, links, lay, class, last_work, kept, first_point, measured_ns: 0 };
-        r.measured_ns = r.span(|v| r.g.t[v]);
+        let kept = Slots::kept(&g, &mut lay.tags, &last_work);
+        let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
+        let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
+        let r = Replay { g, links, lay, class, last_work, kept, first_point, measured_ns };
         r
     }
 
@@ -470,7 +468,7 @@ impl Replay {
         let times = st.times;
         (0..K)
             .map(|k| {
-                let predicted_ns = self.span_of(slots, |i| times[i][k]);
+                let predicted_ns = span_of(g, &slots.base, &slots.last_work, |i| times[i][k]);
                 let times = if slots.all { times.iter().map(|x| x[k]).collect() } else { Vec::new() };
                 Prediction { measured_ns: self.measured_ns, predicted_ns, times }
             })
@@ -674,32 +672,21 @@ impl Replay {
     fn first_change(&self, scales: &Scales) -> Ns {
         first_change(&self.g, scales)
     }
+}
 
-    /// [`Replay::span`] of a replay whose kept times `slots` places (time of
-    /// slot `i`: `ts(i)`).
-    fn span_of(&self, slots: &Slots, ts: impl Fn(usize) -> Ns) -> Ns {
-        let g = &*self.g;
-        let start = g.chains.iter().zip(&slots.base).filter(|&(&(a, b), _)| b > a).map(|(_, &i)| ts(i as usize)).min();
-        let end = slots.last_work.iter().filter(|&&i| i != NONE).map(|&i| ts(i as usize)).max();
-        match (start, end) {
-            (Some(s), Some(e)) => e.saturating_sub(s),
-            _ => 0,
-        }
-    }
-
-    /// From the earliest chain start to the latest end of work (an
-    /// execution, a span, unknown worker time) with vertex times `ts`. A
-    /// wait still going at the window's end is not the window's work: what
-    /// ends it is in a later window, or outside.
-    fn span(&self, ts: impl Fn(usize) -> Ns) -> Ns {
-        let g = &*self.g;
-        let start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| ts(a as usize)).min();
-        // (Replayed times never decrease along a chain.)
-        let end = self.last_work.iter().filter(|&&v| v != NONE).map(|&v| ts(v as usize)).max();
-        match (start, end) {
-            (Some(s), Some(e)) => e.saturating_sub(s),
-            _ => 0,
-        }
+/// From the earliest chain start to the latest end of work (an execution,
+/// a span, unknown worker time) of `g`'s chains, with `ts(i)` the time at
+/// index `i`: `starts[w]` indexes chain `w`'s first vertex, `ends[w]` its
+/// last end of work (`NONE`: none), as vertices or as a replay's slots
+/// ([`Slots`]). A wait still going at the window's end is not the window's
+/// work: what ends it is in a later window, or outside.
+fn span_of(g: &Graph, starts: &[u32], ends: &[u32], ts: impl Fn(usize) -> Ns) -> Ns {
+    let start = g.chains.iter().zip(starts).filter(|&(&(a, b), _)| b > a).map(|(_, &i)| ts(i as usize)).min();
+    // (Replayed times never decrease along a chain.)
+    let end = ends.iter().filter(|&&i| i != NONE).map(|&i| ts(i as usize)).max();
+    match (start, end) {
+        (Some(s), Some(e)) => e.saturating_sub(s),
+        _ => 0,
     }
 }
 

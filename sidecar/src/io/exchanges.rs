@@ -68,20 +68,6 @@ pub fn first_pass_in(r: impl Read + Seek, clock_sync: &mut Vec<(u64, ClockSync)>
     bytes.into_iter().collect()
 }
 
-/// The ClockSync frames of one byte stream `r`, appended to `out`, until its
-/// end or its first damaged frame.
-pub fn clock_sync_frames_in(r: impl Read + Seek, out: &mut Vec<(u64, ClockSync)>) {
-    first_pass(
-        r,
-        |k| k == FrameKind::ClockSync,
-        |h, body| {
-            if let Some(Body::ClockSync(cs)) = body {
-                out.push((h.stream.host, cs));
-            }
-        },
-    );
-}
-
 /// A first pass over one byte stream `r`: every frame's header goes to
 /// `visit`, with its body decoded for the kinds `wanted` (the others'
 /// payloads are skipped, not decompressed), until the end or the first
@@ -140,12 +126,12 @@ mod tests {
         let good = bytes.len();
         enc.clock_sync(relay, 3, &cs(30), &mut bytes);
         let mut out = Vec::new();
-        clock_sync_frames_in(Cursor::new(&bytes), &mut out);
+        first_pass_in(Cursor::new(&bytes), &mut out);
         let got: Vec<(u64, u64)> = out.iter().map(|(h, c)| (*h, c.exchanges[0].t1)).collect();
         assert_eq!(got, vec![(7, 10), (7, 20), (7, 30)]);
         bytes[good + HEADER_LEN] ^= 0xff; // the last frame's payload
         let mut out = Vec::new();
-        clock_sync_frames_in(Cursor::new(&bytes), &mut out);
+        first_pass_in(Cursor::new(&bytes), &mut out);
         assert_eq!(out.len(), 2);
     }
 }

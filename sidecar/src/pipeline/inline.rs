@@ -28,7 +28,7 @@ pub fn analyze_bytes_as_reported(inputs: &[(&str, &[u8])], width: Ns) -> (Vec<Wi
     // A recorded run: the exchanges first, as `sidecar analyze` reads them.
     let mut frames = Vec::new();
     for (_, bytes) in inputs {
-        crate::io::clock_sync_frames_in(std::io::Cursor::new(bytes), &mut frames);
+        crate::io::first_pass_in(std::io::Cursor::new(bytes), &mut frames);
     }
     let registry = crate::ingest::sync::Registry::offline(frames.iter().map(|(host, cs)| (*host, cs)));
     let sync = crate::ingest::sync::SharedSync::new(registry);
