@@ -2,9 +2,9 @@
 //! nothing else to do: fork and join over a shared list of tasks.
 //!
 //! A window is analyzed by one thread. Some of its stages do not need each
-//! other's results (the what-if's layout of the window's points needs only
-//! the graph; the critical path's summary, participation and the trace
-//! checks need only the graph too), so [`join`] offers one of two such
+//! other's results (the what-if's placement of the window's messages needs
+//! only the graph and the messages; the critical path's summary,
+//! participation and the trace checks need only the graph), so [`join`] offers one of two such
 //! parts to the [`Crew`] and runs the other itself. A thread of the crew
 //! that is free takes the offered part; if none has when the caller is
 //! done with its own, the caller takes it back and runs it, so a window is

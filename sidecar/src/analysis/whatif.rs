@@ -226,8 +226,11 @@ const NOT_WORK: u32 = u32::MAX;
 pub struct Replay {
     g: Arc<Graph>,
     links: Vec<Link>,
-    /// Each worker's points in time order (built once).
+    /// Each worker's sends and reads in time order (built once).
     lay: order::Layout,
+    /// Per vertex, how the replay times it ([`V_START`]...), and whether
+    /// its time is kept ([`KEEP`]).
+    tags: Vec<u8>,
     /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
     class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
@@ -237,6 +240,54 @@ pub struct Replay {
     /// The earliest time of a point (`Ns::MAX`: none).
     first_point: Ns,
     measured_ns: Ns,
+}
+
+/// What a replay needs of a window's graph alone, one pass over its
+/// vertices: how each is timed, which are work, each chain's last end of
+/// work. Made beside [`Placement`], which needs the window's messages: the
+/// two halves of [`Replay::new`] (a window's layout) can run on two
+/// threads at once.
+pub struct Rules {
+    tags: Vec<u8>,
+    class: Vec<u32>,
+    last_work: Vec<u32>,
+    /// The earliest vertex time (`Ns::MAX`: none).
+    first_time: Ns,
+}
+
+impl Rules {
+    /// The rules of `g`'s vertices.
+    pub fn of(g: &Graph) -> Rules {
+        Rules {
+            tags: (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect(),
+            class: (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect(),
+            last_work: g
+                .chains
+                .iter()
+                .map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE))
+                .collect(),
+            first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX),
+        }
+    }
+}
+
+/// A window's messages placed on its workers' chains, each worker's sends
+/// and reads in the order a replay visits them ([`order`]): the half of a
+/// window's layout that needs its messages (the other: [`Rules`]).
+pub struct Placement {
+    links: Vec<Link>,
+    lay: order::Layout,
+    /// The earliest send (`Ns::MAX`: none).
+    first_sent: Ns,
+}
+
+impl Placement {
+    /// `links` placed on `g`'s chains.
+    pub fn of(g: &Graph, links: Vec<Link>) -> Placement {
+        let lay = order::layout(g, &links);
+        let first_sent = links.iter().map(|l| l.sent).min().unwrap_or(Ns::MAX);
+        Placement { links, lay, first_sent }
+    }
 }
 
 /// Where a replay keeps the replayed times that are read after the walk
@@ -348,16 +399,21 @@ impl Replay {
     /// Lays out the window's points (see "The order" above).
     pub fn new(g: impl Into<Arc<Graph>>, links: Vec<Link>) -> Replay {
         let g: Arc<Graph> = g.into();
-        let mut lay = order::layout(&g, &links);
-        let class = (0..g.len()).map(|v| if is_work(&g, v) { 0 } else { NOT_WORK }).collect();
-        let last_work: Vec<u32> =
-            g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| is_work(&g, v as usize)).unwrap_or(NONE)).collect();
-        let first_point = g.t.iter().chain(links.iter().map(|l| &l.sent)).copied().min().unwrap_or(Ns::MAX);
-        let kept = Slots::kept(&g, &mut lay.tags, &last_work);
+        let rules = Rules::of(&g);
+        let placement = Placement::of(&g, links);
+        Replay::of_parts(g, rules, placement)
+    }
+
+    /// [`Replay::new`] from its two parts, which may have been made on two
+    /// threads at once: `rules` and `placement` of the graph `g`.
+    pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
+        let Rules { mut tags, class, last_work, first_time } = rules;
+        let Placement { links, lay, first_sent } = placement;
+        let kept = Slots::kept(&g, &mut tags, &last_work);
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
-        let r = Replay { g, links, lay, class, last_work, kept, first_point, measured_ns };
-        r
+        let first_point = first_time.min(first_sent);
+        Replay { g, links, lay, tags, class, last_work, kept, first_point, measured_ns }
     }
 
     /// The window graph it replays.
@@ -547,7 +603,7 @@ impl Replay {
                 }
                 pos += 1;
             } else if v < e {
-                let tag = lay.tags[v];
+                let tag = self.tags[v];
                 if tag & !KEEP == V_TERM as u8 && !FORCE {
                     let src = g.comms[g.term[v] as usize].src;
                     if st.next[g.w[src as usize] as usize] <= src {

@@ -18,9 +18,10 @@
 //! 7. and the window graph built.
 //! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed,
 //! 9. [`participation`]: critical participation (SnailTrail),
-//! 10. [`trace_checks`]: Sager's trace properties (§3.3), while the
-//!     what-if's layout of the window's points is made beside them (on
-//!     another thread if a [`Crew`] has one free);
+//! 10. [`trace_checks`]: Sager's trace properties (§3.3), and each
+//!     vertex's rule for the what-if's replay, while the replay's
+//!     placement of the window's messages is made beside them (on another
+//!     thread if a [`Crew`] has one free);
 //! 11. [`what_if`]: what speeding up the path's top operators would save
 //!    (DProf §5.2, [`crate::analysis::whatif`]).
 //! 12. [`arrangements`]: differential's arrangements, as the window leaves
@@ -140,21 +141,25 @@ pub fn analyze_detail(
     let g = Arc::new(g);
     let names = Names::of(&frags);
     let starting = !absent.workers.is_empty();
-    // The what-if's layout of the window's points needs the graph alone:
-    // it is offered to the crew while this thread summarizes the path,
-    // ranks participation and checks the trace, which need nothing else
-    // either.
-    let layout = what_if::layout(&g, links, what_if);
-    let ((cp, participation, properties), replay, elsewhere) = crew::join(
+    // The what-if's layout of the window's points needs the graph and the
+    // messages alone: its placement of the messages is offered to the crew
+    // while this thread summarizes the path, ranks participation, checks
+    // the trace (which need the graph alone too) and gives each vertex its
+    // rule, the layout's other half. (The placement alone was the longer
+    // side: with the rules there too, this thread waited for it.)
+    let replayed = what_if::replayed(&g, what_if);
+    let placement = what_if::placement(&g, links, replayed);
+    let ((cp, participation, properties, rules), placement, elsewhere) = crew::join(
         crew,
         || {
             let cp = critical::summarize_critical_path(&g, &streams.sids, &names, detail);
             let participation = participation::rank_participation(&g, &streams.sids, &names);
             let properties = trace_checks::check_trace_properties(&g, &frags, &streams, &missing, starting, window);
-            (cp, participation, properties)
+            (cp, participation, properties, what_if::rules(&g, replayed))
         },
-        layout,
+        placement,
     );
+    let replay = what_if::replay(&g, rules, placement);
     rep.critical_path = cp;
     // (Its replays are split over the crew only when a thread was free to
     // take the layout: otherwise the halves cost more than the whole.)

@@ -12,7 +12,7 @@ use crate::analysis::crew::{self, Crew};
 use crate::analysis::graph::{EKind, Graph};
 use crate::analysis::model::{Ns, Sid};
 use crate::analysis::report::{CpSummary, OpShare, WhatIf};
-use crate::analysis::whatif::{Prediction, Replay, Scales, Speedup};
+use crate::analysis::whatif::{Placement, Prediction, Replay, Rules, Scales, Speedup};
 
 /// (worker, operator) pairs of the path ranked on their own. (Each costs two
 /// replays of the window: see docs/performance.md.)
@@ -20,18 +20,32 @@ const PAIRS: usize = 1;
 /// The factors the automatic ranking tries.
 const FACTORS: [f64; 2] = [2.0, f64::INFINITY];
 
-/// The what-if's replay of the window, laid out (the part of the ranking
-/// that needs only the graph), as a task for whichever thread makes it;
-/// `None` from it when there is nothing to replay (what-if turned off by an
-/// empty spec, or an empty graph).
-pub(super) fn layout(
+/// Whether the window is replayed: not when the what-if is turned off (an
+/// empty spec) or the graph is empty.
+pub(super) fn replayed(g: &Graph, asked: Option<&[Speedup]>) -> bool {
+    !matches!(asked, Some([])) && !g.is_empty()
+}
+
+/// The half of the what-if's layout that needs the window's messages (its
+/// points placed on the chains), as a task for whichever thread makes it;
+/// `None` from it when the window is not `replayed`.
+pub(super) fn placement(
     g: &Arc<Graph>,
     links: Links,
-    asked: Option<&[Speedup]>,
-) -> impl FnOnce() -> Option<Arc<Replay>> + Send + 'static {
-    let wanted = !matches!(asked, Some([])) && !g.is_empty();
+    replayed: bool,
+) -> impl FnOnce() -> Option<Placement> + Send + 'static {
     let g = g.clone();
-    move || wanted.then(|| Arc::new(Replay::new(g, links.in_order())))
+    move || replayed.then(|| Placement::of(&g, links.in_order()))
+}
+
+/// The half that needs the graph alone (each vertex's rule).
+pub(super) fn rules(g: &Graph, replayed: bool) -> Option<Rules> {
+    replayed.then(|| Rules::of(g))
+}
+
+/// The window's replay, from both halves (`None`: not replayed).
+pub(super) fn replay(g: &Arc<Graph>, rules: Option<Rules>, placement: Option<Placement>) -> Option<Arc<Replay>> {
+    Some(Arc::new(Replay::of_parts(g.clone(), rules?, placement?)))
 }
 
 /// The window's what-if entries, the largest saving first: for `asked`

@@ -10,7 +10,7 @@
 //! order. Sorting each worker's sends and reads by time instead (they come
 //! in runs, one per channel and peer) took some 118 instructions a point.
 
-use super::{step, vertex_tag, Link, L_READ, L_SEND};
+use super::{step, Link, L_READ, L_SEND};
 use crate::analysis::graph::Graph;
 use crate::analysis::model::Ns;
 
@@ -100,8 +100,6 @@ pub(super) struct Layout {
     pub bounds: Vec<u32>,
     /// Per worker, its first edge in `bounds`.
     pub base: Vec<u32>,
-    /// Per vertex, how the replay times it ([`super::V_START`]...).
-    pub tags: Vec<u8>,
 }
 
 /// The window's [`Layout`]: a counting sort of the sends and reads by the
@@ -161,9 +159,8 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
             edge.sort_by_key(time);
         }
     }
-    let tags = (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect();
     base.pop();
-    Layout { points, bounds, base, tags }
+    Layout { points, bounds, base }
 }
 
 #[cfg(test)]
