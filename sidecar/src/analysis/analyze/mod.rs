@@ -134,9 +134,19 @@ pub fn analyze_detail(
     reasons.extend(absent.reason());
     rep.workers_not_started = absent.workers.clone();
     let began = timelines::stream_starts(&frags, window);
+    // (The messages the matching found in two halves are put in one order,
+    // for the what-if, beside the graph's build.)
     let links = std::mem::take(&mut matched.links);
-    let (g, waiting) =
-        timelines::lay_out_timelines(&streams.sids, matched, window, &absent, &began, detail.as_deref_mut(), crew);
+    let (g, waiting, links) = timelines::lay_out_timelines(
+        &streams.sids,
+        matched,
+        window,
+        &absent,
+        &began,
+        detail.as_deref_mut(),
+        crew,
+        move || links.in_order(),
+    );
     rep.waiting = waiting;
     let g = Arc::new(g);
     let names = Names::of(&frags);

@@ -34,12 +34,15 @@ pub(super) fn stream_starts(frags: &[Fragment], (ws, we): (Ns, Ns)) -> Vec<Optio
 }
 
 /// Lays every worker's timeline into the window graph and builds it;
-/// returns the graph and what each worker waited for. With a crew (and no
-/// detail to fill), the workers' lanes are laid in two halves, one offered
-/// to it: each lane needs only its own stream's intervals, reads and
-/// arrivals, and the halves join the graph in worker order, as if laid in
-/// turn.
-pub(super) fn lay_out_timelines(
+/// returns the graph, what each worker waited for, and what `beside`
+/// returned. With a crew (and no detail to fill), the workers' lanes are
+/// laid in two halves, one offered to it: each lane needs only its own
+/// stream's intervals, reads and arrivals, and the halves join the graph in
+/// worker order, as if laid in turn. The graph's build, which needs every
+/// lane, is one thread's: `beside` (a task of the window's that needs none
+/// of this) is offered to the crew meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn lay_out_timelines<B: Send + 'static>(
     sids: &[Sid],
     matched: Matched,
     window: (Ns, Ns),
@@ -47,7 +50,8 @@ pub(super) fn lay_out_timelines(
     began: &[Option<Ns>],
     detail: Option<&mut WindowDetail>,
     crew: Option<&Arc<Crew>>,
-) -> (Graph, Vec<WorkerWaiting>) {
+    beside: impl FnOnce() -> B + Send + 'static,
+) -> (Graph, Vec<WorkerWaiting>, B) {
     let Matched { inbox, arrivals, intervals, .. } = matched;
     let n = sids.len();
     let ctx = Arc::new(LaneContext {
@@ -83,7 +87,8 @@ pub(super) fn lay_out_timelines(
     }
     charge_root_causes(&mut lanes, window.0);
     let waiting = lanes.into_iter().map(LaneWaits::finish).collect();
-    (gb.build(), waiting)
+    let (g, b, _) = crew::join(crew, || gb.build(), beside);
+    (g, waiting, b)
 }
 
 /// What every lane reads: the window's streams and workers.

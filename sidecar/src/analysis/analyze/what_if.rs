@@ -6,13 +6,12 @@
 
 use std::sync::Arc;
 
-use super::matching::Links;
 use super::Names;
 use crate::analysis::crew::{self, Crew};
 use crate::analysis::graph::{EKind, Graph};
 use crate::analysis::model::{Ns, Sid};
 use crate::analysis::report::{CpSummary, OpShare, WhatIf};
-use crate::analysis::whatif::{Placement, Prediction, Replay, Rules, Scales, Speedup};
+use crate::analysis::whatif::{Link, Placement, Prediction, Replay, Rules, Scales, Speedup};
 
 /// (worker, operator) pairs of the path ranked on their own. (Each costs two
 /// replays of the window: see docs/performance.md.)
@@ -31,11 +30,11 @@ pub(super) fn replayed(g: &Graph, asked: Option<&[Speedup]>) -> bool {
 /// `None` from it when the window is not `replayed`.
 pub(super) fn placement(
     g: &Arc<Graph>,
-    links: Links,
+    links: Vec<Link>,
     replayed: bool,
 ) -> impl FnOnce() -> Option<Placement> + Send + 'static {
     let g = g.clone();
-    move || replayed.then(|| Placement::of(&g, links.in_order()))
+    move || replayed.then(|| Placement::of(&g, links))
 }
 
 /// The half that needs the graph alone (each vertex's rule).
