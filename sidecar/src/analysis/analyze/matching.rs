@@ -85,7 +85,7 @@ pub(super) fn match_messages(
     crew: Option<&Arc<Crew>>,
 ) -> Matched {
     let mut m = Matching::new(streams, window, frags.len());
-    m.group_tables(frags, mc);
+    m.group_tables(frags, mc, crew);
     m.reserve_arrivals();
     // Every sender's marks: each stream's here, then those of the streams
     // that ended before the window and have none here (their end markers').
@@ -132,16 +132,25 @@ fn run_receivers(
 /// all of them, but for a defensive check), and whether they are in order.
 fn window_intervals(items: Vec<Item>, ws: Ns, we: Ns) -> (Vec<Item>, bool) {
     let inside = |it: &Item| it.end() > ws && it.start() < we;
-    let items = if items.iter().all(inside) {
-        items
-    } else {
-        let mut v = take_items();
-        v.extend(items.iter().filter(|it| inside(it)));
-        give_items(items);
-        v
-    };
-    let sorted = items.windows(2).all(|p| (p[0].start(), p[0].end()) <= (p[1].start(), p[1].end()));
-    (items, sorted)
+    let in_order = |items: &[Item]| items.windows(2).all(|p| (p[0].start(), p[0].end()) <= (p[1].start(), p[1].end()));
+    // (Both checked in one pass over the items, the usual case: a window's
+    // items are tens of MB, and this runs at the window's owner before its
+    // matching can start; two passes took 9.6 ms on 4 M records.)
+    let (mut all_inside, mut sorted, mut last) = (true, true, (0, 0));
+    for it in &items {
+        let key = (it.start(), it.end());
+        all_inside &= key.1 > ws && key.0 < we;
+        sorted &= last <= key;
+        last = key;
+    }
+    if all_inside {
+        return (items, sorted);
+    }
+    let mut v = take_items();
+    v.extend(items.iter().filter(|it| inside(it)));
+    give_items(items);
+    let sorted = in_order(&v);
+    (v, sorted)
 }
 
 /// Drops the message halves outside the window (times moved by clock
@@ -223,11 +232,37 @@ impl<'a> Matching<'a> {
 
     /// Takes each stream's items (as window intervals) and message tables;
     /// every table joins the window's group of its (channel, sender,
-    /// receiver), every read gets its slot in the reader's inbox.
-    fn group_tables(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts) {
+    /// receiver), every read gets its slot in the reader's inbox. With a
+    /// `crew`, the items of the streams' second half are checked there
+    /// meanwhile (each stream's alone: a pass over tens of MB a window, 7
+    /// ms of a 4 M-record window's serial start).
+    fn group_tables(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts, crew: Option<&Arc<Crew>>) {
+        let (ws, we) = self.window;
+        let mut items: Vec<Vec<Item>> = frags.iter_mut().map(|f| std::mem::take(&mut f.items)).collect();
+        let cut = match crew {
+            Some(_) if items.len() >= 2 => crew::half_by_weight(items.len(), |j| items[j].len()),
+            _ => items.len(),
+        };
+        let second = items.split_off(cut);
+        let intervals = move |items: Vec<Vec<Item>>| -> Vec<(Vec<Item>, bool)> {
+            items.into_iter().map(|it| window_intervals(it, ws, we)).collect()
+        };
+        let (first, second, _) = crew::join(
+            crew.filter(|_| !second.is_empty()),
+            || {
+                let first = intervals(items);
+                self.take_messages(frags, mc);
+                first
+            },
+            move || intervals(second),
+        );
+        self.intervals.extend(first.into_iter().chain(second));
+    }
+
+    /// Each stream's message tables into the window's groups and inboxes.
+    fn take_messages(&mut self, frags: &mut [Fragment], mc: &mut MessageCounts) {
         let (ws, we) = self.window;
         for (i, f) in frags.iter_mut().enumerate() {
-            self.intervals.push(window_intervals(std::mem::take(&mut f.items), ws, we));
             let mut m = std::mem::take(&mut f.msgs);
             if m.moved {
                 in_window(&mut m, ws, we);
@@ -453,7 +488,7 @@ pub(crate) fn whole_and_halved(index: u64, width: Ns, frags: Vec<Fragment>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::model::MsgEntry;
+    use crate::analysis::model::{Busy, GapEnd, MsgEntry};
 
     #[test]
     fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {
@@ -474,5 +509,31 @@ mod tests {
         let times: Vec<_> = m.iter().map(|(_, _, _, seq, t)| (seq, t)).collect();
         assert_eq!(times, vec![(1, 120), (2, 150), (0, 130)]);
         assert!(!m.moved);
+    }
+
+    /// The one-pass check of a stream's items against the window [100,
+    /// 200): kept whole when all overlap it, in order or not; filtered when
+    /// some do not, and the order judged on what is kept.
+    #[test]
+    fn items_are_kept_whole_or_filtered_and_their_order_judged() {
+        let busy = |start, end| Item::Busy { start, end, what: Busy::Operator(1) };
+        let gap = |start, end| Item::Gap { start, end, cause_until: start, next: GapEnd::NoCause };
+        let keys = |v: &[Item]| v.iter().map(|i| (i.start(), i.end())).collect::<Vec<_>>();
+        // In order, all inside (one starts before the window and ends in it).
+        let (v, sorted) = window_intervals(vec![busy(90, 110), gap(110, 150), busy(150, 199)], 100, 200);
+        assert_eq!((keys(&v), sorted), (vec![(90, 110), (110, 150), (150, 199)], true));
+        // The same start, ends out of order: not sorted.
+        let (v, sorted) = window_intervals(vec![busy(120, 150), gap(120, 130)], 100, 200);
+        assert_eq!((keys(&v), sorted), (vec![(120, 150), (120, 130)], false));
+        // Out of order only through an item outside the window: filtered,
+        // then in order.
+        let (v, sorted) = window_intervals(vec![busy(120, 130), busy(300, 310), gap(140, 150)], 100, 200);
+        assert_eq!((keys(&v), sorted), (vec![(120, 130), (140, 150)], true));
+        // Filtered and still out of order.
+        let (v, sorted) = window_intervals(vec![busy(150, 160), busy(10, 20), gap(120, 130)], 100, 200);
+        assert_eq!((keys(&v), sorted), (vec![(150, 160), (120, 130)], false));
+        // An item ending at the window's start does not overlap it.
+        let (v, sorted) = window_intervals(vec![busy(90, 100), busy(100, 110)], 100, 200);
+        assert_eq!((keys(&v), sorted), (vec![(100, 110)], true));
     }
 }
