@@ -4,15 +4,15 @@
 //! A window is analyzed by one thread. Some of its stages do not need each
 //! other's results (the what-if's placement of the window's messages needs
 //! only the graph and the messages; the critical path's summary,
-//! participation and the trace checks need only the graph), so [`join`] offers one of two such
-//! parts to the [`Crew`] and runs the other itself. A thread of the crew
-//! that is free takes the offered part; if none has when the caller is
-//! done with its own, the caller takes it back and runs it, so a window is
-//! never slower than alone by more than the offer (two locks). While it
-//! waits for a part taken elsewhere, the caller helps with any other part
-//! offered meanwhile (the taker may itself offer half of its part): every
-//! part taken is running, and parts do not wait on anything but parts
-//! offered after them, so the waits end.
+//! participation and the trace checks need only the graph), so [`join`]
+//! offers one of two such parts to the [`Crew`] and runs the other itself.
+//! A thread of the crew that is free takes the offered part; if none has
+//! when the caller is done with its own, the caller takes it back and runs
+//! it, so a window is never slower than alone by more than the offer (two
+//! locks). While it waits for a part taken elsewhere, the caller helps with
+//! any other part offered meanwhile (the taker may itself offer half of its
+//! part): every part taken is running, and parts do not wait on anything
+//! but parts offered after them, so the waits end.
 //!
 //! This is the fork-join of work stealing (Blumofe and Leiserson's
 //! scheduler, as Rayon's `join` does it), over the threads a caller

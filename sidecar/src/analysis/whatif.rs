@@ -409,6 +409,7 @@ impl Replay {
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
         let Rules { mut tags, class, last_work, first_time } = rules;
         let Placement { links, lay, first_sent } = placement;
+        assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
         let kept = Slots::kept(&g, &mut tags, &last_work);
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
