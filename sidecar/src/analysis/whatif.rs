@@ -258,15 +258,18 @@ pub struct Rules {
 impl Rules {
     /// The rules of `g`'s vertices.
     pub fn of(g: &Graph) -> Rules {
+        let tags: Vec<u8> = (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect();
+        // (Work, and only work, is timed as work: [`vertex_tag`].)
+        let work = |v: usize| u64::from(tags[v]) == V_WORK;
         Rules {
-            tags: (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect(),
-            class: (0..g.len()).map(|v| if is_work(g, v) { 0 } else { NOT_WORK }).collect(),
+            class: (0..g.len()).map(|v| if work(v) { 0 } else { NOT_WORK }).collect(),
             last_work: g
                 .chains
                 .iter()
-                .map(|&(a, b)| (a..b).rev().find(|&v| is_work(g, v as usize)).unwrap_or(NONE))
+                .map(|&(a, b)| (a..b).rev().find(|&v| work(v as usize)).unwrap_or(NONE))
                 .collect(),
             first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX),
+            tags,
         }
     }
 }
@@ -836,6 +839,8 @@ fn own_push(g: &Graph, v: usize) -> bool {
     v + 1 < g.chains[w].1 as usize && !is_execution(g, v + 1)
 }
 
+/// (The reference replay's; the replay reads work off the vertices' tags.)
+#[cfg(test)]
 fn is_work(g: &Graph, v: usize) -> bool {
     matches!(g.kind[v], EKind::Op(_) | EKind::Span(_) | EKind::Unknown)
 }
