@@ -178,10 +178,7 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
     let mut readers = Vec::new();
     let Inputs::Files(files) = &*shared.inputs else { return readers };
     let settings = &shared.settings;
-    // (Every worker of the process deals the streams out alike: the plan is
-    // a function of the first pass's bytes and the number of workers.)
-    let plan = (peers > 1 && !settings.stream_bytes.is_empty())
-        .then(|| Arc::new(crate::io::StreamPlan::balanced(&settings.stream_bytes, peers)));
+    let plan = shared.stream_plan(peers);
     for (i, p) in files.iter().enumerate() {
         let share = Share { peers, index, file: i, plan: plan.clone() };
         let name = p.display().to_string();

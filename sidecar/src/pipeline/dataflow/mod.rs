@@ -195,6 +195,9 @@ struct Shared {
     /// Each file shared by several workers, read once for all of them
     /// (by the file's position; the error if it could not be opened).
     splitters: Arc<Mutex<std::collections::BTreeMap<usize, Result<Arc<Splitter>, String>>>>,
+    /// Which worker decodes each stream of the files (`None`: by the
+    /// streams' ids), made once by the first worker to ask.
+    stream_plan: Arc<std::sync::OnceLock<Option<Arc<crate::io::StreamPlan>>>>,
     /// The windows posted for analysis by any worker of the process, and
     /// the parts of windows offered ([`Settings::shared_analysis`]).
     job_board: Option<Arc<crate::pipeline::analyst::JobBoard>>,
@@ -248,6 +251,7 @@ impl Shared {
             prints_reports,
             local_workers,
             splitters: Default::default(),
+            stream_plan: Default::default(),
             job_board,
             posts_windows,
         }
@@ -263,6 +267,17 @@ impl Shared {
             Ok(Arc::new(Splitter::new(Box::new(f), share, self.local_workers.clone(), progress)))
         });
         made.clone()
+    }
+
+    /// The files' streams dealt out to `peers` workers by their bytes
+    /// ([`crate::io::StreamPlan`]; `None` with one worker or no first pass):
+    /// the same for every worker, made by the first to ask.
+    fn stream_plan(&self, peers: usize) -> Option<Arc<crate::io::StreamPlan>> {
+        let bytes = &self.settings.stream_bytes;
+        let plan = self.stream_plan.get_or_init(|| {
+            (peers > 1 && !bytes.is_empty()).then(|| Arc::new(crate::io::StreamPlan::balanced(bytes, peers)))
+        });
+        plan.clone()
     }
 
     fn live(&self) -> bool {
