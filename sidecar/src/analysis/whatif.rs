@@ -183,24 +183,16 @@ impl Prediction {
     }
 }
 
-/// How the replay times a point: the tag of a step (bits 32–39; the index
-/// of the vertex or link is in the low 32 bits). A vertex's tag is fixed by
-/// the graph, whatever the speedup.
+/// How the replay times a vertex: its tag. A vertex's tag is fixed by the
+/// graph, whatever the speedup.
 const V_START: u64 = 0; // a chain's first vertex: keeps its time
 const V_WORK: u64 = 1; // work ends: its worker's last point + the (scaled) work
 const V_TERM: u64 = 2; // a wait ends when its ending message now arrives
 const V_KEEP: u64 = 3; // a gap that keeps its duration
 const V_PIN: u64 = 4; // a wait that ends no earlier than it did
-const L_SEND: u64 = 5;
-const L_READ: u64 = 6;
 /// A vertex tag's bit: its replayed time is read after its worker has
 /// passed it (see [`Slots`]).
 const KEEP: u8 = 0x80;
-
-#[inline]
-fn step(tag: u64, ix: usize) -> u64 {
-    (tag << 32) | ix as u64
-}
 
 /// `class` of a vertex whose edge is not work (a start, a wait): a point
 /// inside it is at its start.
@@ -225,8 +217,8 @@ const NOT_WORK: u32 = u32::MAX;
 /// worker's sends and reads a quarter.
 pub struct Replay {
     g: Arc<Graph>,
-    links: Vec<Link>,
-    /// Each worker's sends and reads in time order (built once).
+    /// Each worker's sends and reads in time order (built once), and the
+    /// messages' send times by slot.
     lay: order::Layout,
     /// Per vertex, how the replay times it ([`V_START`]...), and whether
     /// its time is kept ([`KEEP`]).
@@ -278,18 +270,18 @@ impl Rules {
 /// and reads in the order a replay visits them ([`order`]): the half of a
 /// window's layout that needs its messages (the other: [`Rules`]).
 pub struct Placement {
-    links: Vec<Link>,
     lay: order::Layout,
     /// The earliest send (`Ns::MAX`: none).
     first_sent: Ns,
 }
 
 impl Placement {
-    /// `links` placed on `g`'s chains.
+    /// `links` placed on `g`'s chains (the links themselves are not kept:
+    /// each point keeps its time).
     pub fn of(g: &Graph, links: Vec<Link>) -> Placement {
         let lay = order::layout(g, &links);
         let first_sent = links.iter().map(|l| l.sent).min().unwrap_or(Ns::MAX);
-        Placement { links, lay, first_sent }
+        Placement { lay, first_sent }
     }
 }
 
@@ -363,7 +355,8 @@ struct Lanes<'a, const K: usize> {
     from: [Ns; K],
     /// Where the kept vertices' times go.
     slots: &'a Slots,
-    /// Per kept vertex ([`Slots`]) and per link's send, its replayed time.
+    /// Per kept vertex ([`Slots`]) and per message's send (by its slot:
+    /// [`order::Point`]), its replayed time.
     times: Vec<[Ns; K]>,
     sent: Vec<[Ns; K]>,
     /// Per worker, its position, and its last vertex's replayed time.
@@ -374,7 +367,7 @@ struct Lanes<'a, const K: usize> {
     next: Vec<u32>,
     pos: Vec<u32>,
     slot: Vec<u32>,
-    /// Per link, whether its send was replayed.
+    /// Per message (by slot), whether its send was replayed.
     done: Vec<bool>,
 }
 
@@ -411,13 +404,13 @@ impl Replay {
     /// threads at once: `rules` and `placement` of the graph `g`.
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
         let Rules { mut tags, class, last_work, first_time } = rules;
-        let Placement { links, lay, first_sent } = placement;
+        let Placement { lay, first_sent } = placement;
         assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
         let kept = Slots::kept(&g, &mut tags, &last_work);
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
         let first_point = first_time.min(first_sent);
-        Replay { g, links, lay, tags, class, last_work, kept, first_point, measured_ns }
+        Replay { g, lay, tags, class, last_work, kept, first_point, measured_ns }
     }
 
     /// The window graph it replays.
@@ -504,13 +497,13 @@ impl Replay {
             from,
             slots,
             times: vec![[0; K]; slots.len],
-            sent: self.links.iter().map(|l| [l.sent; K]).collect(),
+            sent: self.lay.sent.iter().map(|&t| [t; K]).collect(),
             at: g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect(),
             last: vec![[0; K]; g.chains.len()],
             next: g.chains.iter().map(|c| c.0).collect(),
             pos: self.lay.base.iter().map(|&b| self.lay.bounds[b as usize]).collect(),
             slot: slots.base.clone(),
-            done: vec![false; self.links.len()],
+            done: vec![false; self.lay.sent.len()],
         };
         let mut left = g.len() + self.lay.points.len();
         while left > 0 {
@@ -558,16 +551,15 @@ impl Replay {
         loop {
             if pos < end {
                 let p = lay.points[pos];
-                let m = p as u32 as usize;
-                let l = &self.links[m];
+                let m = p.slot as usize;
                 // The edge's kind: work (its row of scales) or not; past
                 // the chain's end, time passes as measured.
                 let c = if v < e { st.class[v] } else { 0 };
-                if p >> 32 == L_READ {
+                if p.read {
                     if !FORCE && !st.done[m] {
                         break;
                     }
-                    let read = l.read.max(l.sent);
+                    let read = p.t;
                     // (Work no replay speeds up, the most common, apart.)
                     if c == 0 {
                         let (cs, sent) = (&mut st.at[w], &st.sent[m]);
@@ -590,16 +582,16 @@ impl Replay {
                     if c == 0 {
                         let (cs, out) = (&st.at[w], &mut st.sent[m]);
                         for k in 0..K {
-                            if !FROM || l.sent >= st.from[k] {
-                                out[k] = map_plain(&cs[k], l.sent);
+                            if !FROM || p.t >= st.from[k] {
+                                out[k] = map_plain(&cs[k], p.t);
                             }
                         }
                     } else {
                         let (inside, row) = st.row(c);
                         let (cs, out) = (&st.at[w], &mut st.sent[m]);
                         for k in 0..K {
-                            if !FROM || l.sent >= st.from[k] {
-                                out[k] = map(&cs[k], inside, row[k], l.sent);
+                            if !FROM || p.t >= st.from[k] {
+                                out[k] = map(&cs[k], inside, row[k], p.t);
                             }
                         }
                     }

@@ -1,89 +1,25 @@
-//! Each worker's points laid out in the order a replay visits them, built
-//! once per window without sorting them.
+//! Each worker's points laid out in the order a replay visits them, once
+//! per window.
 //!
 //! A replay needs each worker's points (its chain's vertices, its sends
 //! and its reads) in measured-time order; across workers it walks them in
 //! turn, each as far as its dependencies allow ([`super::Replay`]). The
-//! chain is in time order already; each send and read is placed on the
-//! edge it falls on by a bucket index of the chain (O(1) a point), the
-//! points counted into their edges, and each edge's few points put in time
-//! order. Sorting each worker's sends and reads by time instead (they come
-//! in runs, one per channel and peer) took some 118 instructions a point.
+//! chain is in time order already, and the matching makes a data group's
+//! links one after another in sequence order, so a worker's sends to one
+//! peer, and its reads from one, come in time order: a worker's points are
+//! a merge of these runs (a few per peer), swept along its chain to find
+//! the edge each falls on. On 50 M records the merge took 450 ms where
+//! placing each point on its edge by a bucket index of the chain and
+//! counting the points into their edges took 620 ms (their scattered
+//! writes missed the cache), and the standard library's sort of a worker's
+//! runs (it merges the runs it finds) 610 ms.
 
-use super::{step, Link, L_READ, L_SEND};
+use std::cmp::Reverse;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
+
+use super::Link;
 use crate::analysis::graph::Graph;
 use crate::analysis::model::Ns;
-
-/// Where a point at time `x` goes on one worker's chain: before the first
-/// vertex later than `x` (one at the time of a vertex comes after it: a
-/// wait may end on a message sent at that time). Found in O(1) for chains
-/// whose vertices are spread in time: the chain's span cut into about as
-/// many buckets as it has vertices, each bucket's first vertex kept, and a
-/// search inside the bucket.
-struct Placer<'g> {
-    t: &'g [Ns],
-    /// The chain's first and last vertex's times.
-    lo: Ns,
-    hi: Ns,
-    shift: u32,
-    /// Per bucket, the first vertex (relative) at or after its start; one
-    /// more at the end.
-    first: Vec<u32>,
-}
-
-impl<'g> Placer<'g> {
-    fn new(g: &'g Graph, (s, e): (u32, u32)) -> Placer<'g> {
-        let t = &g.t[s as usize..e as usize];
-        let (lo, hi) = match (t.first(), t.last()) {
-            (Some(&a), Some(&b)) => (a, b),
-            _ => (0, 0),
-        };
-        let span = hi - lo;
-        // Buckets of 2^shift ns, about one vertex each.
-        let mut shift = 0;
-        while shift < 63 && (span >> shift) >= t.len().max(1) as u64 {
-            shift += 1;
-        }
-        let buckets = (span >> shift) as usize + 1;
-        let mut first = Vec::with_capacity(buckets + 1);
-        let mut v = 0;
-        for b in 0..buckets as u64 {
-            let start = lo + (b << shift);
-            while v < t.len() && t[v] < start {
-                v += 1;
-            }
-            first.push(v as u32);
-        }
-        first.push(t.len() as u32);
-        Placer { t, lo, hi, shift, first }
-    }
-
-    /// The edge a point at `x` is on: the vertex it leads into, counted
-    /// from the chain's start (the chain's length: past its end).
-    #[inline(always)]
-    fn place(&self, x: Ns) -> u32 {
-        if x < self.lo {
-            return 0;
-        }
-        if x >= self.hi {
-            // (An empty chain's length is 0.)
-            return self.t.len() as u32;
-        }
-        let t = self.t;
-        let k = ((x - self.lo) >> self.shift) as usize;
-        let (mut i, j) = (self.first[k] as usize, self.first[k + 1] as usize);
-        // (The bucket after holds the first vertex past `x` if this one has
-        // none. A bucket holds a vertex or two, unless they come in a
-        // burst: then a search.)
-        if j - i > 8 {
-            return (i + t[i..j].partition_point(|&y| y <= x)) as u32;
-        }
-        while i < j && t[i] <= x {
-            i += 1;
-        }
-        i as u32
-    }
-}
 
 /// Each worker's points in time order, as the replays walk them: its
 /// chain's vertices (strictly increasing), and before each vertex the sends
@@ -92,75 +28,126 @@ impl<'g> Placer<'g> {
 /// each in link order (what a stable sort of the worker's sends, then its
 /// reads, by time gives); after the last vertex, the points past it.
 pub(super) struct Layout {
-    /// The sends and reads as steps ([`super::L_SEND`], [`super::L_READ`]),
-    /// edge after edge, worker after worker.
-    pub points: Vec<u64>,
+    /// The sends and reads, edge after edge, worker after worker.
+    pub points: Vec<Point>,
     /// Per edge (a worker's vertices, then one past its chain's end), where
     /// its points start in `points`; one more at the end.
     pub bounds: Vec<u32>,
     /// Per worker, its first edge in `bounds`.
     pub base: Vec<u32>,
+    /// Per send slot (see [`Point`]), its measured time.
+    pub sent: Vec<Ns>,
 }
 
-/// The window's [`Layout`]: a counting sort of the sends and reads by the
-/// edge they are on, then each edge's few points sorted by time (most often
-/// they are already).
+/// A send or a read at its measured time `t` (a read: no earlier than its
+/// send), and its message's slot: where its send is among the window's
+/// sends in the layout's order (worker after worker, each in time order).
+/// The time is kept beside the point, not read from its link where the
+/// walk needs it, and a message's replayed send time is kept at its slot,
+/// not at its link's index: the links are in the matching's order, not
+/// the walk's, and reaching each point's link cost a cache miss a point
+/// (docs/performance.md, "What-if: accuracy and cost").
+///
+/// Ordered as the walk takes them: by time, at the same time sends before
+/// reads (`slot` is the link's index until the layout renumbers it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Point {
+    pub t: Ns,
+    pub read: bool,
+    pub slot: u32,
+}
+
+/// The window's [`Layout`]: per worker, its runs of sends and of reads
+/// merged in time order (of equal times, sends first, each in link order),
+/// its chain's vertices met in the same sweep, and the messages numbered by
+/// their sends' order.
 pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
-    let nw = g.chains.len();
-    let placers: Vec<Placer> = g.chains.iter().map(|&c| Placer::new(g, c)).collect();
-    let mut base = Vec::with_capacity(nw + 1);
-    base.push(0u32);
-    for &(s, e) in &g.chains {
-        base.push(base.last().unwrap() + (e - s) + 1);
-    }
-    let slots = base[nw] as usize;
-    let ok = |l: &Link| (l.src as usize) < nw && (l.dst as usize) < nw;
-    // Per link, the edge of its send and of its read; per edge, its count
-    // (at `bounds[edge + 2]`: summed, `bounds[edge + 1]` is where the edge
-    // starts, and once its points are in, where the next one does).
-    let mut edge: Vec<[u32; 2]> = Vec::with_capacity(links.len());
-    let mut bounds = vec![0u32; slots + 2];
-    for l in links {
-        if ok(l) {
-            let (i, j) = (l.src as usize, l.dst as usize);
-            let e = [base[i] + placers[i].place(l.sent), base[j] + placers[j].place(l.read.max(l.sent))];
-            bounds[e[0] as usize + 2] += 1;
-            bounds[e[1] as usize + 2] += 1;
-            edge.push(e);
-        } else {
-            edge.push([0; 2]);
-        }
-    }
-    for k in 2..bounds.len() {
-        bounds[k] += bounds[k - 1];
-    }
-    let mut points: Vec<u64> = vec![0; bounds[slots + 1] as usize];
-    for (side, tag) in [(0, L_SEND), (1, L_READ)] {
-        for (m, (l, e)) in links.iter().zip(&edge).enumerate() {
-            if ok(l) {
-                let k = &mut bounds[e[side] as usize + 1];
-                points[*k as usize] = step(tag, m);
-                *k += 1;
+    let runs = runs_by_worker(links, g.chains.len());
+    let mut points = Vec::with_capacity(2 * links.len());
+    let mut bounds = Vec::with_capacity(g.len() + g.chains.len() + 1);
+    let mut base = Vec::with_capacity(g.chains.len());
+    let mut heads = BinaryHeap::new();
+    // (The sends are numbered as they are laid out; a read, which may come
+    // before its send is laid out, is renumbered after.)
+    let (mut slot_of, mut sent) = (vec![0u32; links.len()], Vec::with_capacity(links.len()));
+    for (&(s, e), runs) in g.chains.iter().zip(&runs) {
+        let t = &g.t[s as usize..e as usize];
+        base.push(bounds.len() as u32);
+        bounds.push(points.len() as u32);
+        let point = |r: &Run, m: u32| {
+            let l = &links[m as usize];
+            let t = if r.read { l.read.max(l.sent) } else { l.sent };
+            Reverse(Point { t, read: r.read, slot: m })
+        };
+        heads.extend(runs.iter().enumerate().map(|(i, r)| (point(r, r.from), i)));
+        let mut v = 0;
+        while let Some(mut head) = heads.peek_mut() {
+            let (Reverse(p), i) = *head;
+            // (A point goes before the first vertex later than it: one at
+            // the time of a vertex comes after it, as a wait may end on a
+            // message sent at that time.)
+            while v < t.len() && t[v] <= p.t {
+                v += 1;
+                bounds.push(points.len() as u32);
+            }
+            if p.read {
+                points.push(p);
+            } else {
+                slot_of[p.slot as usize] = sent.len() as u32;
+                points.push(Point { slot: sent.len() as u32, ..p });
+                sent.push(p.t);
+            }
+            let r = &runs[i];
+            if p.slot + 1 < r.to {
+                *head = (point(r, p.slot + 1), i);
+            } else {
+                PeekMut::pop(head);
             }
         }
+        bounds.extend(std::iter::repeat_n(points.len() as u32, t.len() - v));
     }
-    bounds.pop();
-    let time = |p: &u64| {
-        let l = &links[*p as u32 as usize];
-        if *p >> 32 == L_READ {
-            l.read.max(l.sent)
-        } else {
-            l.sent
-        }
+    bounds.push(points.len() as u32);
+    for p in points.iter_mut().filter(|p| p.read) {
+        p.slot = slot_of[p.slot as usize];
+    }
+    Layout { points, bounds, base, sent }
+}
+
+/// Links `from..to` of one (sender, receiver), their sends (or, `read`,
+/// their reads) in time order.
+struct Run {
+    from: u32,
+    to: u32,
+    read: bool,
+}
+
+/// Per worker, the runs of its sends and of its reads. The matching makes
+/// a data group's links one after another, in sequence order (in which both
+/// sends and reads are in time order): every stretch of links between the
+/// same two workers, in time order on both sides, is a run. (A link naming
+/// a worker not in the window is in none.)
+fn runs_by_worker(links: &[Link], workers: usize) -> Vec<Vec<Run>> {
+    let mut runs: Vec<Vec<Run>> = (0..workers).map(|_| Vec::new()).collect();
+    let ok = |l: &Link| (l.src as usize) < workers && (l.dst as usize) < workers;
+    let follows = |a: &Link, b: &Link| {
+        (a.src, a.dst) == (b.src, b.dst) && a.sent <= b.sent && a.read.max(a.sent) <= b.read.max(b.sent)
     };
-    for w in bounds.windows(2).filter(|w| w[1] - w[0] > 1) {
-        let edge = &mut points[w[0] as usize..w[1] as usize];
-        if !edge.is_sorted_by_key(time) {
-            edge.sort_by_key(time);
+    let mut m = 0;
+    while m < links.len() {
+        if !ok(&links[m]) {
+            m += 1;
+            continue;
         }
+        let from = m;
+        m += 1;
+        while m < links.len() && follows(&links[m - 1], &links[m]) {
+            m += 1;
+        }
+        let (from, to, l) = (from as u32, m as u32, &links[from]);
+        runs[l.src as usize].push(Run { from, to, read: false });
+        runs[l.dst as usize].push(Run { from, to, read: true });
     }
-    base.pop();
-    Layout { points, bounds, base }
+    runs
 }
 
 #[cfg(test)]
@@ -170,28 +157,67 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The bucket index places a point where a search of the whole
-        /// chain does (before the first vertex later than it), for chains
-        /// spread evenly, in bursts, or over a huge span, and points before,
-        /// on, between and past its vertices.
+        /// The merged runs give each worker's points as a sort of all of
+        /// them by (time, send before read, link) does, and each on the edge
+        /// before its worker's first vertex later than it: for links in
+        /// runs, out of order, at and between vertices' times, past the
+        /// chains' ends, and naming workers not in the window.
         #[test]
-        fn a_point_is_placed_where_a_search_of_the_chain_puts_it(
-            gaps in proptest::collection::vec(prop_oneof![1u64..4, 1u64..1_000, Just(1u64 << 50)], 1..60),
-            xs in proptest::collection::vec(any::<u64>(), 1..40),
+        fn a_layout_is_each_workers_points_sorted_and_placed(
+            chains in proptest::collection::vec(proptest::collection::vec(prop_oneof![1u64..4, 1u64..100, Just(1u64 << 40)], 0..30), 1..5),
+            raw in proptest::collection::vec((0u32..6, 0u64..300, 0u32..6, 0u64..300), 0..80),
+            runs in any::<bool>(),
         ) {
-            let mut b = GraphBuilder::new((0, u64::MAX), 1);
-            let mut t = 5;
-            for d in &gaps {
-                b.segment(0, t, t + d, EKind::Op(1));
-                t += d;
+            let mut b = GraphBuilder::new((0, u64::MAX), chains.len());
+            for (w, gaps) in chains.iter().enumerate() {
+                let mut t = 5;
+                for d in gaps {
+                    b.segment(w, t, t + d, EKind::Op(1));
+                    t += d;
+                }
             }
             let g = b.build();
-            let p = Placer::new(&g, g.chains[0]);
-            let ts = &g.t[g.chains[0].0 as usize..g.chains[0].1 as usize];
-            let near = ts.iter().flat_map(|&t| [t.saturating_sub(1), t, t + 1]);
-            for x in xs.iter().map(|x| x % (t + 10)).chain(near).chain([0, u64::MAX]) {
-                prop_assert_eq!(p.place(x) as usize, ts.partition_point(|&y| y <= x), "{}", x);
+            let mut links: Vec<Link> = raw.iter().map(|&(src, sent, dst, read)| Link { src, sent, dst, read }).collect();
+            if runs {
+                // (As the matching makes them: by workers, in time order.)
+                links.sort_by_key(|l| (l.src, l.dst, l.sent, l.read));
             }
+            let lay = layout(&g, &links);
+            let nw = g.chains.len();
+            let mut expect = Vec::new();
+            let mut bounds = Vec::new();
+            for (w, &(s, e)) in g.chains.iter().enumerate() {
+                let mut ps: Vec<Point> = Vec::new();
+                for (m, l) in links.iter().enumerate() {
+                    if (l.src as usize) < nw && (l.dst as usize) < nw {
+                        if l.src as usize == w {
+                            ps.push(Point { t: l.sent, read: false, slot: m as u32 });
+                        }
+                        if l.dst as usize == w {
+                            ps.push(Point { t: l.read.max(l.sent), read: true, slot: m as u32 });
+                        }
+                    }
+                }
+                ps.sort();
+                let ts = &g.t[s as usize..e as usize];
+                for k in 0..=ts.len() {
+                    bounds.push((expect.len() + ps.iter().filter(|p| ts.partition_point(|&y| y <= p.t) < k).count()) as u32);
+                }
+                expect.extend(ps);
+            }
+            bounds.push(expect.len() as u32);
+            // (The sends' slots number them in the layout's order; a read
+            // names its send's.)
+            let mut link_of = Vec::new();
+            for (p, e) in lay.points.iter().zip(&expect).filter(|(_, e)| !e.read) {
+                prop_assert_eq!(p.slot as usize, link_of.len());
+                prop_assert_eq!(lay.sent[link_of.len()], e.t);
+                link_of.push(e.slot);
+            }
+            prop_assert_eq!(lay.sent.len(), link_of.len());
+            let renamed: Vec<Point> = lay.points.iter().map(|p| Point { slot: link_of[p.slot as usize], ..*p }).collect();
+            prop_assert_eq!(&renamed, &expect);
+            prop_assert_eq!(&lay.bounds, &bounds);
         }
     }
 }
