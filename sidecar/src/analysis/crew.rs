@@ -79,6 +79,15 @@ impl Crew {
         }
     }
 
+    /// Waits until a part is offered (and not yet taken), at most
+    /// `timeout`.
+    pub fn wait_for_offer(&self, timeout: std::time::Duration) {
+        let offered = self.offered.lock().unwrap();
+        if offered.is_empty() {
+            let _ = self.changed.wait_timeout(offered, timeout).unwrap();
+        }
+    }
+
     /// Whether a part is offered and not yet taken.
     pub fn has_offers(&self) -> bool {
         !self.offered.lock().unwrap().is_empty()

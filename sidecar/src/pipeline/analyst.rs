@@ -142,6 +142,29 @@ impl Analyst {
         Some(self.returned(r))
     }
 
+    /// [`Analyst::wait`], running meanwhile the parts of the analysis that
+    /// the thread offers to `board`'s crew (it offers them to this worker,
+    /// which has nothing else to do while it waits).
+    pub fn wait_helping(&mut self, board: Option<&JobBoard>) -> Option<Done> {
+        let Some(board) = board else { return self.wait() };
+        loop {
+            if self.in_flight.is_empty() {
+                return None;
+            }
+            match self.done.try_recv() {
+                Ok(r) => return Some(self.returned(r)),
+                Err(TryRecvError::Disconnected) => return Some(self.returned(Err("its thread ended".into()))),
+                Err(TryRecvError::Empty) => {
+                    // (A result does not signal the crew: its wait is
+                    // cut short instead, a millisecond at most.)
+                    if !board.help() {
+                        board.wait_for_offer(std::time::Duration::from_millis(1));
+                    }
+                }
+            }
+        }
+    }
+
     /// A result taken. A failed analysis panics here, on the worker, with
     /// the analysis's message, as if it had run here: the run then ends as
     /// after any worker's panic, and names it.
@@ -190,7 +213,11 @@ impl Drop for Analyst {
 /// The same workers also take parts of a window's analysis that its
 /// analyzing thread offers (the [`Crew`]): a worker with nothing to read
 /// runs one of those before a whole window, since a window being analyzed
-/// waits for it.
+/// waits for it. With analysis threads no window is posted, but their
+/// parts are offered all the same, and a worker takes them while it waits
+/// for its thread ([`Analyst::wait_helping`]) or its source is throttled
+/// (offline `-w 1` on two cores: the worker's ingest is done before the
+/// thread's analyses are, and would otherwise wait idle).
 #[derive(Default)]
 pub struct JobBoard {
     posted: Mutex<VecDeque<Posted>>,
@@ -252,6 +279,11 @@ impl JobBoard {
     /// it, if one is; whether there was one.
     pub fn help(&self) -> bool {
         self.crew.take()
+    }
+
+    /// Waits until a part is offered, at most `timeout`.
+    pub fn wait_for_offer(&self, timeout: std::time::Duration) {
+        self.crew.wait_for_offer(timeout);
     }
 
     /// Whether neither a window nor a part of one waits.
@@ -491,6 +523,39 @@ mod tests {
             let here = crate::analysis::causality::analyze_window(7, window, width, frags, None, None, None);
             assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
         }
+    }
+
+    /// A worker waiting for its analysis thread runs the parts of the
+    /// window that the thread offers, and the reports are those analyzed
+    /// alone.
+    #[test]
+    fn a_worker_waiting_for_its_analysis_thread_runs_the_parts_it_offers() {
+        let width = 5_000_000;
+        let windows = windows(width);
+        let board = JobBoard::default();
+        let mut a = Analyst::start(width, || {}).unwrap();
+        // (Until the waiting thread has taken some parts: it is woken by
+        // each offer, while the analysis thread works on its own half.)
+        for round in 0..20 {
+            for (i, (window, frags)) in windows.iter().enumerate() {
+                let key = (round * 1000 + i as u64, 5);
+                let crew = Some(board.crew());
+                a.submit(Job { key, window: *window, frags: frags.clone(), detail: false, what_if: None, crew });
+                let d = a.wait_helping(Some(&board)).expect("one job in flight");
+                assert_eq!(d.key, key);
+                let here =
+                    crate::analysis::causality::analyze_window(5, *window, width, frags.clone(), None, None, None);
+                assert_eq!(serde_json::to_string(&d.report).unwrap(), serde_json::to_string(&here).unwrap());
+            }
+            if board.parts().1 > 0 {
+                break;
+            }
+        }
+        assert!(a.wait_helping(Some(&board)).is_none(), "nothing in flight");
+        let (offered, taken) = board.parts();
+        assert!(offered >= windows.len() as u64, "each window offers its what-if layout: {offered}");
+        assert!(taken > 0, "the waiting worker takes parts offered ({taken} of {offered})");
+        assert!(board.is_empty());
     }
 
     /// A panic in an analysis wakes the caller, whose next look at the

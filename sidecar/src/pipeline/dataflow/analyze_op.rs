@@ -59,7 +59,7 @@ where
                 r.map_err(|e| crate::say!("sidecar: no analysis thread ({e}): analyzing on the worker")).ok()
             });
         link.set_analysis_thread(analyst.is_some());
-        let board = shared.job_board.clone().filter(|_| analyst.is_none());
+        let board = shared.job_board.clone();
         let shared_jobs = board.map(|board| {
             let wake = scope.worker().sync_activator_for(info.address.to_vec());
             let taker = wake.clone();
@@ -273,8 +273,9 @@ impl WindowOwner {
             }
             match self.analyst.as_mut() {
                 Some(a) => {
+                    let board = self.shared_jobs.as_ref().map(|sj| &*sj.board);
                     while !a.has_room() {
-                        out.extend(a.wait().and_then(|d| {
+                        out.extend(a.wait_helping(board).and_then(|d| {
                             report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
                         }));
                     }
@@ -306,9 +307,10 @@ impl WindowOwner {
             // The first report must be out (and counted) before the
             // revision replaces it.
             if let Some(a) = self.analyst.as_mut().filter(|_| self.retained.awaits_report(key)) {
+                let board = self.shared_jobs.as_ref().map(|sj| &*sj.board);
                 while a.holds(time) {
                     out.extend(
-                        a.wait()
+                        a.wait_helping(board)
                             .and_then(|d| report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)),
                     );
                 }

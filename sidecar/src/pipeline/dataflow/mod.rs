@@ -78,10 +78,12 @@ pub struct Settings {
     /// ([`crate::pipeline::analyst::Analyst`]) while the worker ingests the next: for
     /// a spare core.
     pub analysis_thread: bool,
-    /// Without analysis threads, with several workers in the process: a
+    /// With several workers in the process, or analysis threads: a
     /// window's analysis offers parts of itself to the workers that have
-    /// nothing to read ([`crate::analysis::crew::Crew`]), and offline a
-    /// whole window is analyzed by whichever of them has nothing to read
+    /// nothing to read ([`crate::analysis::crew::Crew`]; with analysis
+    /// threads, a worker waiting for its thread's analysis, or whose source
+    /// is throttled until it ends). Without analysis threads, offline, a
+    /// whole window is analyzed by whichever worker has nothing to read
     /// ([`crate::pipeline::analyst::JobBoard`]), not always by its owner.
     /// (Whole windows stay with their owners live, where a late record
     /// revises its window there, and with a timeline export or the
@@ -211,8 +213,8 @@ struct Shared {
 /// whether whole windows are posted to it too (offline, with no output
 /// whose details must come in window order).
 fn analysis_sharing(settings: &Settings, offline: bool, local_workers: usize, details: bool) -> (bool, bool) {
-    let board = settings.shared_analysis && !settings.analysis_thread && local_workers > 1;
-    (board, board && offline && !details)
+    let board = settings.shared_analysis && (settings.analysis_thread || local_workers > 1);
+    (board, board && !settings.analysis_thread && offline && !details)
 }
 
 impl Shared {
@@ -406,8 +408,9 @@ mod tests {
     }
 
     /// Live, and offline with the dashboard or a timeline export, windows
-    /// stay with their owners but still offer their parts; one worker, an
-    /// analysis thread per worker, or sharing turned off share nothing.
+    /// stay with their owners but still offer their parts; so do windows
+    /// analyzed on analysis threads (to their workers, even one); one
+    /// worker without them, or sharing turned off, share nothing.
     #[test]
     fn windows_are_posted_offline_and_their_parts_offered_wherever_workers_are_several() {
         let on = settings(true, false);
@@ -416,7 +419,11 @@ mod tests {
         assert_eq!(analysis_sharing(&on, true, 2, true), (true, false));
         assert_eq!(analysis_sharing(&on, true, 1, false), (false, false));
         assert_eq!(analysis_sharing(&on, false, 1, false), (false, false));
-        assert_eq!(analysis_sharing(&settings(true, true), true, 2, false), (false, false));
+        let threads = settings(true, true);
+        assert_eq!(analysis_sharing(&threads, true, 2, false), (true, false));
+        assert_eq!(analysis_sharing(&threads, true, 1, false), (true, false));
+        assert_eq!(analysis_sharing(&threads, false, 1, false), (true, false));
         assert_eq!(analysis_sharing(&settings(false, false), false, 4, false), (false, false));
+        assert_eq!(analysis_sharing(&settings(false, true), true, 1, false), (false, false));
     }
 }
