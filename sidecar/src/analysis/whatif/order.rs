@@ -63,6 +63,7 @@ pub(super) struct Point {
 /// their sends' order.
 pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     let runs = runs_by_worker(links, g.chains.len());
+    assert!(runs.iter().all(|r| r.len() <= RUN_MASK), "a worker's runs fit their key");
     let mut points = Vec::with_capacity(2 * links.len());
     let mut bounds = Vec::with_capacity(g.len() + g.chains.len() + 1);
     let mut base = Vec::with_capacity(g.chains.len());
@@ -74,15 +75,19 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
         let t = &g.t[s as usize..e as usize];
         base.push(bounds.len() as u32);
         bounds.push(points.len() as u32);
-        let point = |r: &Run, m: u32| {
-            let l = &links[m as usize];
+        // (Each run's head keyed in one integer, compared at once: its
+        // time, then sends before reads, then its link, then its run.)
+        let head = |i: usize, m: u32| {
+            let (r, l) = (&runs[i], &links[m as usize]);
             let t = if r.read { l.read.max(l.sent) } else { l.sent };
-            Reverse(Point { t, read: r.read, slot: m })
+            Reverse((t as u128) << 64 | (r.read as u128) << 63 | (m as u128) << 31 | i as u128)
         };
-        heads.extend(runs.iter().enumerate().map(|(i, r)| (point(r, r.from), i)));
+        heads.extend((0..runs.len()).map(|i| head(i, runs[i].from)));
         let mut v = 0;
-        while let Some(mut head) = heads.peek_mut() {
-            let (Reverse(p), i) = *head;
+        while let Some(mut top) = heads.peek_mut() {
+            let Reverse(key) = *top;
+            let (i, m) = ((key as usize) & RUN_MASK, (key >> 31) as u32);
+            let p = Point { t: (key >> 64) as Ns, read: runs[i].read, slot: m };
             // (A point goes before the first vertex later than it: one at
             // the time of a vertex comes after it, as a wait may end on a
             // message sent at that time.)
@@ -93,15 +98,14 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
             if p.read {
                 points.push(p);
             } else {
-                slot_of[p.slot as usize] = sent.len() as u32;
+                slot_of[m as usize] = sent.len() as u32;
                 points.push(Point { slot: sent.len() as u32, ..p });
                 sent.push(p.t);
             }
-            let r = &runs[i];
-            if p.slot + 1 < r.to {
-                *head = (point(r, p.slot + 1), i);
+            if m + 1 < runs[i].to {
+                *top = head(i, m + 1);
             } else {
-                PeekMut::pop(head);
+                PeekMut::pop(top);
             }
         }
         bounds.extend(std::iter::repeat_n(points.len() as u32, t.len() - v));
@@ -112,6 +116,10 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     }
     Layout { points, bounds, base, sent }
 }
+
+/// The bits of a run's index in a head's key (a worker has fewer runs than
+/// links, and the links' indices are `u32`s).
+const RUN_MASK: usize = (1 << 31) - 1;
 
 /// Links `from..to` of one (sender, receiver), their sends (or, `read`,
 /// their reads) in time order.
