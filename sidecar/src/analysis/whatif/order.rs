@@ -8,14 +8,12 @@
 //! links one after another in sequence order, so a worker's sends to one
 //! peer, and its reads from one, come in time order: a worker's points are
 //! a merge of these runs (a few per peer), swept along its chain to find
-//! the edge each falls on. On 50 M records the merge took 450 ms where
-//! placing each point on its edge by a bucket index of the chain and
-//! counting the points into their edges took 620 ms (their scattered
-//! writes missed the cache), and the standard library's sort of a worker's
-//! runs (it merges the runs it finds) 610 ms.
-
-use std::cmp::Reverse;
-use std::collections::binary_heap::{BinaryHeap, PeekMut};
+//! the edge each falls on. On 50 M records (17 windows) the merge takes
+//! 250 ms, where placing each point on its edge by a bucket index of the
+//! chain and counting the points into their edges took 620 ms (their
+//! scattered writes missed the cache), the standard library's sort of a
+//! worker's runs (it merges the runs it finds) 610 ms, and a binary heap of
+//! the runs' heads 365 ms.
 
 use super::Link;
 use crate::analysis::graph::Graph;
@@ -63,11 +61,9 @@ pub(super) struct Point {
 /// their sends' order.
 pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     let runs = runs_by_worker(links, g.chains.len());
-    assert!(runs.iter().all(|r| r.len() <= RUN_MASK), "a worker's runs fit their key");
     let mut points = Vec::with_capacity(2 * links.len());
     let mut bounds = Vec::with_capacity(g.len() + g.chains.len() + 1);
     let mut base = Vec::with_capacity(g.chains.len());
-    let mut heads = BinaryHeap::new();
     // (The sends are numbered as they are laid out; a read, which may come
     // before its send is laid out, is renumbered after.)
     let (mut slot_of, mut sent) = (vec![0u32; links.len()], Vec::with_capacity(links.len()));
@@ -76,17 +72,16 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
         base.push(bounds.len() as u32);
         bounds.push(points.len() as u32);
         // (Each run's head keyed in one integer, compared at once: its
-        // time, then sends before reads, then its link, then its run.)
+        // time, then sends before reads, then its link.)
         let head = |i: usize, m: u32| {
             let (r, l) = (&runs[i], &links[m as usize]);
             let t = if r.read { l.read.max(l.sent) } else { l.sent };
-            Reverse((t as u128) << 64 | (r.read as u128) << 63 | (m as u128) << 31 | i as u128)
+            (t as u128) << 64 | (r.read as u128) << 32 | m as u128
         };
-        heads.extend((0..runs.len()).map(|i| head(i, runs[i].from)));
+        let mut heads = Tournament::new((0..runs.len()).map(|i| head(i, runs[i].from)).collect());
         let mut v = 0;
-        while let Some(mut top) = heads.peek_mut() {
-            let Reverse(key) = *top;
-            let (i, m) = ((key as usize) & RUN_MASK, (key >> 31) as u32);
+        while let Some((i, key)) = heads.first() {
+            let m = key as u32;
             let p = Point { t: (key >> 64) as Ns, read: runs[i].read, slot: m };
             // (A point goes before the first vertex later than it: one at
             // the time of a vertex comes after it, as a wait may end on a
@@ -102,11 +97,7 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
                 points.push(Point { slot: sent.len() as u32, ..p });
                 sent.push(p.t);
             }
-            if m + 1 < runs[i].to {
-                *top = head(i, m + 1);
-            } else {
-                PeekMut::pop(top);
-            }
+            heads.replace_first(if m + 1 < runs[i].to { head(i, m + 1) } else { Tournament::DONE });
         }
         bounds.extend(std::iter::repeat_n(points.len() as u32, t.len() - v));
     }
@@ -117,9 +108,65 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     Layout { points, bounds, base, sent }
 }
 
-/// The bits of a run's index in a head's key (a worker has fewer runs than
-/// links, and the links' indices are `u32`s).
-const RUN_MASK: usize = (1 << 31) - 1;
+/// The heads of `k` sorted runs, the least first: a tournament of losers
+/// (Knuth, TAOCP vol. 3, §5.4.1), which replaces the least with its run's
+/// next in log2 k comparisons, one a level (a binary heap's sift makes two).
+struct Tournament {
+    /// Per run, its head (a leaf; [`Tournament::DONE`] past its end, and for
+    /// the leaves that pad `k` to a power of two).
+    keys: Vec<u128>,
+    /// Per inner node (1.. ; node `n`'s children are `2n` and `2n + 1`, the
+    /// leaves `len..2 len`), the run that lost there.
+    losers: Vec<u32>,
+    /// The run whose head is the least.
+    winner: u32,
+}
+
+impl Tournament {
+    /// A run's head once it has none.
+    const DONE: u128 = u128::MAX;
+
+    fn new(mut keys: Vec<u128>) -> Tournament {
+        let len = keys.len().next_power_of_two();
+        keys.resize(len, Self::DONE);
+        // (Played bottom up: each node's winner goes up, its loser stays.)
+        let mut won = vec![0u32; 2 * len];
+        let mut losers = vec![0u32; len];
+        for (i, w) in won[len..].iter_mut().enumerate() {
+            *w = i as u32;
+        }
+        for n in (1..len).rev() {
+            let (a, b) = (won[2 * n], won[2 * n + 1]);
+            (won[n], losers[n]) = if keys[a as usize] <= keys[b as usize] { (a, b) } else { (b, a) };
+        }
+        Tournament { winner: won[1], keys, losers }
+    }
+
+    /// The least head: its run and its key (`None`: every run is done).
+    #[inline]
+    fn first(&self) -> Option<(usize, u128)> {
+        let k = *self.keys.get(self.winner as usize)?;
+        (k != Self::DONE).then_some((self.winner as usize, k))
+    }
+
+    /// The least head's run's next head is `key`.
+    #[inline]
+    fn replace_first(&mut self, key: u128) {
+        let (mut w, mut kw) = (self.winner, key);
+        self.keys[w as usize] = key;
+        let mut n = (self.keys.len() + w as usize) / 2;
+        while n >= 1 {
+            let l = self.losers[n];
+            let kl = self.keys[l as usize];
+            if kl < kw {
+                self.losers[n] = w;
+                (w, kw) = (l, kl);
+            }
+            n /= 2;
+        }
+        self.winner = w;
+    }
+}
 
 /// Links `from..to` of one (sender, receiver), their sends (or, `read`,
 /// their reads) in time order.
