@@ -110,7 +110,9 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
 
 /// The heads of `k` sorted runs, the least first: a tournament of losers
 /// (Knuth, TAOCP vol. 3, §5.4.1), which replaces the least with its run's
-/// next in log2 k comparisons, one a level (a binary heap's sift makes two).
+/// next in log2 k comparisons, one a level (a binary heap's sift makes two:
+/// the standard library's `BinaryHeap`, measured in its place, took 365 ms
+/// where this takes 250 ms; see the module's note).
 struct Tournament {
     /// Per run, its head (a leaf; [`Tournament::DONE`] past its end, and for
     /// the leaves that pad `k` to a power of two).
@@ -212,6 +214,28 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// The tournament hands out the heads of sorted runs (some empty,
+        /// some with equal keys) in the order one sort of all of them gives.
+        #[test]
+        fn a_tournament_merges_runs_as_a_sort_does(
+            runs in proptest::collection::vec(proptest::collection::vec(0u128..50, 0..20), 0..12),
+        ) {
+            let runs: Vec<Vec<u128>> = runs.into_iter().map(|mut r| { r.sort(); r }).collect();
+            let mut next = vec![0; runs.len()];
+            let head = |i: usize, k: usize| runs[i].get(k).copied().unwrap_or(Tournament::DONE);
+            let mut t = Tournament::new((0..runs.len()).map(|i| head(i, 0)).collect());
+            let mut got = Vec::new();
+            while let Some((i, key)) = t.first() {
+                prop_assert_eq!(key, runs[i][next[i]]);
+                got.push(key);
+                next[i] += 1;
+                t.replace_first(head(i, next[i]));
+            }
+            let mut all: Vec<u128> = runs.concat();
+            all.sort();
+            prop_assert_eq!(got, all);
+        }
+
         /// The merged runs give each worker's points as a sort of all of
         /// them by (time, send before read, link) does, and each on the edge
         /// before its worker's first vertex later than it: for links in

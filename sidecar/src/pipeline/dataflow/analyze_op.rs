@@ -384,7 +384,8 @@ impl WindowOwner {
 struct SharedJobs {
     board: Arc<JobBoard>,
     /// Whether whole windows are posted ([`Shared::posts_windows`]); else
-    /// they are analyzed here, offering their parts.
+    /// they are analyzed here (or on this worker's analysis thread),
+    /// offering their parts.
     posts: bool,
     /// Where the analyses of this worker's windows come back.
     reply: std::sync::mpsc::Sender<Done>,
