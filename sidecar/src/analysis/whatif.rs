@@ -90,6 +90,14 @@ pub struct Link {
     pub read: Ns,
 }
 
+impl Link {
+    /// When the replay takes its read: when it was read, and never before
+    /// it was sent (clock trouble).
+    pub(crate) fn read_at(&self) -> Ns {
+        self.read.max(self.sent)
+    }
+}
+
 /// One item of a speedup spec: `[wN:]NAME=FACTOR`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Speedup {

@@ -75,7 +75,7 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
         // time, then sends before reads, then its link.)
         let head = |i: usize, m: u32| {
             let (r, l) = (&runs[i], &links[m as usize]);
-            let t = if r.read { l.read.max(l.sent) } else { l.sent };
+            let t = if r.read { l.read_at() } else { l.sent };
             (t as u128) << 64 | (r.read as u128) << 32 | m as u128
         };
         let mut heads = Tournament::new((0..runs.len()).map(|i| head(i, runs[i].from)).collect());
@@ -186,9 +186,8 @@ struct Run {
 fn runs_by_worker(links: &[Link], workers: usize) -> Vec<Vec<Run>> {
     let mut runs: Vec<Vec<Run>> = (0..workers).map(|_| Vec::new()).collect();
     let ok = |l: &Link| (l.src as usize) < workers && (l.dst as usize) < workers;
-    let follows = |a: &Link, b: &Link| {
-        (a.src, a.dst) == (b.src, b.dst) && a.sent <= b.sent && a.read.max(a.sent) <= b.read.max(b.sent)
-    };
+    let follows =
+        |a: &Link, b: &Link| (a.src, a.dst) == (b.src, b.dst) && a.sent <= b.sent && a.read_at() <= b.read_at();
     let mut m = 0;
     while m < links.len() {
         if !ok(&links[m]) {
@@ -273,7 +272,7 @@ mod tests {
                             ps.push(Point { t: l.sent, read: false, slot: m as u32 });
                         }
                         if l.dst as usize == w {
-                            ps.push(Point { t: l.read.max(l.sent), read: true, slot: m as u32 });
+                            ps.push(Point { t: l.read_at(), read: true, slot: m as u32 });
                         }
                     }
                 }

@@ -63,7 +63,7 @@ impl<'g> Sorted<'g> {
         for (m, l) in links.iter().enumerate() {
             if (l.src as usize) < g.chains.len() && (l.dst as usize) < g.chains.len() {
                 keyed.push(key(l.sent, SEND, 0, m));
-                keyed.push(key(l.read.max(l.sent), READ, 0, m));
+                keyed.push(key(l.read_at(), READ, 0, m));
             }
         }
         keyed.sort();
@@ -119,7 +119,7 @@ impl<'g> Sorted<'g> {
                 _ => {
                     let l = self.links[ix];
                     let c = &mut at[l.dst as usize];
-                    let read = l.read.max(l.sent);
+                    let read = l.read_at();
                     if self.map(c, l.dst as usize, read, scales) < sent[ix] {
                         // Read before it is sent: the execution stalls there.
                         (c.a, c.b) = (read, sent[ix]);
@@ -137,7 +137,7 @@ impl<'g> Sorted<'g> {
         match p >> 62 {
             WORK | WAIT_END => self.g.t[ix],
             SEND => self.links[ix].sent,
-            _ => self.links[ix].read.max(self.links[ix].sent),
+            _ => self.links[ix].read_at(),
         }
     }
 
