@@ -358,7 +358,7 @@ struct Lanes<'a, const K: usize> {
     /// Per vertex, the class of its work ([`Replay::classes`]).
     class: &'a [u32],
     /// Per class, what each replay scales it by.
-    scale: Vec<[f64; K]>,
+    scale: Vec<[Scale; K]>,
     /// Where each replay starts.
     from: [Ns; K],
     /// Where the kept vertices' times go.
@@ -367,28 +367,25 @@ struct Lanes<'a, const K: usize> {
     /// [`order::Point`]), its replayed time.
     times: Vec<[Ns; K]>,
     sent: Vec<[Ns; K]>,
-    /// Per worker, its position, and its last vertex's replayed time.
-    at: Vec<[Cursor; K]>,
-    last: Vec<[Ns; K]>,
-    /// Per worker, its next vertex, its next send or read in the layout,
-    /// and its next kept vertex's slot.
+    /// Per worker, where each replay stands ([`Standing`]).
+    at: Vec<Standing<K>>,
+    /// Per worker, its next vertex, and its next send or read in the
+    /// layout.
     next: Vec<u32>,
     pos: Vec<u32>,
-    slot: Vec<u32>,
     /// Per message (by slot), whether its send was replayed.
     done: Vec<bool>,
 }
 
-impl<const K: usize> Lanes<'_, K> {
-    /// Whether an edge of class `c` is work, and what each replay scales it by.
-    #[inline]
-    fn row(&self, c: u32) -> (bool, [f64; K]) {
-        if c == NOT_WORK {
-            (false, self.scale[0])
-        } else {
-            (true, self.scale[c as usize])
-        }
-    }
+/// Where a worker stands in `K` replays: per replay its cursor, and its last
+/// vertex's replayed time (a read that stalls moves the cursor, not that);
+/// and its next kept vertex's slot ([`Slots`]). Held by the walk while it
+/// takes the worker's points.
+#[derive(Clone, Copy)]
+struct Standing<const K: usize> {
+    cs: [Cursor; K],
+    last: [Ns; K],
+    slot: u32,
 }
 
 /// A worker's position while it is replayed: the measured time `a` of its
@@ -501,16 +498,16 @@ impl Replay {
         let from: [Ns; K] = std::array::from_fn(|k| asked[k].1);
         let mut st = Lanes {
             class,
-            scale: (0..tables[0].len()).map(|c| std::array::from_fn(|k| tables[k][c])).collect(),
+            scale: (0..tables[0].len()).map(|c| std::array::from_fn(|k| Scale::of(tables[k][c]))).collect(),
             from,
             slots,
             times: vec![[0; K]; slots.len],
             sent: self.lay.sent.iter().map(|&t| [t; K]).collect(),
-            at: g.chains.iter().map(|&(s, e)| from.map(|f| start_cursor(g, s, e, f))).collect(),
-            last: vec![[0; K]; g.chains.len()],
+            at: (g.chains.iter().zip(&slots.base))
+                .map(|(&(s, e), &slot)| Standing { cs: from.map(|f| start_cursor(g, s, e, f)), last: [0; K], slot })
+                .collect(),
             next: g.chains.iter().map(|c| c.0).collect(),
             pos: self.lay.base.iter().map(|&b| self.lay.bounds[b as usize]).collect(),
-            slot: slots.base.clone(),
             done: vec![false; self.lay.sent.len()],
         };
         let mut left = g.len() + self.lay.points.len();
@@ -545,8 +542,10 @@ impl Replay {
 
     /// Worker `w`'s points replayed from where it stands, as far as its
     /// dependencies allow (`FORCE`: its next point alone, whatever they
-    /// say); how many it took. One loop with each kind of point's step
-    /// written out in it: the ranking's hot loop.
+    /// say); how many it took. The ranking's hot loop: its cursor is held
+    /// here while it walks, and an edge's sends and reads are taken in a
+    /// loop of their own, made for the edge's kind of work
+    /// ([`Replay::edge_points`]).
     #[inline]
     fn walk<const K: usize, const FROM: bool, const FORCE: bool>(&self, st: &mut Lanes<K>, w: usize) -> usize {
         let (g, lay) = (&*self.g, &self.lay);
@@ -554,95 +553,113 @@ impl Replay {
         let edge0 = lay.base[w] as usize;
         let mut v = st.next[w] as usize;
         let mut pos = st.pos[w] as usize;
-        let mut end = lay.bounds[edge0 + (v - s) + 1] as usize;
+        let mut me = st.at[w];
+        // (Sliced to the chain's end: `v < e` checks every index below.)
+        let (tags, class, t) = (&self.tags[..e], &st.class[..e], &g.t[..e]);
         let mut took = 0;
         loop {
+            // The sends and reads on the edge into `v` (past the chain's
+            // end: after its last vertex, where time passes as measured).
+            let end = lay.bounds[edge0 + (v - s) + 1] as usize;
             if pos < end {
-                let p = lay.points[pos];
-                let m = p.slot as usize;
-                // The edge's kind: work (its row of scales) or not; past
-                // the chain's end, time passes as measured.
-                let c = if v < e { st.class[v] } else { 0 };
-                if p.read {
-                    if !FORCE && !st.done[m] {
-                        break;
-                    }
-                    let read = p.t;
-                    // (Work no replay speeds up, the most common, apart.)
-                    if c == 0 {
-                        let (cs, sent) = (&mut st.at[w], &st.sent[m]);
-                        for k in 0..K {
-                            if (!FROM || read >= st.from[k]) && map_plain(&cs[k], read) < sent[k] {
-                                // Read before it is sent: the execution stalls there.
-                                (cs[k].a, cs[k].b) = (read, sent[k]);
-                            }
-                        }
-                    } else {
-                        let (inside, row) = st.row(c);
-                        let (cs, sent) = (&mut st.at[w], &st.sent[m]);
-                        for k in 0..K {
-                            if (!FROM || read >= st.from[k]) && map(&cs[k], inside, row[k], read) < sent[k] {
-                                (cs[k].a, cs[k].b) = (read, sent[k]);
-                            }
-                        }
-                    }
+                let c = if v < e { class[v] } else { 0 };
+                let n = if c == 0 {
+                    self.edge_points::<K, FROM, FORCE, true>(st, &mut me.cs, c, pos, end)
                 } else {
-                    if c == 0 {
-                        let (cs, out) = (&st.at[w], &mut st.sent[m]);
-                        for k in 0..K {
-                            if !FROM || p.t >= st.from[k] {
-                                out[k] = map_plain(&cs[k], p.t);
-                            }
-                        }
-                    } else {
-                        let (inside, row) = st.row(c);
-                        let (cs, out) = (&st.at[w], &mut st.sent[m]);
-                        for k in 0..K {
-                            if !FROM || p.t >= st.from[k] {
-                                out[k] = map(&cs[k], inside, row[k], p.t);
-                            }
-                        }
-                    }
-                    st.done[m] = true;
+                    self.edge_points::<K, FROM, FORCE, false>(st, &mut me.cs, c, pos, end)
+                };
+                (pos, took) = (pos + n, took + n);
+                if pos < end || FORCE {
+                    break;
                 }
-                pos += 1;
-            } else if v < e {
-                let tag = self.tags[v];
-                if tag & !KEEP == V_TERM as u8 && !FORCE {
-                    let src = g.comms[g.term[v] as usize].src;
-                    if st.next[g.w[src as usize] as usize] <= src {
-                        break;
-                    }
-                }
-                self.vertex_step::<K, FROM>(st, w, v, tag);
-                v += 1;
-                st.next[w] = v as u32;
-                end = lay.bounds[edge0 + (v - s) + 1] as usize;
-            } else {
+            }
+            if v == e {
                 break;
             }
+            let tag = tags[v];
+            if tag & !KEEP == V_TERM as u8 && !FORCE {
+                let src = g.comms[g.term[v] as usize].src;
+                if st.next[g.w[src as usize] as usize] <= src {
+                    break;
+                }
+            }
+            self.vertex_step::<K, FROM>(st, &mut me, v, (tag, t[v], class[v]));
+            v += 1;
+            st.next[w] = v as u32;
             took += 1;
             if FORCE {
                 break;
             }
         }
+        st.at[w] = me;
         st.pos[w] = pos as u32;
         took
     }
 
-    /// Vertex `v` (of worker `w`, timed as `tag` says) replayed; its time
-    /// kept if the tag says so ([`KEEP`]).
+    /// The points `pos..end` of one edge, of class `c` (`PLAIN`: work no
+    /// replay speeds up, the most common), replayed from the worker's
+    /// cursor `cs` until a read whose send is not yet replayed (`FORCE`:
+    /// the first point alone, whatever it reads); how many it took.
     #[inline(always)]
-    fn vertex_step<const K: usize, const FROM: bool>(&self, st: &mut Lanes<K>, w: usize, v: usize, tag: u8) {
+    fn edge_points<const K: usize, const FROM: bool, const FORCE: bool, const PLAIN: bool>(
+        &self,
+        st: &mut Lanes<K>,
+        cs: &mut [Cursor; K],
+        c: u32,
+        pos: usize,
+        end: usize,
+    ) -> usize {
+        // (The row's fields borrowed apart from the sends written below.)
+        let (inside, row) = (c != NOT_WORK, &st.scale[if c == NOT_WORK { 0 } else { c as usize }]);
+        let at = |c: &Cursor, k: usize, t: Ns| if PLAIN { map_plain(c, t) } else { map(c, inside, &row[k], t) };
+        let points = &self.lay.points[pos..end];
+        for (i, p) in points.iter().enumerate() {
+            let m = p.slot as usize;
+            if p.read {
+                if !FORCE && !st.done[m] {
+                    return i;
+                }
+                let sent = &st.sent[m];
+                for k in 0..K {
+                    if (!FROM || p.t >= st.from[k]) && at(&cs[k], k, p.t) < sent[k] {
+                        // Read before it is sent: the execution stalls there.
+                        cs[k] = Cursor { a: p.t, b: sent[k] };
+                    }
+                }
+            } else {
+                let out = &mut st.sent[m];
+                for k in 0..K {
+                    if !FROM || p.t >= st.from[k] {
+                        out[k] = at(&cs[k], k, p.t);
+                    }
+                }
+                st.done[m] = true;
+            }
+            if FORCE {
+                return 1;
+            }
+        }
+        points.len()
+    }
+
+    /// Vertex `v` of a worker standing at `me` replayed: its tag (how it is
+    /// timed), measured time and class; its time kept if the tag says so
+    /// ([`KEEP`]).
+    #[inline(always)]
+    fn vertex_step<const K: usize, const FROM: bool>(
+        &self,
+        st: &mut Lanes<K>,
+        me: &mut Standing<K>,
+        v: usize,
+        (tag, t, c): (u8, Ns, u32),
+    ) {
         let g = &*self.g;
-        let t = g.t[v];
         let from = st.from;
-        let cs = &mut st.at[w];
+        let cs = &mut me.cs;
         // (A replay that starts later keeps the measured time here.)
         let mut x = [t; K];
         match (tag & !KEEP) as u64 {
             V_WORK => {
-                let c = st.class[v];
                 // (Work no replay speeds up, the most common, apart.)
                 if c == 0 {
                     for k in 0..K {
@@ -655,7 +672,7 @@ impl Replay {
                     let row = &st.scale[c as usize];
                     for k in 0..K {
                         if !FROM || t >= from[k] {
-                            x[k] = cs[k].b + scaled(t.saturating_sub(cs[k].a), row[k]);
+                            x[k] = cs[k].b + row[k].apply(t.saturating_sub(cs[k].a));
                             cs[k] = Cursor { a: t, b: x[k] };
                         }
                     }
@@ -663,7 +680,7 @@ impl Replay {
             }
             tag => {
                 // (The worker's vertex before: the chain's start has none.)
-                let before = st.last[w];
+                let before = me.last;
                 let y: [Ns; K] = match tag {
                     V_START => [t; K],
                     V_TERM => {
@@ -683,11 +700,10 @@ impl Replay {
                 }
             }
         }
-        st.last[w] = x;
+        me.last = x;
         if st.slots.all || tag & KEEP != 0 {
-            let i = st.slot[w] as usize;
-            st.times[i] = x;
-            st.slot[w] += 1;
+            st.times[me.slot as usize] = x;
+            me.slot += 1;
         }
     }
 
@@ -765,11 +781,11 @@ fn start_cursor(g: &Graph, s: u32, e: u32, from: Ns) -> Cursor {
 /// The replayed time of measured time `t` on a worker at `c`, inside
 /// work scaled by `s` or (`work` false) inside a wait.
 #[inline]
-fn map(c: &Cursor, work: bool, s: f64, t: Ns) -> Ns {
+fn map(c: &Cursor, work: bool, s: &Scale, t: Ns) -> Ns {
     if t <= c.a {
         c.b.saturating_sub(c.a - t)
     } else if work {
-        c.b + scaled(t - c.a, s)
+        c.b + s.apply(t - c.a)
     } else {
         // Nothing happens inside a wait: a point there is at its start.
         c.b
@@ -878,6 +894,53 @@ fn scaled(d: Ns, s: f64) -> Ns {
         (d >> 1) + (d & 1)
     } else {
         round(d as f64 * s)
+    }
+}
+
+/// A scale ([`scaled`]) made ready for the replay's hot loop: where the
+/// rounded product is exact in integers (by 1; by 0, `inf`; by a power of
+/// two's inverse, the ranking's 2× among them, for a duration below 2^53,
+/// which converts exactly), it is `((d & keep) + add) >> shift`, with no
+/// comparison of floats: the three tests of [`scaled`] were a tenth of the
+/// replays' instructions, once per replay for every send, read and end of
+/// work of a sped-up kind.
+#[derive(Clone, Copy, Debug)]
+struct Scale {
+    s: f64,
+    keep: u64,
+    add: u64,
+    shift: u32,
+    /// Durations below this are scaled in integers (0: none).
+    below: Ns,
+}
+
+impl Scale {
+    fn of(s: f64) -> Scale {
+        let float = Scale { s, keep: !0, add: 0, shift: 0, below: 0 };
+        if s == 1.0 {
+            Scale { below: Ns::MAX, ..float }
+        } else if s == 0.0 {
+            Scale { keep: 0, below: Ns::MAX, ..float }
+        } else {
+            // 2^-k exactly: `d * s` rounds, halves up, to (d + 2^(k-1)) >> k.
+            let k = (1.0 / s).log2().round();
+            if (1.0..64.0).contains(&k) && s == (-k).exp2() {
+                let k = k as u32;
+                Scale { add: 1 << (k - 1), shift: k, below: 1 << 53, ..float }
+            } else {
+                float
+            }
+        }
+    }
+
+    /// [`scaled`]`(d, s)`.
+    #[inline(always)]
+    fn apply(&self, d: Ns) -> Ns {
+        if d < self.below {
+            ((d & self.keep) + self.add) >> self.shift
+        } else {
+            scaled(d, self.s)
+        }
     }
 }
 
@@ -1116,10 +1179,13 @@ mod tests {
             /// Scaling in integers (by 1, 1/2, 0) gives what the product in
             /// `f64`, rounded, gives; for any duration and scale.
             #[test]
-            fn scaling_is_the_rounded_product(d in any::<u64>(), small in 0u64..1 << 54, s in 0.0f64..1.0) {
+            fn scaling_is_the_rounded_product(d in any::<u64>(), small in 0u64..1 << 54, s in 0.0f64..1.0, k in 1i32..70) {
                 for d in [d, small, d >> 11, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, u64::MAX] {
-                    for s in [s, 0.0, 0.5, 1.0] {
-                        prop_assert_eq!(scaled(d, s), if s == 1.0 { d } else { (d as f64 * s).round() as Ns }, "{} * {}", d, s);
+                    for s in [s, 0.0, 0.5, 1.0, 0.25, (-k as f64).exp2(), 1.0 / 3.0] {
+                        let product = if s == 1.0 { d } else { (d as f64 * s).round() as Ns };
+                        prop_assert_eq!(scaled(d, s), product, "{} * {}", d, s);
+                        // (And made ready for the hot loop.)
+                        prop_assert_eq!(Scale::of(s).apply(d), product, "{} * {} ready", d, s);
                     }
                 }
             }
