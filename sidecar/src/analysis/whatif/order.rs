@@ -114,14 +114,15 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
 /// the standard library's `BinaryHeap`, measured in its place, took 365 ms
 /// where this takes 250 ms; see the module's note).
 struct Tournament {
-    /// Per run, its head (a leaf; [`Tournament::DONE`] past its end, and for
-    /// the leaves that pad `k` to a power of two).
-    keys: Vec<u128>,
     /// Per inner node (1.. ; node `n`'s children are `2n` and `2n + 1`, the
-    /// leaves `len..2 len`), the run that lost there.
-    losers: Vec<u32>,
-    /// The run whose head is the least.
-    winner: u32,
+    /// leaves, one per run, `len..2 len`), the head that lost there and its
+    /// run: the key is kept beside its run so that a level costs one load,
+    /// not a run's index and then its key.
+    losers: Vec<(u128, u32)>,
+    /// The least head and its run ([`Tournament::DONE`] once every run is:
+    /// a run's head past its end, and the leaves that pad `k` to a power of
+    /// two).
+    winner: (u128, u32),
 }
 
 impl Tournament {
@@ -132,41 +133,40 @@ impl Tournament {
         let len = keys.len().next_power_of_two();
         keys.resize(len, Self::DONE);
         // (Played bottom up: each node's winner goes up, its loser stays.)
-        let mut won = vec![0u32; 2 * len];
-        let mut losers = vec![0u32; len];
+        let mut won: Vec<(u128, u32)> = vec![(Self::DONE, 0); 2 * len];
+        let mut losers = vec![(Self::DONE, 0); len];
         for (i, w) in won[len..].iter_mut().enumerate() {
-            *w = i as u32;
+            *w = (keys[i], i as u32);
         }
         for n in (1..len).rev() {
             let (a, b) = (won[2 * n], won[2 * n + 1]);
-            (won[n], losers[n]) = if keys[a as usize] <= keys[b as usize] { (a, b) } else { (b, a) };
+            (won[n], losers[n]) = if a.0 <= b.0 { (a, b) } else { (b, a) };
         }
-        Tournament { winner: won[1], keys, losers }
+        Tournament { winner: won[1], losers }
     }
 
     /// The least head: its run and its key (`None`: every run is done).
     #[inline]
     fn first(&self) -> Option<(usize, u128)> {
-        let k = *self.keys.get(self.winner as usize)?;
-        (k != Self::DONE).then_some((self.winner as usize, k))
+        let (k, w) = self.winner;
+        (k != Self::DONE).then_some((w as usize, k))
     }
 
     /// The least head's run's next head is `key`.
     #[inline]
     fn replace_first(&mut self, key: u128) {
-        let (mut w, mut kw) = (self.winner, key);
-        self.keys[w as usize] = key;
-        let mut n = (self.keys.len() + w as usize) / 2;
+        let mut up = (key, self.winner.1);
+        let mut n = (self.losers.len() + up.1 as usize) / 2;
+        // (Whichever is less goes up: chosen without a jump, as which it is
+        // cannot be foreseen.)
         while n >= 1 {
-            let l = self.losers[n];
-            let kl = self.keys[l as usize];
-            if kl < kw {
-                self.losers[n] = w;
-                (w, kw) = (l, kl);
-            }
+            let here = self.losers[n];
+            let less = here.0 < up.0;
+            self.losers[n] = if less { up } else { here };
+            up = if less { here } else { up };
             n /= 2;
         }
-        self.winner = w;
+        self.winner = up;
     }
 }
 
