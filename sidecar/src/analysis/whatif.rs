@@ -231,8 +231,6 @@ pub struct Replay {
     /// Per vertex, how the replay times it ([`V_START`]...), and whether
     /// its time is kept ([`KEEP`]).
     tags: Vec<u8>,
-    /// Per vertex, 0 for work (not sped up), [`NOT_WORK`] otherwise.
-    class: Vec<u32>,
     /// Per chain, its last vertex ending work (`NONE`: none).
     last_work: Vec<u32>,
     /// Where the kept vertices' replayed times go ([`KEEP`]).
@@ -249,7 +247,6 @@ pub struct Replay {
 /// threads at once.
 pub struct Rules {
     tags: Vec<u8>,
-    class: Vec<u32>,
     last_work: Vec<u32>,
     /// The earliest vertex time (`Ns::MAX`: none).
     first_time: Ns,
@@ -262,7 +259,6 @@ impl Rules {
         // (Work, and only work, is timed as work: [`vertex_tag`].)
         let work = |v: usize| u64::from(tags[v]) == V_WORK;
         Rules {
-            class: (0..g.len()).map(|v| if work(v) { 0 } else { NOT_WORK }).collect(),
             last_work: g
                 .chains
                 .iter()
@@ -408,14 +404,14 @@ impl Replay {
     /// [`Replay::new`] from its two parts, which may have been made on two
     /// threads at once: `rules` and `placement` of the graph `g`.
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
-        let Rules { mut tags, class, last_work, first_time } = rules;
+        let Rules { mut tags, last_work, first_time } = rules;
         let Placement { lay, first_sent } = placement;
         assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
         let kept = Slots::kept(&g, &mut tags, &last_work);
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
         let first_point = first_time.min(first_sent);
-        Replay { g, lay, tags, class, last_work, kept, first_point, measured_ns }
+        Replay { g, lay, tags, last_work, kept, first_point, measured_ns }
     }
 
     /// The window graph it replays.
@@ -458,7 +454,7 @@ impl Replay {
             &self.kept
         };
         let (class, tables) = self.classes(asked);
-        let class = class.as_deref().unwrap_or(&self.class);
+        let class = &class[..];
         // (Up to four replays share a pass: each point's state for all of
         // them in one place.)
         let mut out = Vec::with_capacity(asked.len());
@@ -707,14 +703,18 @@ impl Replay {
         }
     }
 
-    /// The class of each vertex's work for `asked` (`None`: none sped up,
-    /// [`Replay::class`] as it is), and each replay's scale per class (class
-    /// 0: not sped up by any). A class is one (worker, kind of work) that
-    /// some replay speeds up.
-    fn classes(&self, asked: &[(&Scales, Ns)]) -> (Option<Vec<u32>>, Vec<Vec<f64>>) {
+    /// The class of each vertex's work for `asked`, and each replay's scale
+    /// per class: a class is one (worker, kind of work) that some replay
+    /// speeds up; 0 is work that none speeds up, [`NOT_WORK`] is not work
+    /// (a vertex is timed as work, [`V_WORK`], only if it ends work). One
+    /// pass over the vertices: a worker that no replay speeds up has its
+    /// classes from its tags alone.
+    fn classes(&self, asked: &[(&Scales, Ns)]) -> (Vec<u32>, Vec<Vec<f64>>) {
         let g = &*self.g;
         let mut tables: Vec<Vec<f64>> = vec![vec![1.0]; asked.len()];
-        let mut class: Option<Vec<u32>> = None;
+        // (A vertex in no chain, if any, is in none: not work.)
+        let mut class: Vec<u32> = vec![NOT_WORK; g.len()];
+        let work = |tag: u8| u64::from(tag & !KEEP) == V_WORK;
         for (w, &(s, e)) in g.chains.iter().enumerate() {
             // The kinds some replay scales on this worker, each its class.
             let mut kinds: Vec<(EKind, u32)> = Vec::new();
@@ -728,14 +728,14 @@ impl Replay {
                     }
                 }
             }
+            let (s, e) = (s as usize, e as usize);
+            let mine = class[s..e].iter_mut().zip(&self.tags[s..e]);
             if kinds.is_empty() {
-                continue;
-            }
-            let class = class.get_or_insert_with(|| self.class.clone());
-            for v in s as usize..e as usize {
-                if class[v] != NOT_WORK {
-                    if let Some(&(_, c)) = kinds.iter().find(|x| x.0 == g.kind[v]) {
-                        class[v] = c;
+                mine.for_each(|(c, &tag)| *c = if work(tag) { 0 } else { NOT_WORK });
+            } else {
+                for ((c, &tag), kind) in mine.zip(&g.kind[s..e]) {
+                    if work(tag) {
+                        *c = kinds.iter().find(|x| x.0 == *kind).map_or(0, |x| x.1);
                     }
                 }
             }
