@@ -240,14 +240,16 @@ pub struct Replay {
     measured_ns: Ns,
 }
 
-/// What a replay needs of a window's graph alone, one pass over its
-/// vertices: how each is timed, which are work, each chain's last end of
-/// work. Made beside [`Placement`], which needs the window's messages: the
-/// two halves of [`Replay::new`] (a window's layout) can run on two
-/// threads at once.
+/// What a replay needs of a window's graph alone: how each vertex is
+/// timed, each chain's last end of work, which vertices' times are kept
+/// and where. Made beside [`Placement`], which needs the window's
+/// messages: the two halves of [`Replay::new`] (a window's layout) can run
+/// on two threads at once.
 pub struct Rules {
+    /// Per vertex, its tag, with [`KEEP`] if its time is kept.
     tags: Vec<u8>,
     last_work: Vec<u32>,
+    kept: Slots,
     /// The earliest vertex time (`Ns::MAX`: none).
     first_time: Ns,
 }
@@ -255,18 +257,13 @@ pub struct Rules {
 impl Rules {
     /// The rules of `g`'s vertices.
     pub fn of(g: &Graph) -> Rules {
-        let tags: Vec<u8> = (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect();
+        let mut tags: Vec<u8> = (0..g.len()).map(|v| vertex_tag(g, v) as u8).collect();
         // (Work, and only work, is timed as work: [`vertex_tag`].)
         let work = |v: usize| u64::from(tags[v]) == V_WORK;
-        Rules {
-            last_work: g
-                .chains
-                .iter()
-                .map(|&(a, b)| (a..b).rev().find(|&v| work(v as usize)).unwrap_or(NONE))
-                .collect(),
-            first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX),
-            tags,
-        }
+        let last_work: Vec<u32> =
+            g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| work(v as usize)).unwrap_or(NONE)).collect();
+        let kept = Slots::kept(g, &mut tags, &last_work);
+        Rules { tags, last_work, kept, first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX) }
     }
 }
 
@@ -404,10 +401,9 @@ impl Replay {
     /// [`Replay::new`] from its two parts, which may have been made on two
     /// threads at once: `rules` and `placement` of the graph `g`.
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
-        let Rules { mut tags, last_work, first_time } = rules;
+        let Rules { tags, last_work, kept, first_time } = rules;
         let Placement { lay, first_sent } = placement;
         assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
-        let kept = Slots::kept(&g, &mut tags, &last_work);
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
         let first_point = first_time.min(first_sent);
