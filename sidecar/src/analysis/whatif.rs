@@ -548,7 +548,7 @@ impl Replay {
         let mut me = st.at[w];
         // (Sliced to the chain's end: `v < e` checks every index below.)
         let (tags, class, t) = (&self.tags[..e], &st.class[..e], &g.t[..e]);
-        let mut took = 0;
+        let (v0, pos0) = (v, pos);
         loop {
             // The sends and reads on the edge into `v` (past the chain's
             // end: after its last vertex, where time passes as measured).
@@ -560,7 +560,7 @@ impl Replay {
                 } else {
                     self.edge_points::<K, FROM, FORCE, false>(st, &mut me.cs, c, pos, end)
                 };
-                (pos, took) = (pos + n, took + n);
+                pos += n;
                 if pos < end || FORCE {
                     break;
                 }
@@ -570,22 +570,22 @@ impl Replay {
             }
             let tag = tags[v];
             if tag & !KEEP == V_TERM as u8 && !FORCE {
+                // (Its sender's worker's next vertex: this worker's is
+                // `v`, kept here while it walks, and stored when it stops.)
                 let src = g.comms[g.term[v] as usize].src;
-                if st.next[g.w[src as usize] as usize] <= src {
+                let by = g.w[src as usize] as usize;
+                if (if by == w { v as u32 } else { st.next[by] }) <= src {
                     break;
                 }
             }
             self.vertex_step::<K, FROM>(st, &mut me, v, (tag, t[v], class[v]));
             v += 1;
-            st.next[w] = v as u32;
-            took += 1;
             if FORCE {
                 break;
             }
         }
-        st.at[w] = me;
-        st.pos[w] = pos as u32;
-        took
+        (st.at[w], st.next[w], st.pos[w]) = (me, v as u32, pos as u32);
+        (v - v0) + (pos - pos0)
     }
 
     /// The points `pos..end` of one edge, of class `c` (`PLAIN`: work no
