@@ -33,21 +33,23 @@ pub(super) struct Layout {
     pub bounds: Vec<u32>,
     /// Per worker, its first edge in `bounds`.
     pub base: Vec<u32>,
-    /// Per send slot (see [`Point`]), its measured time.
+    /// Per link (see [`Point`]), its measured send time.
     pub sent: Vec<Ns>,
 }
 
 /// A send or a read at its measured time `t` (a read: no earlier than its
-/// send), and its message's slot: where its send is among the window's
-/// sends in the layout's order (worker after worker, each in time order).
-/// The time is kept beside the point, not read from its link where the
-/// walk needs it, and a message's replayed send time is kept at its slot,
-/// not at its link's index: the links are in the matching's order, not
-/// the walk's, and reaching each point's link cost a cache miss a point
-/// (docs/performance.md, "What-if: accuracy and cost").
+/// send), and its message's slot: its link's index. The time is kept beside
+/// the point, not read from its link where the walk needs it (reaching
+/// each point's link, 32 bytes, cost a cache miss a point:
+/// docs/performance.md, "What-if: accuracy and cost"). A message's replayed
+/// send time is kept at its slot: a worker's sends to one peer, and its
+/// reads from one, are a run of links one after another, so the walk
+/// reaches them in a few sequential streams. (Numbering the messages in the
+/// walk's order instead took a scatter and a pass more to make, for no
+/// gain in the walk.)
 ///
 /// Ordered as the walk takes them: by time, at the same time sends before
-/// reads (`slot` is the link's index until the layout renumbers it).
+/// reads, each in link order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Point {
     pub t: Ns,
@@ -57,16 +59,12 @@ pub(super) struct Point {
 
 /// The window's [`Layout`]: per worker, its runs of sends and of reads
 /// merged in time order (of equal times, sends first, each in link order),
-/// its chain's vertices met in the same sweep, and the messages numbered by
-/// their sends' order.
+/// its chain's vertices met in the same sweep.
 pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     let runs = runs_by_worker(links, g.chains.len());
     let mut points = Vec::with_capacity(2 * links.len());
     let mut bounds = Vec::with_capacity(g.len() + g.chains.len() + 1);
     let mut base = Vec::with_capacity(g.chains.len());
-    // (The sends are numbered as they are laid out; a read, which may come
-    // before its send is laid out, is renumbered after.)
-    let (mut slot_of, mut sent) = (vec![0u32; links.len()], Vec::with_capacity(links.len()));
     for (&(s, e), runs) in g.chains.iter().zip(&runs) {
         let t = &g.t[s as usize..e as usize];
         base.push(bounds.len() as u32);
@@ -90,22 +88,13 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
                 v += 1;
                 bounds.push(points.len() as u32);
             }
-            if p.read {
-                points.push(p);
-            } else {
-                slot_of[m as usize] = sent.len() as u32;
-                points.push(Point { slot: sent.len() as u32, ..p });
-                sent.push(p.t);
-            }
+            points.push(p);
             heads.replace_first(if m + 1 < runs[i].to { head(i, m + 1) } else { Tournament::DONE });
         }
         bounds.extend(std::iter::repeat_n(points.len() as u32, t.len() - v));
     }
     bounds.push(points.len() as u32);
-    for p in points.iter_mut().filter(|p| p.read) {
-        p.slot = slot_of[p.slot as usize];
-    }
-    Layout { points, bounds, base, sent }
+    Layout { points, bounds, base, sent: links.iter().map(|l| l.sent).collect() }
 }
 
 /// The heads of `k` sorted runs, the least first: a tournament of losers
@@ -284,18 +273,9 @@ mod tests {
                 expect.extend(ps);
             }
             bounds.push(expect.len() as u32);
-            // (The sends' slots number them in the layout's order; a read
-            // names its send's.)
-            let mut link_of = Vec::new();
-            for (p, e) in lay.points.iter().zip(&expect).filter(|(_, e)| !e.read) {
-                prop_assert_eq!(p.slot as usize, link_of.len());
-                prop_assert_eq!(lay.sent[link_of.len()], e.t);
-                link_of.push(e.slot);
-            }
-            prop_assert_eq!(lay.sent.len(), link_of.len());
-            let renamed: Vec<Point> = lay.points.iter().map(|p| Point { slot: link_of[p.slot as usize], ..*p }).collect();
-            prop_assert_eq!(&renamed, &expect);
+            prop_assert_eq!(&lay.points, &expect);
             prop_assert_eq!(&lay.bounds, &bounds);
+            prop_assert_eq!(lay.sent, links.iter().map(|l| l.sent).collect::<Vec<_>>());
         }
     }
 }
