@@ -534,9 +534,10 @@ impl Replay {
 
     /// Worker `w`'s points replayed from where it stands, as far as its
     /// dependencies allow (`FORCE`: its next point alone, whatever they
-    /// say); how many it took. The ranking's hot loop: its cursor is held
-    /// here while it walks, and an edge's sends and reads are taken in a
-    /// loop of their own, made for the edge's kind of work
+    /// say); how many it took. The ranking's hot loop: where the worker
+    /// stands ([`Standing`], and its next vertex) is held here while it
+    /// walks and stored when it stops, and an edge's sends and reads are
+    /// taken in a loop of their own, made for the edge's kind of work
     /// ([`Replay::edge_points`]).
     #[inline]
     fn walk<const K: usize, const FROM: bool, const FORCE: bool>(&self, st: &mut Lanes<K>, w: usize) -> usize {
@@ -896,10 +897,9 @@ fn scaled(d: Ns, s: f64) -> Ns {
 /// A scale ([`scaled`]) made ready for the replay's hot loop: where the
 /// rounded product is exact in integers (by 1; by 0, `inf`; by a power of
 /// two's inverse, the ranking's 2× among them, for a duration below 2^53,
-/// which converts exactly), it is `((d & keep) + add) >> shift`, with no
-/// comparison of floats: the three tests of [`scaled`] were a tenth of the
-/// replays' instructions, once per replay for every send, read and end of
-/// work of a sped-up kind.
+/// which converts exactly), it is `((d & keep) + add) >> shift`: one
+/// comparison of integers where [`scaled`] makes three of floats, once per
+/// replay at every send, read and end of work of a sped-up kind.
 #[derive(Clone, Copy, Debug)]
 struct Scale {
     s: f64,

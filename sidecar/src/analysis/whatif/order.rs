@@ -146,8 +146,7 @@ impl Tournament {
     fn replace_first(&mut self, key: u128) {
         let mut up = (key, self.winner.1);
         let mut n = (self.losers.len() + up.1 as usize) / 2;
-        // (Whichever is less goes up: chosen without a jump, as which it is
-        // cannot be foreseen.)
+        // (At each node the lesser goes up, the other stays there.)
         while n >= 1 {
             let here = self.losers[n];
             let less = here.0 < up.0;
