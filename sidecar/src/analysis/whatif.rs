@@ -235,10 +235,8 @@ pub struct Replay {
     last_work: Vec<u32>,
     /// Where the kept vertices' replayed times go ([`KEEP`]).
     kept: Slots,
-    /// The earliest chain start or send (`Ns::MAX`: none): no later than
-    /// the earliest point, and equal to it in a graph whose chains increase
-    /// in time ([`Replay::after_a_point`]).
-    first_start: Ns,
+    /// The earliest time of a point (`Ns::MAX`: none).
+    first_point: Ns,
     measured_ns: Ns,
 }
 
@@ -252,6 +250,8 @@ pub struct Rules {
     tags: Vec<u8>,
     last_work: Vec<u32>,
     kept: Slots,
+    /// The earliest vertex time (`Ns::MAX`: none).
+    first_time: Ns,
 }
 
 impl Rules {
@@ -263,7 +263,7 @@ impl Rules {
         let last_work: Vec<u32> =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| work(v as usize)).unwrap_or(NONE)).collect();
         let kept = Slots::kept(g, &mut tags, &last_work);
-        Rules { tags, last_work, kept }
+        Rules { tags, last_work, kept, first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX) }
     }
 }
 
@@ -281,7 +281,7 @@ impl Placement {
     /// each point keeps its time).
     pub fn of(g: &Graph, links: Vec<Link>) -> Placement {
         let lay = order::layout(g, &links);
-        let first_sent = lay.sent.iter().copied().min().unwrap_or(Ns::MAX);
+        let first_sent = links.iter().map(|l| l.sent).min().unwrap_or(Ns::MAX);
         Placement { lay, first_sent }
     }
 }
@@ -401,14 +401,13 @@ impl Replay {
     /// [`Replay::new`] from its two parts, which may have been made on two
     /// threads at once: `rules` and `placement` of the graph `g`.
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
-        let Rules { tags, last_work, kept } = rules;
+        let Rules { tags, last_work, kept, first_time } = rules;
         let Placement { lay, first_sent } = placement;
         assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
-        let first_start = g.chains.iter().filter(|&&(a, b)| b > a).map(|&(a, _)| g.t[a as usize]).min();
-        let first_start = first_start.unwrap_or(Ns::MAX).min(first_sent);
-        Replay { g, lay, tags, last_work, kept, first_start, measured_ns }
+        let first_point = first_time.min(first_sent);
+        Replay { g, lay, tags, last_work, kept, first_point, measured_ns }
     }
 
     /// The window graph it replays.
@@ -458,7 +457,7 @@ impl Replay {
         for (i, chunk) in asked.chunks(4).enumerate() {
             let tables = &tables[4 * i..4 * i + chunk.len()];
             // (Replays that start at or before every point need not ask.)
-            let from = chunk.iter().any(|&(_, f)| self.after_a_point(f));
+            let from = chunk.iter().any(|&(_, f)| f > self.first_point);
             out.extend(match (chunk.len(), from) {
                 (1, false) => self.replay_lanes::<1, false>(class, slots, tables, chunk),
                 (2, false) => self.replay_lanes::<2, false>(class, slots, tables, chunk),
@@ -475,7 +474,7 @@ impl Replay {
 
     /// `K` replays in one pass over the points: `tables[k][c]` is what
     /// replay `k` scales work of class `c` by; it starts at `asked[k].1`
-    /// (`FROM`: some start after a point, [`Replay::after_a_point`]). The workers are
+    /// (`FROM`: some start after [`Replay::first_point`]). The workers are
     /// walked in turn, each as far as its dependencies allow: a read waits
     /// for its send, a wait's end for the vertex that sent its message. The
     /// points in measured-time order would be a valid order, so one always
@@ -739,13 +738,6 @@ impl Replay {
             }
         }
         (class, tables)
-    }
-
-    /// Whether time `f` is after some point's: after the earliest chain
-    /// start or send; if not, after some vertex's time (read only then: a
-    /// chain's first vertex is its earliest, but for a graph made otherwise).
-    fn after_a_point(&self, f: Ns) -> bool {
-        f > self.first_start || self.g.t.iter().any(|&t| t < f)
     }
 
     /// Where the first piece of work that `scales` shrinks starts (`Ns::MAX`:
@@ -1012,29 +1004,6 @@ mod tests {
             let e = parse_spec(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
-    }
-
-    /// Whether a replay starts after some point: from the chains' starts
-    /// and the sends, and, for a graph whose chain goes back in time (made
-    /// otherwise than by its builder), from every vertex.
-    #[test]
-    fn a_start_after_any_point_is_seen_even_in_a_chain_that_goes_back() {
-        let mut b = GraphBuilder::new((0, 1000), 2);
-        b.segment(0, 10, 60, EKind::Op(1));
-        b.segment(1, 20, 90, EKind::Op(2));
-        let mut g = b.build();
-        let link = Link { src: 1, sent: 40, dst: 0, read: 50 };
-        let r = Replay::new(g.clone(), vec![link]);
-        // Chain starts 10 and 20: after 10, not at it.
-        assert!(r.after_a_point(11) && !r.after_a_point(10) && !r.after_a_point(0));
-        // A send at 5, before every vertex.
-        let r = Replay::new(g.clone(), vec![Link { sent: 5, ..link }]);
-        assert!(r.after_a_point(6) && !r.after_a_point(5));
-        // Worker 1's last vertex put at 3, before every chain's start.
-        let last = g.chains[1].1 as usize - 1;
-        g.t[last] = 3;
-        let r = Replay::new(g, vec![link]);
-        assert!(r.after_a_point(4) && !r.after_a_point(3));
     }
 
     /// A chain: one worker, operators 1 [0, 60) and 2 [60, 100). Operator 1
