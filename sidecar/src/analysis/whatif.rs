@@ -250,8 +250,6 @@ pub struct Rules {
     tags: Vec<u8>,
     last_work: Vec<u32>,
     kept: Slots,
-    /// The earliest vertex time (`Ns::MAX`: none).
-    first_time: Ns,
 }
 
 impl Rules {
@@ -263,7 +261,7 @@ impl Rules {
         let last_work: Vec<u32> =
             g.chains.iter().map(|&(a, b)| (a..b).rev().find(|&v| work(v as usize)).unwrap_or(NONE)).collect();
         let kept = Slots::kept(g, &mut tags, &last_work);
-        Rules { tags, last_work, kept, first_time: g.t.iter().copied().min().unwrap_or(Ns::MAX) }
+        Rules { tags, last_work, kept }
     }
 }
 
@@ -272,17 +270,13 @@ impl Rules {
 /// window's layout that needs its messages (the other: [`Rules`]).
 pub struct Placement {
     lay: order::Layout,
-    /// The earliest send (`Ns::MAX`: none).
-    first_sent: Ns,
 }
 
 impl Placement {
     /// `links` placed on `g`'s chains (the links themselves are not kept:
     /// each point keeps its time).
     pub fn of(g: &Graph, links: Vec<Link>) -> Placement {
-        let lay = order::layout(g, &links);
-        let first_sent = links.iter().map(|l| l.sent).min().unwrap_or(Ns::MAX);
-        Placement { lay, first_sent }
+        Placement { lay: order::layout(g, &links) }
     }
 }
 
@@ -401,12 +395,12 @@ impl Replay {
     /// [`Replay::new`] from its two parts, which may have been made on two
     /// threads at once: `rules` and `placement` of the graph `g`.
     pub fn of_parts(g: Arc<Graph>, rules: Rules, placement: Placement) -> Replay {
-        let Rules { tags, last_work, kept, first_time } = rules;
-        let Placement { lay, first_sent } = placement;
+        let Rules { tags, last_work, kept } = rules;
+        let Placement { lay } = placement;
         assert!(tags.len() == g.len() && lay.base.len() == g.chains.len(), "a layout's halves of another graph");
         let starts: Vec<u32> = g.chains.iter().map(|c| c.0).collect();
         let measured_ns = span_of(&g, &starts, &last_work, |v| g.t[v]);
-        let first_point = first_time.min(first_sent);
+        let first_point = lay.first;
         Replay { g, lay, tags, last_work, kept, first_point, measured_ns }
     }
 

@@ -35,6 +35,9 @@ pub(super) struct Layout {
     pub base: Vec<u32>,
     /// Per link (see [`Point`]), its measured send time.
     pub sent: Vec<Ns>,
+    /// The earliest time of a vertex or a send (`Ns::MAX`: none), read on
+    /// the way.
+    pub first: Ns,
 }
 
 /// A send or a read at its measured time `t` (a read: no earlier than its
@@ -65,6 +68,7 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
     let mut points = Vec::with_capacity(2 * links.len());
     let mut bounds = Vec::with_capacity(g.len() + g.chains.len() + 1);
     let mut base = Vec::with_capacity(g.chains.len());
+    let mut first = Ns::MAX;
     for (&(s, e), runs) in g.chains.iter().zip(&runs) {
         let t = &g.t[s as usize..e as usize];
         base.push(bounds.len() as u32);
@@ -85,16 +89,20 @@ pub(super) fn layout(g: &Graph, links: &[Link]) -> Layout {
             // the time of a vertex comes after it, as a wait may end on a
             // message sent at that time.)
             while v < t.len() && t[v] <= p.t {
+                first = first.min(t[v]);
                 v += 1;
                 bounds.push(points.len() as u32);
             }
             points.push(p);
             heads.replace_first(if m + 1 < runs[i].to { head(i, m + 1) } else { Tournament::DONE });
         }
+        first = t[v..].iter().fold(first, |a, &b| a.min(b));
         bounds.extend(std::iter::repeat_n(points.len() as u32, t.len() - v));
     }
     bounds.push(points.len() as u32);
-    Layout { points, bounds, base, sent: links.iter().map(|l| l.sent).collect() }
+    let sent: Vec<Ns> = links.iter().map(|l| l.sent).collect();
+    first = sent.iter().fold(first, |a, &b| a.min(b));
+    Layout { points, bounds, base, sent, first }
 }
 
 /// The heads of `k` sorted runs, the least first: a tournament of losers
@@ -274,7 +282,9 @@ mod tests {
             bounds.push(expect.len() as u32);
             prop_assert_eq!(&lay.points, &expect);
             prop_assert_eq!(&lay.bounds, &bounds);
-            prop_assert_eq!(lay.sent, links.iter().map(|l| l.sent).collect::<Vec<_>>());
+            prop_assert_eq!(&lay.sent, &links.iter().map(|l| l.sent).collect::<Vec<_>>());
+            let first = g.t.iter().chain(&lay.sent).copied().min().unwrap_or(Ns::MAX);
+            prop_assert_eq!(lay.first, first);
         }
     }
 }
