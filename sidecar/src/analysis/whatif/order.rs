@@ -48,8 +48,8 @@ pub(super) struct Layout {
 /// send time is kept at its slot: a worker's sends to one peer, and its
 /// reads from one, are a run of links one after another, so the walk
 /// reaches them in a few sequential streams. (Numbering the messages in the
-/// walk's order instead took a scatter and a pass more to make, for no
-/// gain in the walk.)
+/// walk's order instead made the walk about as much faster, 70 ms on 50 M
+/// records, as its scatter and pass made the layout slower.)
 ///
 /// Ordered as the walk takes them: by time, at the same time sends before
 /// reads, each in link order.
