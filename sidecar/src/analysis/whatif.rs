@@ -873,16 +873,12 @@ fn same_time_depth(g: &Graph, mut v: usize) -> u32 {
 }
 
 /// `d` scaled by `s`, rounded as `f64::round` does (exact for 1). The
-/// ranking's factors, 2 and `inf`, are done in integers: below 2^53 a
-/// duration converts exactly, its half is exact, and a half rounds up.
+/// replay takes it through [`Scale`], which does the ranking's factors, 2
+/// and `inf`, in integers.
 #[inline]
 fn scaled(d: Ns, s: f64) -> Ns {
     if s == 1.0 {
         d
-    } else if s == 0.0 {
-        0
-    } else if s == 0.5 && d < 1 << 53 {
-        (d >> 1) + (d & 1)
     } else {
         round(d as f64 * s)
     }
@@ -892,8 +888,9 @@ fn scaled(d: Ns, s: f64) -> Ns {
 /// rounded product is exact in integers (by 1; by 0, `inf`; by a power of
 /// two's inverse, the ranking's 2× among them, for a duration below 2^53,
 /// which converts exactly), it is `((d & keep) + add) >> shift`: one
-/// comparison of integers where [`scaled`] makes three of floats, once per
-/// replay at every send, read and end of work of a sped-up kind.
+/// comparison of integers, not a product of floats and its rounding, once
+/// per replay at every send, read and end of work of a sped-up kind (before,
+/// [`scaled`] tested for these factors there, three float comparisons).
 #[derive(Clone, Copy, Debug)]
 struct Scale {
     s: f64,

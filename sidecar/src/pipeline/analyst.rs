@@ -148,19 +148,16 @@ impl Analyst {
     pub fn wait_helping(&mut self, board: Option<&JobBoard>) -> Option<Done> {
         let Some(board) = board else { return self.wait() };
         loop {
+            if let Some(d) = self.try_take() {
+                return Some(d);
+            }
             if self.in_flight.is_empty() {
                 return None;
             }
-            match self.done.try_recv() {
-                Ok(r) => return Some(self.returned(r)),
-                Err(TryRecvError::Disconnected) => return Some(self.returned(Err("its thread ended".into()))),
-                Err(TryRecvError::Empty) => {
-                    // (A result does not signal the crew: its wait is
-                    // cut short instead, a millisecond at most.)
-                    if !board.help() {
-                        board.wait_for_offer(std::time::Duration::from_millis(1));
-                    }
-                }
+            // (A result does not signal the crew: its wait is cut short
+            // instead, a millisecond at most.)
+            if !board.help() {
+                board.wait_for_offer(std::time::Duration::from_millis(1));
             }
         }
     }
