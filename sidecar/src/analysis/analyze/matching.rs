@@ -323,10 +323,22 @@ impl<'a> Matching<'a> {
         }
     }
 
+    /// Room in each receiver's arrivals for its reads and the progress its
+    /// process's other workers sent (each reaches every other worker of
+    /// its process: [`Receivers`]' broadcast). Not every process's: with a
+    /// thousand streams in 125 processes that reserved 450 MB for 200 k
+    /// records.
     fn reserve_arrivals(&mut self) {
-        let psends: usize = self.pg.iter().map(|g| g.3.len()).sum();
-        for (a, b) in self.arrivals.iter_mut().zip(&self.inbox) {
-            a.list.reserve(b.reads.len() + psends);
+        let pk = &self.streams.pk;
+        // (Progress sent per process, and per stream.)
+        let mut by_proc = vec![0; self.streams.procs.len()];
+        let mut by_stream = vec![0; self.arrivals.len()];
+        for &(_, _, i, ref sends) in &self.pg {
+            by_proc[pk[i] as usize] += sends.len();
+            by_stream[i] += sends.len();
+        }
+        for (j, (a, b)) in self.arrivals.iter_mut().zip(&self.inbox).enumerate() {
+            a.list.reserve(b.reads.len() + by_proc[pk[j] as usize] - by_stream[j]);
         }
     }
 
@@ -489,6 +501,42 @@ pub(crate) fn whole_and_halved(index: u64, width: Ns, frags: Vec<Fragment>) -> O
 mod tests {
     use super::*;
     use crate::analysis::model::{Busy, GapEnd, MsgEntry};
+
+    /// A receiver's arrivals are reserved for its reads and for the
+    /// progress that the other workers of its own process sent (the only
+    /// progress broadcast to it), whatever other processes sent: the
+    /// reservation once counted every process's progress at every
+    /// receiver, 450 MB for 200 k records of a thousand streams in 125
+    /// processes.
+    #[test]
+    fn arrivals_are_reserved_for_the_progress_of_the_receivers_own_process() {
+        // `processes` processes of two workers each (numbered across the
+        // cluster), every worker sending 100 progress updates.
+        let reserved = |processes: u32| {
+            let mut frags: Vec<Fragment> = (0..2 * processes)
+                .map(|w| {
+                    let stream = Some(Sid { host: 1, process: w / 2, worker: w });
+                    let mut f = Fragment { stream, covered: (0, 1_000), ..Default::default() };
+                    let g = f.msgs.group(Half::PSend, 0, 0);
+                    for k in 0..100 {
+                        f.msgs.push(g, k, 10 + k);
+                    }
+                    f
+                })
+                .collect();
+            let streams = Streams::new(1, &frags);
+            let mut m = Matching::new(&streams, (0, 1_000), frags.len());
+            m.group_tables(&mut frags, &mut MessageCounts::default(), None);
+            m.reserve_arrivals();
+            m.arrivals.iter().map(|a| a.list.capacity()).collect::<Vec<_>>()
+        };
+        // Each worker's one peer sent 100.
+        let one = reserved(1);
+        assert!(one.iter().all(|&c| (100..200).contains(&c)), "{one:?}");
+        // Fifty processes more change no receiver's room.
+        let many = reserved(51);
+        assert!(many.iter().all(|&c| (100..200).contains(&c)), "{:?}", &many[..4]);
+    }
 
     #[test]
     fn times_moved_out_of_the_window_are_dropped_and_reads_renumbered() {
