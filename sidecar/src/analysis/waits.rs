@@ -46,6 +46,7 @@
 //! it neither ends a gap nor counts as buffered.
 
 use crate::analysis::model::{GapEnd, MsgKind, Ns};
+use std::sync::Arc;
 
 /// A message arriving at a worker, as the wait analysis needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -155,15 +156,54 @@ impl Inbox {
 /// order (one per message group: they are pushed in sequence order). The
 /// first arrival after a time is the least of the runs' first ones, which
 /// saves sorting the whole list (a merge of a few long runs).
+///
+/// A progress update reaches every other worker of its process: its runs
+/// are `shared`, one list for all of them, not copied to each (a copy per
+/// receiver made a process of P workers cost P² arrivals: 466 MB for 1 M
+/// records of 256 workers).
 #[derive(Default, Debug, Clone)]
 pub struct ArrivalRuns {
     pub list: Vec<Arrival>,
     /// Start offsets of the runs (`start_run`); after `prepare`, run `r` is
     /// `bounds[r]..bounds[r + 1]`.
     bounds: Vec<u32>,
+    /// Runs shared with other receivers, each sorted.
+    pub shared: Vec<Arc<[Arrival]>>,
+}
+
+/// Arrivals in `Arrival` order, for [`ArrivalRuns::share`].
+pub fn shared_run(mut run: Vec<Arrival>) -> Arc<[Arrival]> {
+    if !run.is_sorted() {
+        run.sort_unstable();
+    }
+    run.into()
 }
 
 impl ArrivalRuns {
+    /// A run shared with other receivers ([`shared_run`]); empty ones are
+    /// left out.
+    pub fn share(&mut self, run: &Arc<[Arrival]>) {
+        if !run.is_empty() {
+            self.shared.push(run.clone());
+        }
+    }
+
+    /// Every run, each sorted (after `prepare`): this receiver's own, then
+    /// the shared ones.
+    pub fn runs_slices(&self) -> Vec<&[Arrival]> {
+        let own = self.bounds.windows(2).map(|r| &self.list[r[0] as usize..r[1] as usize]);
+        own.chain(self.shared.iter().map(|r| &r[..])).collect()
+    }
+
+    /// How many arrivals in all, own and shared.
+    pub fn len(&self) -> usize {
+        self.list.len() + self.shared.iter().map(|r| r.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn start_run(&mut self) {
         let n = self.list.len() as u32;
         if self.bounds.last() != Some(&n) {
@@ -210,13 +250,13 @@ impl ArrivalRuns {
     }
 
     pub fn runs(&self) -> usize {
-        self.bounds.len().saturating_sub(1)
+        self.bounds.len().saturating_sub(1) + self.shared.len()
     }
 }
 
 impl From<Vec<Arrival>> for ArrivalRuns {
     fn from(list: Vec<Arrival>) -> Self {
-        let mut r = ArrivalRuns { list, bounds: Vec::new() };
+        let mut r = ArrivalRuns { list, bounds: Vec::new(), shared: Vec::new() };
         r.prepare();
         r
     }
@@ -224,8 +264,8 @@ impl From<Vec<Arrival>> for ArrivalRuns {
 
 /// Walks one worker's gaps (sorted by start) and classifies them.
 pub struct WaitFinder<'a> {
-    /// Cross-worker arrivals at this worker (prepared).
-    pub arrivals: &'a ArrivalRuns,
+    /// Cross-worker arrivals at this worker (prepared), run by run.
+    runs: Vec<&'a [Arrival]>,
     pub inbox: &'a Inbox,
     pub window: (Ns, Ns),
     ir: usize,
@@ -243,9 +283,10 @@ pub struct WaitFinder<'a> {
 
 impl<'a> WaitFinder<'a> {
     pub fn new(arrivals: &'a ArrivalRuns, inbox: &'a Inbox, window: (Ns, Ns)) -> Self {
-        let heads: Vec<u32> = arrivals.bounds.iter().take(arrivals.runs()).copied().collect();
-        let head_at = heads.iter().map(|&p| arrivals.list[p as usize].at).collect();
-        WaitFinder { arrivals, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0, awaited: (0, 0) }
+        let runs = arrivals.runs_slices();
+        let heads: Vec<u32> = vec![0; runs.len()];
+        let head_at = runs.iter().map(|r| r.first().map_or(Ns::MAX, |a| a.at)).collect();
+        WaitFinder { runs, inbox, window, ir: 0, t_max: 0, heads, head_at, after: 0, awaited: (0, 0) }
     }
 
     /// Messages arrived at or before `t` and not read by `t` (asked with
@@ -263,28 +304,25 @@ impl<'a> WaitFinder<'a> {
     /// The first arrival (in `Arrival` order) strictly after `t`: the least
     /// of the runs' first arrivals after `t` (by time, then in full order).
     fn first_after(&mut self, t: Ns) -> Option<Arrival> {
-        let list = &self.arrivals.list;
-        let bounds = &self.arrivals.bounds;
-        let at = |p: usize, hi: usize| if p < hi { list[p].at } else { Ns::MAX };
+        let runs = &self.runs;
+        let at = |run: &[Arrival], p: usize| run.get(p).map_or(Ns::MAX, |a| a.at);
         if t < self.after {
             for (r, h) in self.heads.iter_mut().enumerate() {
-                let (lo, hi) = (bounds[r] as usize, bounds[r + 1] as usize);
-                *h = (lo + list[lo..hi].partition_point(|a| a.at <= t)) as u32;
-                self.head_at[r] = at(*h as usize, hi);
+                *h = runs[r].partition_point(|a| a.at <= t) as u32;
+                self.head_at[r] = at(runs[r], *h as usize);
             }
         }
         self.after = t;
         let mut best: Option<usize> = None;
         let mut best_at = Ns::MAX;
-        for r in 0..self.heads.len() {
+        for (r, run) in runs.iter().enumerate() {
             if self.head_at[r] <= t {
-                let hi = bounds[r + 1] as usize;
                 let mut p = self.heads[r] as usize;
-                while p < hi && list[p].at <= t {
+                while p < run.len() && run[p].at <= t {
                     p += 1;
                 }
                 self.heads[r] = p as u32;
-                self.head_at[r] = at(p, hi);
+                self.head_at[r] = at(run, p);
             }
             let a = self.head_at[r];
             if a < best_at {
@@ -292,12 +330,12 @@ impl<'a> WaitFinder<'a> {
                 best = Some(r);
             } else if a == best_at && a != Ns::MAX {
                 let b = best.expect("a run holds the best");
-                if list[self.heads[r] as usize] < list[self.heads[b] as usize] {
+                if run[self.heads[r] as usize] < runs[b][self.heads[b] as usize] {
                     best = Some(r);
                 }
             }
         }
-        best.filter(|_| best_at != Ns::MAX).map(|r| list[self.heads[r] as usize])
+        best.filter(|_| best_at != Ns::MAX).map(|r| runs[r][self.heads[r] as usize])
     }
 
     /// After [`Self::first_after`]`(t)`: how many arrivals lie in `(t, upto]`
@@ -305,15 +343,14 @@ impl<'a> WaitFinder<'a> {
     /// Each run is walked from its head, so this costs the arrivals counted
     /// plus one look per run.
     fn arrivals_upto(&self, upto: Ns, limit: usize) -> (usize, Option<Arrival>) {
-        let list = &self.arrivals.list;
         let (mut count, mut at_upto) = (0, None::<Arrival>);
         for (r, &head) in self.heads.iter().enumerate() {
             if self.head_at[r] > upto {
                 continue;
             }
-            let hi = self.arrivals.bounds[r + 1] as usize;
+            let list = self.runs[r];
             let mut p = head as usize;
-            while p < hi && list[p].at <= upto {
+            while p < list.len() && list[p].at <= upto {
                 if list[p].at == upto && at_upto.is_none_or(|b| list[p] > b) {
                     at_upto = Some(list[p]);
                 }

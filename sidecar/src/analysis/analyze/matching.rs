@@ -24,9 +24,11 @@ use super::detail::WindowDetail;
 use super::streams::{Strangers, Streams};
 use super::tables::{join, sorted_by_seq, DataGroup, DenseIds, GroupIndex, ProgressReads, ProgressSends};
 use crate::analysis::crew::{self, Crew};
-use crate::analysis::model::{give_items, take_items, Fragment, Half, Item, Messages, MsgGroup, Ns, SeqMark, Sid};
+use crate::analysis::model::{
+    give_items, take_items, Fragment, Half, Item, Messages, MsgEntry, MsgGroup, MsgKind, Ns, SeqMark, Sid,
+};
 use crate::analysis::report::MessageCounts;
-use crate::analysis::waits::{ArrivalRuns, Inbox};
+use crate::analysis::waits::{shared_run, Arrival, ArrivalRuns, Inbox};
 pub(super) use receivers::Links;
 use receivers::{Receivers, Shared};
 
@@ -323,22 +325,12 @@ impl<'a> Matching<'a> {
         }
     }
 
-    /// Room in each receiver's arrivals for its reads and the progress its
-    /// process's other workers sent (each reaches every other worker of
-    /// its process: [`Receivers`]' broadcast). Not every process's: with a
-    /// thousand streams in 125 processes that reserved 450 MB for 200 k
-    /// records.
+    /// Room in each receiver's arrivals for its reads. (The progress its
+    /// process's other workers sent reaches it too, but as runs shared with
+    /// every worker they reach: [`Shared::pg_arrivals`].)
     fn reserve_arrivals(&mut self) {
-        let pk = &self.streams.pk;
-        // (Progress sent per process, and per stream.)
-        let mut by_proc = vec![0; self.streams.procs.len()];
-        let mut by_stream = vec![0; self.arrivals.len()];
-        for &(_, _, i, ref sends) in &self.pg {
-            by_proc[pk[i] as usize] += sends.len();
-            by_stream[i] += sends.len();
-        }
-        for (j, (a, b)) in self.arrivals.iter_mut().zip(&self.inbox).enumerate() {
-            a.list.reserve(b.reads.len() + by_proc[pk[j] as usize] - by_stream[j]);
+        for (a, b) in self.arrivals.iter_mut().zip(&self.inbox) {
+            a.list.reserve(b.reads.len());
         }
     }
 
@@ -444,6 +436,13 @@ impl<'a> Matching<'a> {
             })
             .collect();
         let pg_channel = receivers::channels_of(&self.pg, &self.chan_ids);
+        // (Each group's arrivals once, for every worker it reaches.)
+        let pg_arrivals = (self.pg.iter())
+            .map(|&(channel, _, i, ref sends)| {
+                let arrival = |e: &MsgEntry| Arrival::local(e.at, i as u32, channel, MsgKind::Progress);
+                shared_run(sends.iter().map(arrival).collect())
+            })
+            .collect();
         let shared = Shared {
             streams,
             pg_ix: self.pg_ix,
@@ -451,6 +450,7 @@ impl<'a> Matching<'a> {
             pg_strict,
             pg_sorted,
             pg_channel,
+            pg_arrivals,
             pr_ix: self.pr_ix,
             pr_max,
         };
@@ -481,7 +481,7 @@ pub(crate) fn whole_and_halved(index: u64, width: Ns, frags: Vec<Fragment>) -> O
             .any(|(j, a)| a.list.iter().any(|x| streams.pk[x.src as usize] != streams.pk[j]));
         let strangers = !m.strangers.by_worker.is_empty();
         let inbox: Vec<_> = m.inbox.iter().map(|b| (&b.reads, &b.arrived, b.unread)).collect();
-        let arrivals: Vec<_> = m.arrivals.iter().map(|a| (&a.list, a.runs())).collect();
+        let arrivals: Vec<_> = m.arrivals.iter().map(|a| (&a.list, &a.shared, a.runs())).collect();
         let intervals: Vec<_> = m.intervals.iter().map(|(v, s)| (v.len(), *s)).collect();
         let mut by_worker: Vec<_> = m.strangers.by_worker.iter().collect();
         by_worker.sort();
@@ -502,20 +502,20 @@ mod tests {
     use super::*;
     use crate::analysis::model::{Busy, GapEnd, MsgEntry};
 
-    /// A receiver's arrivals are reserved for its reads and for the
-    /// progress that the other workers of its own process sent (the only
-    /// progress broadcast to it), whatever other processes sent: the
-    /// reservation once counted every process's progress at every
-    /// receiver, 450 MB for 200 k records of a thousand streams in 125
-    /// processes.
+    /// A progress update's arrivals at the other workers of its process
+    /// are one list that they share, and other processes' progress is in
+    /// none of them: a copy per receiver made a process of P workers cost
+    /// P² arrivals, and a reservation counting every process's progress at
+    /// every receiver took 450 MB for 200 k records of a thousand streams
+    /// in 125 processes.
     #[test]
-    fn arrivals_are_reserved_for_the_progress_of_the_receivers_own_process() {
-        // `processes` processes of two workers each (numbered across the
+    fn progress_arrivals_are_shared_within_a_process_and_kept_to_it() {
+        // `processes` processes of three workers each (numbered across the
         // cluster), every worker sending 100 progress updates.
-        let reserved = |processes: u32| {
-            let mut frags: Vec<Fragment> = (0..2 * processes)
+        let arrivals = |processes: u32| {
+            let mut frags: Vec<Fragment> = (0..3 * processes)
                 .map(|w| {
-                    let stream = Some(Sid { host: 1, process: w / 2, worker: w });
+                    let stream = Some(Sid { host: 1, process: w / 3, worker: w });
                     let mut f = Fragment { stream, covered: (0, 1_000), ..Default::default() };
                     let g = f.msgs.group(Half::PSend, 0, 0);
                     for k in 0..100 {
@@ -524,18 +524,21 @@ mod tests {
                     f
                 })
                 .collect();
-            let streams = Streams::new(1, &frags);
-            let mut m = Matching::new(&streams, (0, 1_000), frags.len());
-            m.group_tables(&mut frags, &mut MessageCounts::default(), None);
-            m.reserve_arrivals();
-            m.arrivals.iter().map(|a| a.list.capacity()).collect::<Vec<_>>()
+            let streams = Arc::new(Streams::new(1, &frags));
+            let mut mc = MessageCounts::default();
+            match_messages(&streams, &mut frags, Vec::new(), (0, 1_000), &mut mc, None, None).arrivals
         };
-        // Each worker's one peer sent 100.
-        let one = reserved(1);
-        assert!(one.iter().all(|&c| (100..200).contains(&c)), "{one:?}");
-        // Fifty processes more change no receiver's room.
-        let many = reserved(51);
-        assert!(many.iter().all(|&c| (100..200).contains(&c)), "{:?}", &many[..4]);
+        for processes in [1, 40] {
+            let all = arrivals(processes);
+            for (j, a) in all.iter().enumerate() {
+                // Its two peers' updates, nothing copied into its own list.
+                assert_eq!((a.len(), a.shared.len(), a.list.capacity()), (200, 2, 0), "receiver {j}");
+                assert!(a.shared.iter().flat_map(|r| r.iter()).all(|x| x.src as usize / 3 == j / 3));
+            }
+            // Worker 0's updates: one list for workers 1 and 2.
+            let of_0 = |j: usize| all[j].shared.iter().find(|r| r[0].src == 0).expect("worker 0's run").clone();
+            assert!(Arc::ptr_eq(&of_0(1), &of_0(2)));
+        }
     }
 
     #[test]

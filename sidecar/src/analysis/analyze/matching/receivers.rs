@@ -32,6 +32,10 @@ pub(super) struct Shared {
     pub pg_strict: Vec<bool>,
     pub pg_sorted: Vec<Option<Vec<MsgEntry>>>,
     pub pg_channel: Vec<u32>,
+    /// Per progress send group, its sends as they arrive at each other
+    /// worker of its process (within a process, as they are sent): one
+    /// list, shared by those workers' arrivals.
+    pub pg_arrivals: Vec<Arc<[Arrival]>>,
     /// Progress reads: (channel, sender, reader local) → group, and per
     /// group its highest sequence number read.
     pub pr_ix: GroupIndex,
@@ -366,7 +370,7 @@ impl Receivers {
     fn broadcast_progress(&mut self, shared: &Shared) {
         let streams = &*shared.streams;
         let mine = self.first..self.first + self.len();
-        for (gi, (channel, _, i, sends)) in shared.pg.iter().enumerate() {
+        for (gi, (_, _, i, sends)) in shared.pg.iter().enumerate() {
             let sends = shared.pg_sorted[gi].as_deref().unwrap_or(sends);
             let cd = shared.pg_channel[gi];
             for &j in &streams.procs[streams.pk[*i] as usize] {
@@ -375,9 +379,8 @@ impl Receivers {
                 }
                 let read_upto = shared.pr_ix.find([cd, *i as u32, j as u32]).map(|g| shared.pr_max[g]);
                 let (inbox, arrivals) = (&mut self.inbox[j - self.first], &mut self.arrivals[j - self.first]);
-                arrivals.start_run();
+                arrivals.share(&shared.pg_arrivals[gi]);
                 for &MsgEntry { seq: q, at: s } in sends.iter() {
-                    arrivals.push(Arrival::local(s, *i as u32, *channel, MsgKind::Progress));
                     if read_upto.is_none_or(|m| q > m) {
                         inbox.push(s, Ns::MAX);
                     }
