@@ -29,6 +29,22 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+/// Windows of fewer records are analyzed whole by the thread that has
+/// them: handing a window, or a part of one, to another thread (a wake-up
+/// and a wait on each side) cost about 0.3 ms of wall time a window on
+/// these 2-core machines, more than a thread's analysis of 16 k records
+/// (about 0.8 ms) gains by it. Measured on 1 M records cut into windows of
+/// 100 µs (310 records each): with an analysis thread 1.73 s against 0.73 s
+/// without, and at `-w 2` with the windows shared 1.17 s against 0.84 s
+/// (docs/performance.md, "Small windows").
+pub const SHARE_MIN_RECORDS: u64 = 16_384;
+
+/// Whether a window of `frags` is large enough to share
+/// ([`SHARE_MIN_RECORDS`]).
+pub fn worth_sharing(frags: &[crate::analysis::model::Fragment]) -> bool {
+    frags.iter().map(|f| f.counters.records).sum::<u64>() >= SHARE_MIN_RECORDS
+}
+
 /// A part of a window's analysis offered to the crew.
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -46,6 +62,8 @@ pub struct Crew {
     /// one that offered them.
     offers: AtomicU64,
     taken: AtomicU64,
+    /// How many times a wait for an offer was cut short ([`Crew::interrupt`]).
+    interrupts: AtomicU64,
     /// Other work the crew's threads have waiting (whole windows posted on
     /// the sidecar's job board): while there is some, a part that costs
     /// more split than whole is not split ([`Crew::has_other_work`]).
@@ -82,10 +100,34 @@ impl Crew {
     /// Waits until a part is offered (and not yet taken), at most
     /// `timeout`.
     pub fn wait_for_offer(&self, timeout: std::time::Duration) {
+        self.wait_for_offer_since(self.interrupts(), timeout);
+    }
+
+    /// [`Crew::wait_for_offer`], cut short by an [`Crew::interrupt`] made
+    /// since [`Crew::interrupts`] said `seen`: a thread waiting for an
+    /// offer or something else (its analysis thread's result) reads
+    /// `seen`, looks for the other thing, and waits; an interrupt made
+    /// after it read `seen` is not lost.
+    pub fn wait_for_offer_since(&self, seen: u64, timeout: std::time::Duration) {
         let offered = self.offered.lock().unwrap();
-        if offered.is_empty() {
+        if offered.is_empty() && self.interrupts() == seen {
             let _ = self.changed.wait_timeout(offered, timeout).unwrap();
         }
+    }
+
+    /// How many interrupts were made so far ([`Crew::wait_for_offer_since`]).
+    pub fn interrupts(&self) -> u64 {
+        // (Acquire: what was done before an interrupt is seen with it.)
+        self.interrupts.load(Ordering::Acquire)
+    }
+
+    /// Wakes the threads waiting for an offer: what else they wait for is
+    /// ready. (Counted under the offers' lock, which a waiter holds from
+    /// its check to its wait.)
+    pub fn interrupt(&self) {
+        let _offered = self.offered.lock().unwrap();
+        self.interrupts.fetch_add(1, Ordering::Release);
+        self.changed.notify_all();
     }
 
     /// Whether a part is offered and not yet taken.

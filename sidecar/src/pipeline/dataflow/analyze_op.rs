@@ -51,8 +51,14 @@ where
             .analysis_thread
             .then(|| {
                 let a = scope.worker().sync_activator_for(info.address.to_vec());
+                // (A worker waiting for the result while it runs parts of
+                // the analysis waits on the crew: cut its wait short.)
+                let crew = shared.job_board.as_ref().map(|b| b.crew());
                 Analyst::start(shared.settings.width, move || {
                     let _ = a.activate();
+                    if let Some(c) = &crew {
+                        c.interrupt();
+                    }
                 })
             })
             .and_then(|r| {
@@ -253,6 +259,9 @@ impl WindowOwner {
             self.ended.prune(key.1, window);
             self.ended.apply(window, self.width, &mut frags);
             self.retained.analyzed(key, window, &frags);
+            // (A small window stays whole on this thread: handing it or its
+            // parts over would cost more than it saves.)
+            let large = crate::analysis::crew::worth_sharing(&frags);
             let job = Job {
                 key,
                 window,
@@ -261,9 +270,9 @@ impl WindowOwner {
                 what_if: self.what_if.clone(),
                 // Analyzed here, its parts go to whichever worker has
                 // nothing to read.
-                crew: self.shared_jobs.as_ref().map(|sj| sj.board.crew()),
+                crew: self.shared_jobs.as_ref().filter(|_| large).map(|sj| sj.board.crew()),
             };
-            if let Some(sj) = self.shared_jobs.as_mut().filter(|sj| sj.posts) {
+            if let Some(sj) = self.shared_jobs.as_mut().filter(|sj| sj.posts && large) {
                 sj.posted.push(key);
                 let wake = sj.wake.clone();
                 sj.board.post(job, sj.reply.clone(), move || {
@@ -271,15 +280,28 @@ impl WindowOwner {
                 });
                 continue;
             }
+            let board = self.shared_jobs.as_ref().map(|sj| &*sj.board);
             match self.analyst.as_mut() {
-                Some(a) => {
-                    let board = self.shared_jobs.as_ref().map(|sj| &*sj.board);
+                Some(a) if large => {
                     while !a.has_room() {
                         out.extend(a.wait_helping(board).and_then(|d| {
                             report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
                         }));
                     }
                     a.submit(job);
+                }
+                // (After the thread's windows, whose reports go out first.)
+                Some(a) => {
+                    while let Some(d) = a.wait_helping(board) {
+                        out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
+                    }
+                    out.extend(report(
+                        &self.reporter,
+                        &self.caps,
+                        &mut self.retained,
+                        &mut self.traffic,
+                        job.analyze(self.width),
+                    ))
                 }
                 None => out.extend(report(
                     &self.reporter,
