@@ -33,9 +33,9 @@ use std::sync::{Arc, Condvar, Mutex};
 /// them: handing a window, or a part of one, to another thread (a wake-up
 /// and a wait on each side) cost about 0.3 ms of wall time a window on
 /// these 2-core machines, more than a thread's analysis of 16 k records
-/// (about 0.8 ms) gains by it. Measured on 1 M records cut into windows of
-/// 100 µs (310 records each): with an analysis thread 1.73 s against 0.73 s
-/// without, and at `-w 2` with the windows shared 1.17 s against 0.84 s
+/// (about 0.8 ms) gains by it. On 1 M records cut into windows of 100 µs
+/// (310 records each), handed over they took 3.2 s at `-w 1` (an analysis
+/// thread) and 1.1 s at `-w 2`, kept whole 0.85 s and 0.9 s
 /// (docs/performance.md, "Small windows").
 pub const SHARE_MIN_RECORDS: u64 = 16_384;
 
@@ -257,6 +257,42 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
+
+    /// An interrupt ends a wait for an offer at once, and one made after
+    /// the waiter read the count (before it waits) is not lost: it does not
+    /// wait at all.
+    #[test]
+    fn an_interrupt_ends_a_wait_for_an_offer() {
+        let crew = Arc::new(Crew::default());
+        let seen = crew.interrupts();
+        crew.interrupt();
+        let t = std::time::Instant::now();
+        crew.wait_for_offer_since(seen, Duration::from_secs(10));
+        assert!(t.elapsed() < Duration::from_secs(5), "an interrupt before the wait was lost");
+        let c = crew.clone();
+        let waiter = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            c.wait_for_offer_since(c.interrupts(), Duration::from_secs(10));
+            t.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        crew.interrupt();
+        // (Woken by this interrupt, or never asleep if it came first.)
+        assert!(waiter.join().unwrap() < Duration::from_secs(5));
+    }
+
+    /// A window is shared from [`SHARE_MIN_RECORDS`] records on.
+    #[test]
+    fn only_windows_of_many_records_are_shared() {
+        let frag = |records| {
+            let mut f = crate::analysis::model::Fragment::default();
+            f.counters.records = records;
+            f
+        };
+        assert!(!worth_sharing(&[]));
+        assert!(!worth_sharing(&[frag(SHARE_MIN_RECORDS / 2), frag(SHARE_MIN_RECORDS / 2 - 1)]));
+        assert!(worth_sharing(&[frag(SHARE_MIN_RECORDS / 2), frag(SHARE_MIN_RECORDS / 2)]));
+    }
 
     /// Without a crew, or with one nobody takes from, both parts run here,
     /// in order.

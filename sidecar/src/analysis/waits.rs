@@ -45,8 +45,9 @@
 //! crosses processes and is not read in the window has no known arrival:
 //! it neither ends a gap nor counts as buffered.
 
-use crate::analysis::model::{GapEnd, MsgKind, Ns};
 use std::sync::Arc;
+
+use crate::analysis::model::{GapEnd, MsgKind, Ns};
 
 /// A message arriving at a worker, as the wait analysis needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
