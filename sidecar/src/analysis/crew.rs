@@ -98,16 +98,11 @@ impl Crew {
     }
 
     /// Waits until a part is offered (and not yet taken), at most
-    /// `timeout`.
-    pub fn wait_for_offer(&self, timeout: std::time::Duration) {
-        self.wait_for_offer_since(self.interrupts(), timeout);
-    }
-
-    /// [`Crew::wait_for_offer`], cut short by an [`Crew::interrupt`] made
-    /// since [`Crew::interrupts`] said `seen`: a thread waiting for an
-    /// offer or something else (its analysis thread's result) reads
-    /// `seen`, looks for the other thing, and waits; an interrupt made
-    /// after it read `seen` is not lost.
+    /// `timeout`, or until an [`Crew::interrupt`] made since
+    /// [`Crew::interrupts`] said `seen`: a thread waiting for an offer or
+    /// something else (its analysis thread's result) reads `seen`, looks
+    /// for the other thing, and waits; an interrupt made after it read
+    /// `seen` is not lost.
     pub fn wait_for_offer_since(&self, seen: u64, timeout: std::time::Duration) {
         let offered = self.offered.lock().unwrap();
         if offered.is_empty() && self.interrupts() == seen {

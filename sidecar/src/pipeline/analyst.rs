@@ -285,11 +285,6 @@ impl JobBoard {
         self.crew.take()
     }
 
-    /// Waits until a part is offered, at most `timeout`.
-    pub fn wait_for_offer(&self, timeout: std::time::Duration) {
-        self.crew.wait_for_offer(timeout);
-    }
-
     /// Whether neither a window nor a part of one waits.
     pub fn is_empty(&self) -> bool {
         self.posted.lock().unwrap().is_empty() && !self.crew.has_offers()

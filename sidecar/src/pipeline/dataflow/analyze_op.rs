@@ -281,36 +281,24 @@ impl WindowOwner {
                 continue;
             }
             let board = self.shared_jobs.as_ref().map(|sj| &*sj.board);
-            match self.analyst.as_mut() {
-                Some(a) if large => {
+            if let Some(a) = self.analyst.as_mut() {
+                if large {
                     while !a.has_room() {
                         out.extend(a.wait_helping(board).and_then(|d| {
                             report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d)
                         }));
                     }
                     a.submit(job);
+                    continue;
                 }
-                // (After the thread's windows, whose reports go out first.)
-                Some(a) => {
-                    while let Some(d) = a.wait_helping(board) {
-                        out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
-                    }
-                    out.extend(report(
-                        &self.reporter,
-                        &self.caps,
-                        &mut self.retained,
-                        &mut self.traffic,
-                        job.analyze(self.width),
-                    ))
+                // (A small one here, after the thread's windows, whose
+                // reports go out first.)
+                while let Some(d) = a.wait_helping(board) {
+                    out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, d));
                 }
-                None => out.extend(report(
-                    &self.reporter,
-                    &self.caps,
-                    &mut self.retained,
-                    &mut self.traffic,
-                    job.analyze(self.width),
-                )),
             }
+            let done = job.analyze(self.width);
+            out.extend(report(&self.reporter, &self.caps, &mut self.retained, &mut self.traffic, done));
         }
         self.revise(out);
     }
