@@ -174,10 +174,17 @@ pub struct ArrivalRuns {
 
 /// Arrivals in `Arrival` order, for [`ArrivalRuns::share`].
 pub fn shared_run(mut run: Vec<Arrival>) -> Arc<[Arrival]> {
-    if !run.is_sorted() {
+    sort_run(&mut run);
+    run.into()
+}
+
+/// A run put in `Arrival` order (it nearly always is).
+fn sort_run(run: &mut [Arrival]) {
+    // (Times nearly always increase strictly: the full comparison only on
+    // equal times.)
+    if !run.windows(2).all(|p| p[0].at < p[1].at || p[0] <= p[1]) {
         run.sort_unstable();
     }
-    run.into()
 }
 
 impl ArrivalRuns {
@@ -230,12 +237,7 @@ impl ArrivalRuns {
         self.bounds.dedup();
         let mut out: Vec<u32> = Vec::with_capacity(self.bounds.len());
         for r in self.bounds.windows(2) {
-            let run = &mut self.list[r[0] as usize..r[1] as usize];
-            // (Times nearly always increase strictly: the full comparison
-            // only on equal times.)
-            if !run.windows(2).all(|p| p[0].at < p[1].at || p[0] <= p[1]) {
-                run.sort_unstable();
-            }
+            sort_run(&mut self.list[r[0] as usize..r[1] as usize]);
         }
         for (k, r) in self.bounds.windows(2).enumerate() {
             let joins = k > 0 && self.list[r[0] as usize - 1] <= self.list[r[0] as usize];

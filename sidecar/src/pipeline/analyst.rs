@@ -88,6 +88,9 @@ impl Analyst {
         let (done_tx, done) = mpsc::channel::<Result<Done, String>>();
         let thread = std::thread::Builder::new().name("sidecar-analysis".into()).spawn(move || {
             for job in job_rx {
+                // (A worker waiting for this result while it runs the job's
+                // parts waits on the job's crew: `wait_helping`.)
+                let crew = job.crew.clone();
                 // A panic goes back as the job's result and wakes the
                 // worker like any result: the window may be the worker's
                 // last, with nothing else left to schedule the operator.
@@ -95,6 +98,9 @@ impl Analyst {
                 let failed = r.is_err();
                 let sent = done_tx.send(r.map_err(|p| crate::panic_message(p.as_ref()).to_string()));
                 wake();
+                if let Some(c) = crew {
+                    c.interrupt();
+                }
                 if sent.is_err() || failed {
                     return;
                 }
@@ -146,8 +152,8 @@ impl Analyst {
     /// the thread offers to `board`'s crew (it offers them to this worker,
     /// which has nothing else to do while it waits).
     ///
-    /// The thread's results interrupt the wait (the `wake` given to
-    /// [`Analyst::start`] calls the board's [`Crew::interrupt`]). With a
+    /// A job's result interrupts the wait ([`Crew::interrupt`] on the job's
+    /// crew, the board's, after the thread sends it). With a
     /// millisecond's timeout ending the wait instead, 32 k windows of 10 µs
     /// took 16.0 s, 12.5 s with the interrupt (and 5.4 s once windows that
     /// small stayed on the worker: [`crate::analysis::crew::SHARE_MIN_RECORDS`]).

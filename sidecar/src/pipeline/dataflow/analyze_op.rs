@@ -51,14 +51,8 @@ where
             .analysis_thread
             .then(|| {
                 let a = scope.worker().sync_activator_for(info.address.to_vec());
-                // (A worker waiting for the result while it runs parts of
-                // the analysis waits on the crew: cut its wait short.)
-                let crew = shared.job_board.as_ref().map(|b| b.crew());
                 Analyst::start(shared.settings.width, move || {
                     let _ = a.activate();
-                    if let Some(c) = &crew {
-                        c.interrupt();
-                    }
                 })
             })
             .and_then(|r| {
