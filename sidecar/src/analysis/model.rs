@@ -1,6 +1,9 @@
 //! The types every stage shares: worker timelines as items, and the per-window
 //! fragment a stream hands to the window's owner. No I/O, no timely.
 
+use std::sync::{Arc, OnceLock};
+
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// Nanoseconds on one host's timeline (its CLOCK_MONOTONIC).
@@ -284,6 +287,58 @@ pub struct ArrangementLevel {
 /// A channel's metadata: id, (source operator, port), (target operator, port).
 pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
 
+/// What a stream's Metadata frames have said so far: its operators' names
+/// and addresses, its channels, its spans' names. A later definition of an
+/// id replaces the earlier one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StreamMeta {
+    pub ops: FxHashMap<u32, String>,
+    /// Operators' addresses: the scope path timely gives each (empty when
+    /// the probe did not say).
+    pub op_addrs: FxHashMap<u32, Vec<u32>>,
+    pub channels: Vec<ChannelMeta>,
+    pub spans: FxHashMap<u64, String>,
+    /// `ops` by name, made the first time a window asks (`sidecar whatif`
+    /// and the ranking name operators): once per version of the metadata,
+    /// not once per window and speedup.
+    #[serde(skip)]
+    ops_by_name: OnceLock<FxHashMap<String, Vec<u32>>>,
+}
+
+impl StreamMeta {
+    /// Operator `id` is called `name` and sits at `addr`.
+    pub fn operator(&mut self, id: u32, name: String, addr: Vec<u32>) {
+        self.ops.insert(id, name);
+        self.op_addrs.insert(id, addr);
+        self.ops_by_name = OnceLock::new();
+    }
+
+    /// The operators called `name`, in id order.
+    pub fn ops_named(&self, name: &str) -> &[u32] {
+        let index = self.ops_by_name.get_or_init(|| {
+            let mut by_name: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+            for (&id, n) in &self.ops {
+                by_name.entry(n.clone()).or_default().push(id);
+            }
+            by_name.values_mut().for_each(|ids| ids.sort_unstable());
+            by_name
+        });
+        index.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn span(&mut self, id: u64, name: String) {
+        self.spans.insert(id, name);
+    }
+
+    pub fn channel(&mut self, c: ChannelMeta) {
+        self.channels.push(c);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.op_addrs.is_empty() && self.channels.is_empty() && self.spans.is_empty()
+    }
+}
+
 /// Everything one stream contributes to one window; exchanged to the
 /// window's owner.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -322,13 +377,11 @@ pub struct Fragment {
     pub program: String,
     /// The host's name from the process's Hello.
     pub host_name: String,
-    /// Metadata of the stream so far: operator names, channels, span names.
-    pub ops: Vec<(u32, String)>,
-    /// Operators' addresses: the scope path timely gives each (empty when
-    /// the probe did not say).
-    pub op_addrs: Vec<(u32, Vec<u32>)>,
-    pub channels: Vec<ChannelMeta>,
-    pub spans: Vec<(u64, String)>,
+    /// The stream's metadata so far, shared by its fragments: a window's
+    /// fragment does not copy it (a dataflow of thousands of operators
+    /// would otherwise copy their names into every fragment of every
+    /// window).
+    pub meta: Arc<StreamMeta>,
     /// The stream's arrangements (differential), by operator: every one it
     /// has reported so far, as the window leaves them.
     pub arrangements: Vec<ArrangementLevel>,
@@ -413,11 +466,8 @@ impl Fragment {
         }
         // (Its records came: it was not silent after all.)
         f.silent_since = None;
-        if patch.ops.len() >= f.ops.len() {
-            f.ops = patch.ops;
-            f.op_addrs = patch.op_addrs;
-            f.channels = patch.channels;
-            f.spans = patch.spans;
+        if patch.meta.ops.len() >= f.meta.ops.len() {
+            f.meta = patch.meta;
         }
         f.covered = covered(f, width);
         true

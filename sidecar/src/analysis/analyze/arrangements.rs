@@ -22,7 +22,7 @@ pub(super) fn list_arrangements(frags: &[Fragment], names: &Names) -> Vec<Arrang
             out.push(ArrangementReport {
                 worker: sid.worker,
                 operator: a.op,
-                name: names.ops[i].get(&a.op).map_or_else(|| format!("operator {}", a.op), |n| n.to_string()),
+                name: names.op(i, a.op).map_or_else(|| format!("operator {}", a.op), |n| n.to_string()),
                 records: v[0],
                 peak_records: a.peak_records.max(v[0]),
                 batches: v[1],

@@ -116,7 +116,7 @@ fn top_operators(ops: FxHashMap<(usize, u32), Ns>, sids: &[Sid], names: &Names, 
         .map(|((w, op), ns)| OpShare {
             worker: sids[w].worker,
             operator: op,
-            name: names.ops[w].get(&op).unwrap_or(&"").to_string(),
+            name: names.op(w, op).unwrap_or("").to_string(),
             ns,
             share: ns as f64 / len,
         })
@@ -132,7 +132,7 @@ fn top_spans(spans: FxHashMap<(usize, u64), Ns>, sids: &[Sid], names: &Names, le
         .map(|((w, id), ns)| SpanShare {
             worker: sids[w].worker,
             span: id,
-            name: names.spans[w].get(&id).unwrap_or(&"").to_string(),
+            name: names.span(w, id).unwrap_or("").to_string(),
             ns,
             share: ns as f64 / len,
         })

@@ -98,10 +98,10 @@ impl WindowDetail {
         let mut d = WindowDetail { host, window, span, streams: sids.to_vec(), ..Default::default() };
         for f in frags {
             d.programs.push(f.program.clone());
-            d.op_names.push(f.ops.iter().cloned().collect());
-            d.span_names.push(f.spans.iter().cloned().collect());
-            d.op_addrs.push(f.op_addrs.iter().cloned().collect());
-            d.channels.push(f.channels.clone());
+            d.op_names.push(f.meta.ops.clone());
+            d.span_names.push(f.meta.spans.clone());
+            d.op_addrs.push(f.meta.op_addrs.clone());
+            d.channels.push(f.meta.channels.clone());
             d.counters.push(f.counters);
         }
         d

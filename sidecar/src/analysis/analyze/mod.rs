@@ -30,7 +30,6 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
 
 mod arrangements;
 mod critical;
@@ -51,7 +50,7 @@ pub use detail::{Activity, ActivityKind, CriticalKind, CriticalPiece, Message, W
 pub(crate) use matching::whole_and_halved;
 
 use crate::analysis::crew::{self, Crew};
-use crate::analysis::model::{Fragment, MsgKind, Ns};
+use crate::analysis::model::{Fragment, MsgKind, Ns, StreamMeta};
 use crate::analysis::report::WindowReport;
 use crate::analysis::whatif::Speedup;
 use streams::Streams;
@@ -67,18 +66,24 @@ fn kind_name(k: MsgKind) -> &'static str {
     }
 }
 
-/// Per stream: its operators' and spans' names.
+/// Per stream: its operators' and spans' names (the stream's metadata,
+/// not copied: a window's cost does not grow with the operators it did
+/// not run).
 struct Names<'f> {
-    ops: Vec<FxHashMap<u32, &'f str>>,
-    spans: Vec<FxHashMap<u64, &'f str>>,
+    metas: Vec<&'f StreamMeta>,
 }
 
 impl<'f> Names<'f> {
     fn of(frags: &'f [Fragment]) -> Self {
-        Names {
-            ops: frags.iter().map(|f| f.ops.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect(),
-            spans: frags.iter().map(|f| f.spans.iter().map(|(id, n)| (*id, n.as_str())).collect()).collect(),
-        }
+        Names { metas: frags.iter().map(|f| &*f.meta).collect() }
+    }
+
+    fn op(&self, stream: usize, op: u32) -> Option<&'f str> {
+        self.metas[stream].ops.get(&op).map(String::as_str)
+    }
+
+    fn span(&self, stream: usize, id: u64) -> Option<&'f str> {
+        self.metas[stream].spans.get(&id).map(String::as_str)
     }
 }
 

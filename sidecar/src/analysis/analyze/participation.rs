@@ -54,8 +54,8 @@ pub(super) fn rank_participation(g: &Graph, sids: &[Sid], names: &Names) -> Vec<
             activity,
             id,
             name: match (activity, id) {
-                ("operator", Some(op)) => names.ops[w].get(&(op as u32)).map(|s| s.to_string()),
-                ("span", Some(id)) => names.spans[w].get(&id).map(|s| s.to_string()),
+                ("operator", Some(op)) => names.op(w, op as u32).map(str::to_string),
+                ("span", Some(id)) => names.span(w, id).map(str::to_string),
                 _ => None,
             },
             score,

@@ -157,16 +157,14 @@ fn scales_of(spec: &[Speedup], g: &Graph, sids: &[Sid], names: &Names) -> Scales
             if s.worker.is_some_and(|w| w != sid.worker) {
                 continue;
             }
-            for (&op, &name) in &names.ops[j] {
-                if name == s.target {
-                    set(j, EKind::Op(op), scale);
-                }
+            for &op in names.metas[j].ops_named(&s.target) {
+                set(j, EKind::Op(op), scale);
             }
             if let Some(op) = id.and_then(|id| u32::try_from(id).ok()) {
                 set(j, EKind::Op(op), scale);
             }
             for (ix, &span) in g.spans.iter().enumerate() {
-                if names.spans[j].get(&span).is_some_and(|&n| n == s.target) || Some(span) == id {
+                if names.span(j, span).is_some_and(|n| n == s.target) || Some(span) == id {
                     set(j, EKind::Span(ix as u32), scale);
                 }
             }

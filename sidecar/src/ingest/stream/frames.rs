@@ -4,6 +4,7 @@
 //! sequence numbers that show frames missing.
 
 use std::borrow::Borrow;
+use std::sync::Arc;
 
 use ringlog::{Body, DecodeError, Frame, FrameHeader, Meta, Payload, Record, PROCESS_WIDE};
 
@@ -211,19 +212,12 @@ impl Ingest {
             // frames; Records go to `records_frame`.)
             Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) | Body::Stats(_) => {}
             Body::Metadata(m) => {
+                let meta = Arc::make_mut(&mut st.meta);
                 for e in m {
                     match e {
-                        Meta::Operator { id, name, addr } => {
-                            st.ops.retain(|(i, _)| *i != id);
-                            st.ops.push((id, name));
-                            st.op_addrs.retain(|(i, _)| *i != id);
-                            st.op_addrs.push((id, addr));
-                        }
-                        Meta::Channel { id, src, dst } => st.channels.push((id, src, dst)),
-                        Meta::Span { id, name } => {
-                            st.spans.retain(|(i, _)| *i != id);
-                            st.spans.push((id, name));
-                        }
+                        Meta::Operator { id, name, addr } => meta.operator(id, name, addr),
+                        Meta::Channel { id, src, dst } => meta.channel((id, src, dst)),
+                        Meta::Span { id, name } => meta.span(id, name),
                     }
                 }
             }

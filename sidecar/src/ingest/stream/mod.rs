@@ -18,12 +18,13 @@ mod records;
 mod tests;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ringlog::ClockDomain;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::activity::Builder;
-use crate::analysis::model::{Fragment, Ns, SeqMark, Sid};
+use crate::analysis::model::{Fragment, Ns, SeqMark, Sid, StreamMeta};
 use crate::analysis::window::Windower;
 use crate::ingest::clock::Clock;
 
@@ -55,11 +56,9 @@ struct Stream {
     /// The frame number expected next (None: no frame seen yet; wider
     /// than a frame number, as in `Proc`).
     next_seq: Option<u128>,
-    ops: Vec<(u32, String)>,
-    /// Operators' addresses (their scopes), as `ops`.
-    op_addrs: Vec<(u32, Vec<u32>)>,
-    channels: Vec<crate::analysis::model::ChannelMeta>,
-    spans: Vec<(u64, String)>,
+    /// Its metadata so far, shared with the fragments made since it last
+    /// changed (a Metadata frame copies it once if they still hold it).
+    meta: Arc<StreamMeta>,
     /// Last record time (ns): where lost records would have been.
     last_ts: Option<Ns>,
     done: bool,
@@ -155,10 +154,7 @@ impl Ingest {
                 w
             },
             next_seq: None,
-            ops: Vec::new(),
-            op_addrs: Vec::new(),
-            channels: Vec::new(),
-            spans: Vec::new(),
+            meta: Arc::default(),
             last_ts: None,
             done: false,
             elided_seen: 0,
@@ -180,10 +176,7 @@ impl Ingest {
                 st.windower.take_ready(s, &mut st.builder.out, out);
             }
             for f in &mut out[before..] {
-                f.ops = st.ops.clone();
-                f.op_addrs = st.op_addrs.clone();
-                f.channels = st.channels.clone();
-                f.spans = st.spans.clone();
+                f.meta = Arc::clone(&st.meta);
             }
         }
     }
@@ -191,11 +184,8 @@ impl Ingest {
     fn attach_meta(&mut self, before: usize) {
         for f in &mut self.out[before..] {
             if let Some(st) = f.stream.and_then(|s| self.streams.get(&s)) {
-                if f.ops.is_empty() {
-                    f.ops = st.ops.clone();
-                    f.op_addrs = st.op_addrs.clone();
-                    f.channels = st.channels.clone();
-                    f.spans = st.spans.clone();
+                if f.meta.ops.is_empty() {
+                    f.meta = Arc::clone(&st.meta);
                 }
             }
         }

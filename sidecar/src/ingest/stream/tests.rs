@@ -86,7 +86,7 @@ fn fragments_per_window_with_loss_marked() {
     let ws: Vec<u64> = ing.out.iter().map(|f| f.window).collect();
     assert_eq!(ws, vec![0, 1, 2, 3]);
     assert_eq!(ing.out.iter().map(|f| f.counters.records).sum::<u64>(), 30);
-    assert_eq!(ing.out[0].ops, vec![(3, "Map".to_string())]);
+    assert_eq!(ing.out[0].meta.ops.iter().collect::<Vec<_>>(), vec![(&3, &"Map".to_string())]);
     // the loss sits between record 15 (t=460) and record 16 (t=500)
     assert!(ing.out[1].faults.iter().any(|f| f.contains("4 records lost")));
     assert!(ing.out[0].faults.is_empty());
@@ -285,4 +285,49 @@ fn stats_frames_leave_the_latest_figures_of_each_process() {
     );
     let plain = run(&bytes(true));
     assert_eq!(format!("{:?}", ing.out), format!("{:?}", plain.out));
+}
+
+/// A stream's fragments share its metadata rather than each copying it; a
+/// Metadata frame after some windows changes the fragments made after it
+/// only, and a name given again replaces the earlier one.
+#[test]
+fn fragments_share_their_streams_metadata_until_it_changes() {
+    let mut e = Encoder::new();
+    let mut out = Vec::new();
+    let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+    let w0 = StreamId { host: 7, process: 1, worker: 0 };
+    let d = ClockDomain::Tsc;
+    e.hello(pw, 0, d, &hello(), &mut out);
+    e.clock(pw, 1, d, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
+    e.hello(w0, 0, d, &hello(), &mut out);
+    let many: Vec<Meta> =
+        (0..1000).map(|id| Meta::Operator { id, name: format!("idle {id}"), addr: vec![0, id] }).collect();
+    e.metadata(w0, 1, d, &many, &mut out);
+    let execs = |from: u64| -> Vec<Record> {
+        (from..from + 10)
+            .flat_map(|i| {
+                [
+                    Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
+                    Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
+                ]
+            })
+            .collect()
+    };
+    e.records(w0, 2, 0, d, &[&execs(0)], &mut out);
+    let renamed = [Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }, Meta::Span { id: 9, name: "s".into() }];
+    e.metadata(w0, 3, d, &renamed, &mut out);
+    e.records(w0, 4, 0, d, &[&execs(10)], &mut out);
+    e.end(w0, 5, 0, d, &EndStats { produced: 40, lost: 0, elided: 0 }, &mut out);
+    let ing = run(&out);
+    let at = |ix: u64| ing.out.iter().find(|f| f.window == ix).expect("window");
+    // Windows of 250 ns: 0–3 from the first frame of records, 4–7 from the
+    // second (times 1,000–1,960).
+    assert!(std::sync::Arc::ptr_eq(&at(0).meta, &at(2).meta), "one copy for the windows before the change");
+    assert!(std::sync::Arc::ptr_eq(&at(4).meta, &at(7).meta), "and one after it");
+    assert_eq!(at(0).meta.ops.len(), 1000);
+    assert_eq!(at(0).meta.ops[&3], "idle 3");
+    assert!(at(0).meta.spans.is_empty());
+    assert_eq!(at(7).meta.ops.len(), 1000);
+    assert_eq!(at(7).meta.ops[&3], "Map");
+    assert_eq!(at(7).meta.spans[&9], "s");
 }

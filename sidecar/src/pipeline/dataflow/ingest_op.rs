@@ -685,7 +685,6 @@ fn offline_windows_ahead(peers: usize, analysis_thread: bool) -> u64 {
 /// worker.
 pub(super) fn wire_bytes(f: &Fragment) -> u64 {
     use std::mem::size_of_val;
-    let strings = |v: &[(u32, String)]| v.iter().map(|x| 4 + x.1.len()).sum::<usize>();
     let groups: usize = f.msgs.groups.iter().map(|g| 16 + size_of_val(&g.entries[..])).sum();
     let n = std::mem::size_of::<Fragment>()
         + size_of_val(&f.items[..])
@@ -694,9 +693,9 @@ pub(super) fn wire_bytes(f: &Fragment) -> u64 {
         + size_of_val(&f.seq_before[..])
         + f.faults.iter().map(String::len).sum::<usize>()
         + f.program.len()
-        + strings(&f.ops)
-        + size_of_val(&f.channels[..])
-        + f.spans.iter().map(|x| 8 + x.1.len()).sum::<usize>()
+        + f.meta.ops.iter().map(|x| 4 + x.1.len()).sum::<usize>()
+        + size_of_val(&f.meta.channels[..])
+        + f.meta.spans.iter().map(|x| 8 + x.1.len()).sum::<usize>()
         + size_of_val(&f.other_hosts[..]);
     n as u64
 }
