@@ -306,6 +306,15 @@ pub struct StreamMeta {
 }
 
 impl StreamMeta {
+    pub fn new(
+        ops: FxHashMap<u32, String>,
+        op_addrs: FxHashMap<u32, Vec<u32>>,
+        channels: Vec<ChannelMeta>,
+        spans: FxHashMap<u64, String>,
+    ) -> Self {
+        StreamMeta { ops, op_addrs, channels, spans, ops_by_name: OnceLock::new() }
+    }
+
     /// Operator `id` is called `name` and sits at `addr`.
     pub fn operator(&mut self, id: u32, name: String, addr: Vec<u32>) {
         self.ops.insert(id, name);

@@ -298,10 +298,10 @@ impl<W: Write> PerfettoExport<W> {
             tracks.push(self.worker(d.streams[i], &d.programs[i])?);
         }
         let op_name = |i: usize, op: u32| -> Cow<'a, str> {
-            d.op_names[i].get(&op).map_or_else(|| format!("operator {op}").into(), |s| s.as_str().into())
+            d.op_name(i, op).map_or_else(|| format!("operator {op}").into(), Cow::Borrowed)
         };
         let span_name = |i: usize, id: u64| -> Cow<'a, str> {
-            d.span_names[i].get(&id).map_or_else(|| format!("span {id}").into(), |s| s.as_str().into())
+            d.span_name(i, id).map_or_else(|| format!("span {id}").into(), Cow::Borrowed)
         };
         // Counters, at the window's start.
         for i in 0..n {
@@ -415,6 +415,12 @@ impl<W: Write> PerfettoExport<W> {
 mod tests {
     use super::*;
     use crate::analysis::analyze::{Activity, CriticalPiece};
+    use crate::analysis::model::StreamMeta;
+
+    /// A stream's metadata naming `ops` only.
+    fn named(ops: &FxHashMap<u32, String>) -> std::sync::Arc<StreamMeta> {
+        std::sync::Arc::new(StreamMeta::new(ops.clone(), Default::default(), Vec::new(), Default::default()))
+    }
     use crate::output::perfetto::proto::TracePacket;
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -475,10 +481,7 @@ mod tests {
             span: (0, 100),
             streams: vec![sid],
             programs: vec!["p".into()],
-            op_names: vec![ops],
-            span_names: vec![Default::default()],
-            op_addrs: vec![Default::default()],
-            channels: vec![Vec::new()],
+            metas: vec![named(&ops)],
             counters: vec![Default::default()],
             activities: vec![
                 Activity { stream: 0, start: 0, end: 10, what: ActivityKind::Operator(1) },
@@ -520,10 +523,7 @@ mod tests {
             span: (k * 100, k * 100 + 100),
             streams: vec![sid],
             programs: vec!["p".into()],
-            op_names: vec![ops.clone()],
-            span_names: vec![Default::default()],
-            op_addrs: vec![Default::default()],
-            channels: vec![Vec::new()],
+            metas: vec![named(&ops)],
             counters: vec![Default::default()],
             activities: vec![Activity { stream: 0, start, end, what: ActivityKind::Operator(1) }],
             messages: vec![],
@@ -577,10 +577,7 @@ mod tests {
                 span: (0, 100),
                 streams: vec![s0, s1],
                 programs: vec!["p".into(), "p".into()],
-                op_names: vec![ops.clone(), ops.clone()],
-                span_names: vec![Default::default(), Default::default()],
-                op_addrs: vec![Default::default(), Default::default()],
-                channels: vec![Vec::new(), Vec::new()],
+                metas: vec![named(&ops), named(&ops)],
                 counters: vec![Default::default(), Default::default()],
                 activities: vec![
                     Activity { stream: 1, start: 0, end: sent, what: ActivityKind::Operator(1) },

@@ -1,9 +1,9 @@
 //! What a timeline export needs of one window beyond its report: built only
 //! when asked for, by the stages that see each piece.
 
-use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
-use crate::analysis::model::{ChannelMeta, Fragment, MsgKind, Ns, Sid};
+use crate::analysis::model::{Fragment, MsgKind, Ns, Sid, StreamMeta};
 
 /// What a timeline export (Perfetto) needs of one window, beyond the report:
 /// every worker's activities and waits, the messages between workers, and
@@ -18,13 +18,9 @@ pub struct WindowDetail {
     /// The window's streams; `stream` fields below index this.
     pub streams: Vec<Sid>,
     pub programs: Vec<String>,
-    /// Per stream: operator names and span names known so far.
-    pub op_names: Vec<FxHashMap<u32, String>>,
-    pub span_names: Vec<FxHashMap<u64, String>>,
-    /// Per stream: its operators' addresses (scope paths) and its channels,
-    /// for the dataflow graph.
-    pub op_addrs: Vec<FxHashMap<u32, Vec<u32>>>,
-    pub channels: Vec<Vec<ChannelMeta>>,
+    /// Per stream: its metadata so far (operators' names and addresses,
+    /// channels, spans' names), shared with its fragments, not copied.
+    pub metas: Vec<Arc<StreamMeta>>,
     /// Per stream: its instrumentation counters in this window.
     pub counters: Vec<crate::analysis::model::Counters>,
     /// Operator executions, spans, waits (clipped to the window).
@@ -98,12 +94,19 @@ impl WindowDetail {
         let mut d = WindowDetail { host, window, span, streams: sids.to_vec(), ..Default::default() };
         for f in frags {
             d.programs.push(f.program.clone());
-            d.op_names.push(f.meta.ops.clone());
-            d.span_names.push(f.meta.spans.clone());
-            d.op_addrs.push(f.meta.op_addrs.clone());
-            d.channels.push(f.meta.channels.clone());
+            d.metas.push(Arc::clone(&f.meta));
             d.counters.push(f.counters);
         }
         d
+    }
+
+    /// Stream `i`'s name for operator `op`.
+    pub fn op_name(&self, i: usize, op: u32) -> Option<&str> {
+        self.metas[i].ops.get(&op).map(String::as_str)
+    }
+
+    /// Stream `i`'s name for span `id`.
+    pub fn span_name(&self, i: usize, id: u64) -> Option<&str> {
+        self.metas[i].spans.get(&id).map(String::as_str)
     }
 }

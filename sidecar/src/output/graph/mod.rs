@@ -14,11 +14,14 @@ pub mod dot;
 pub mod layout;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use serde_json::{json, Value};
 
 use crate::analysis::analyze::{ActivityKind, CriticalKind, WindowDetail};
-use crate::analysis::model::{MsgKind, Ns};
+use crate::analysis::model::{MsgKind, Ns, Sid, StreamMeta};
 
 /// What the windows said of one operator.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -67,6 +70,10 @@ pub struct Dataflow {
     pub wait_ns: Ns,
     pub progress_wait_ns: Ns,
     pub unknown_wait_ns: Ns,
+    /// The metadata of the last window's streams, as folded in (held, so
+    /// that a pointer seen again is the same metadata, not a new one at a
+    /// freed one's address).
+    folded: FxHashMap<Sid, Arc<StreamMeta>>,
 }
 
 impl Dataflow {
@@ -77,23 +84,30 @@ impl Dataflow {
             None => (d.window, d.window),
             Some((a, b)) => (a.min(d.window), b.max(d.window)),
         });
-        for (i, names) in d.op_names.iter().enumerate() {
-            for (&id, name) in names {
+        for (i, meta) in d.metas.iter().enumerate() {
+            // (A stream's metadata folded in at the window before, unchanged
+            // since, adds nothing: a dataflow of thousands of operators is
+            // not walked again every window.)
+            if self.folded.get(&d.streams[i]).is_some_and(|m| Arc::ptr_eq(m, meta)) {
+                continue;
+            }
+            for (&id, name) in &meta.ops {
                 let o = self.ops.entry(id).or_default();
                 if o.name.is_empty() {
                     o.name = name.clone();
                 }
-                if let Some(a) = d.op_addrs.get(i).and_then(|m| m.get(&id)) {
+                if let Some(a) = meta.op_addrs.get(&id) {
                     if o.addr.is_empty() {
                         o.addr = a.clone();
                     }
                 }
             }
+            for &(id, src, dst) in &meta.channels {
+                let c = self.channels.entry(id).or_default();
+                (c.src, c.dst) = (src, dst);
+            }
         }
-        for &(id, src, dst) in d.channels.iter().flatten() {
-            let c = self.channels.entry(id).or_default();
-            (c.src, c.dst) = (src, dst);
-        }
+        self.folded = d.streams.iter().copied().zip(d.metas.iter().cloned()).collect();
         for a in &d.activities {
             let ns = a.end.saturating_sub(a.start);
             match a.what {

@@ -1,8 +1,10 @@
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use super::*;
 use crate::analysis::analyze::{Activity, CriticalPiece, Message};
-use crate::analysis::model::Sid;
+use crate::analysis::model::{Sid, StreamMeta};
 
 /// A dataflow (op 0, address [0]) with an input (1), an iteration scope
 /// (2) holding a Map (3) and its Feedback (4), and a Probe (5) after it,
@@ -42,9 +44,7 @@ pub(super) fn iterate_detail() -> WindowDetail {
     WindowDetail {
         window: 7,
         streams: vec![sid(0), sid(1)],
-        op_names: vec![names.clone(), names],
-        op_addrs: vec![addrs.clone(), addrs],
-        channels: vec![channels.clone(), channels],
+        metas: vec![Arc::new(StreamMeta::new(names, addrs, channels, FxHashMap::default())); 2],
         activities: vec![
             act(0, 0, 600, ActivityKind::Operator(3)),
             act(1, 0, 400, ActivityKind::Waiting { on: Some(0), channel: Some(11), kind: "data_message" }),
@@ -128,8 +128,8 @@ fn folding_windows_adds_their_figures() {
 #[test]
 fn operators_the_metadata_never_named_still_get_nodes() {
     let mut w = iterate_detail();
-    w.op_names = vec![FxHashMap::default(); 2];
-    w.op_addrs = vec![FxHashMap::default(); 2];
+    let channels = w.metas[0].channels.clone();
+    w.metas = vec![Arc::new(StreamMeta::new(FxHashMap::default(), FxHashMap::default(), channels, FxHashMap::default())); 2];
     let mut d = Dataflow::default();
     d.add(&w);
     let g = d.graph();
@@ -206,4 +206,25 @@ mod dot_output {
         assert_eq!(edges.len(), 4);
         assert!(text.contains("op1 -> op3 [label=\"ch 10, 11: 2 messages\\n80.0 % of the waits"), "{text}");
     }
+}
+
+/// A stream's metadata is folded in again only when it changed: a window
+/// with the same metadata adds its figures but no operators, a window whose
+/// metadata gained an operator adds that operator.
+#[test]
+fn metadata_is_folded_again_only_when_it_changed() {
+    let w = iterate_detail();
+    let mut d = Dataflow::default();
+    d.add(&w);
+    d.add(&w);
+    assert_eq!(d.windows, 2);
+    assert_eq!(d.ops.len(), 6);
+    let mut later = iterate_detail();
+    let mut meta = (*later.metas[1]).clone();
+    meta.operator(6, "Late".into(), vec![0, 4]);
+    later.metas[1] = Arc::new(meta);
+    d.add(&later);
+    assert_eq!(d.ops.len(), 7);
+    assert_eq!(d.ops[&6].name, "Late");
+    assert_eq!(d.ops[&6].addr, vec![0, 4]);
 }

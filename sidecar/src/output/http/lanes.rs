@@ -21,8 +21,8 @@ pub fn lanes(d: &WindowDetail) -> Value {
     let (ws, we) = d.span;
     let min = (we.saturating_sub(ws) / MIN_FRACTION).max(1);
     let us = |t: u64| t.saturating_sub(ws) as f64 / 1e3;
-    let op_name = |i: usize, op: u32| d.op_names[i].get(&op).cloned().unwrap_or_else(|| format!("operator {op}"));
-    let span_name = |i: usize, id: u64| d.span_names[i].get(&id).cloned().unwrap_or_else(|| format!("span {id}"));
+    let op_name = |i: usize, op: u32| d.op_name(i, op).map_or_else(|| format!("operator {op}"), str::to_string);
+    let span_name = |i: usize, id: u64| d.span_name(i, id).map_or_else(|| format!("span {id}"), str::to_string);
     let mut acts: Vec<Vec<Value>> = vec![Vec::new(); d.streams.len()];
     for a in &d.activities {
         let i = a.stream as usize;
