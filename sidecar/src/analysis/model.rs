@@ -287,6 +287,23 @@ pub struct ArrangementLevel {
 /// A channel's metadata: id, (source operator, port), (target operator, port).
 pub type ChannelMeta = (u32, (u32, u32), (u32, u32));
 
+/// How a fragment's metadata crosses between processes (the pipeline's
+/// concern: a fragment is `Whole` everywhere else).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaOnWire {
+    /// Carried, not kept.
+    #[default]
+    Whole,
+    /// Carried; the receiving worker keeps it for the stream's later
+    /// fragments from the same worker.
+    Keep,
+    /// Left out: the receiving worker kept it.
+    Kept,
+    /// Not a fragment: the receiving worker drops what it kept of the
+    /// stream (its end marker came too late to send).
+    Forget,
+}
+
 /// What a stream's Metadata frames have said so far: its operators' names
 /// and addresses, its channels, its spans' names. A later definition of an
 /// id replaces the earlier one.
@@ -391,6 +408,9 @@ pub struct Fragment {
     /// would otherwise copy their names into every fragment of every
     /// window).
     pub meta: Arc<StreamMeta>,
+    /// How `meta` crosses to a worker of another process: whole, or left
+    /// out because that worker kept it from an earlier fragment.
+    pub meta_on_wire: MetaOnWire,
     /// The stream's arrangements (differential), by operator: every one it
     /// has reported so far, as the window leaves them.
     pub arrangements: Vec<ArrangementLevel>,

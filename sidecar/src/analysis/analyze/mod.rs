@@ -30,7 +30,6 @@
 
 use std::sync::Arc;
 
-
 mod arrangements;
 mod critical;
 mod detail;

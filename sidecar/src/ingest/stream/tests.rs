@@ -314,7 +314,8 @@ fn fragments_share_their_streams_metadata_until_it_changes() {
             .collect()
     };
     e.records(w0, 2, 0, d, &[&execs(0)], &mut out);
-    let renamed = [Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }, Meta::Span { id: 9, name: "s".into() }];
+    let renamed =
+        [Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }, Meta::Span { id: 9, name: "s".into() }];
     e.metadata(w0, 3, d, &renamed, &mut out);
     e.records(w0, 4, 0, d, &[&execs(10)], &mut out);
     e.end(w0, 5, 0, d, &EndStats { produced: 40, lost: 0, elided: 0 }, &mut out);

@@ -129,7 +129,8 @@ fn folding_windows_adds_their_figures() {
 fn operators_the_metadata_never_named_still_get_nodes() {
     let mut w = iterate_detail();
     let channels = w.metas[0].channels.clone();
-    w.metas = vec![Arc::new(StreamMeta::new(FxHashMap::default(), FxHashMap::default(), channels, FxHashMap::default())); 2];
+    w.metas =
+        vec![Arc::new(StreamMeta::new(FxHashMap::default(), FxHashMap::default(), channels, FxHashMap::default())); 2];
     let mut d = Dataflow::default();
     d.add(&w);
     let g = d.graph();

@@ -19,11 +19,12 @@ use timely::progress::frontier::MutableAntichain;
 use timely::scheduling::SyncActivator;
 
 use super::ingest_op::{wire_bytes, TimedFragment};
+use super::meta_kept::MetaKept;
 use super::outputs::Outputs;
 use super::outputs::ReportLine;
 use super::report::Reporter;
 use super::{OperatorLink, Shared};
-use crate::analysis::model::{EndedStreams, Fragment, Ns};
+use crate::analysis::model::{EndedStreams, Fragment, MetaOnWire, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::output::http::WindowTraffic;
 use crate::pipeline::analyst::{Analyst, Done, Job, JobBoard};
@@ -129,6 +130,8 @@ struct WindowOwner {
     /// Late fragments (`Fragment::late`) to fold in, each with the
     /// capability its window's revised report goes out at.
     late: Vec<(Capability<u64>, u64, u64, Fragment)>,
+    /// The streams' metadata workers of other processes sent to be kept.
+    meta_kept: MetaKept,
 }
 
 impl WindowOwner {
@@ -153,6 +156,7 @@ impl WindowOwner {
                 super::Inputs::Files(_) => 0,
             }),
             late: Vec::new(),
+            meta_kept: MetaKept::default(),
         }
     }
 
@@ -164,8 +168,13 @@ impl WindowOwner {
                 self.take_figures(tf.figures);
                 continue;
             }
-            let TimedFragment { host, time, from, fragment: f, .. } = tf;
+            let TimedFragment { host, time, from, fragment: mut f, .. } = tf;
+            if f.meta_on_wire == MetaOnWire::Forget {
+                self.meta_kept.receive(from, &mut f);
+                continue;
+            }
             self.book_traffic((time, host), from, &f);
+            self.meta_kept.receive(from, &mut f);
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);

@@ -24,9 +24,10 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::scheduling::Activator;
 
+use super::meta_kept::MetaSent;
 use super::{Inputs, OperatorLink, RunStats, Shared};
 use crate::analysis::analyze::LATE_DATA;
-use crate::analysis::model::{Fragment, Ns};
+use crate::analysis::model::{Fragment, MetaOnWire, Ns};
 use crate::analysis::report::ProcessFigures;
 use crate::io::{now_unix_ns, Polled, RateLimited, Reader, Share};
 use crate::pipeline::grace::{deadline, Grace};
@@ -164,6 +165,7 @@ pub(super) fn ingest<'s>(
                 error_lines: RateLimited::new("errors"),
                 backlog_lines: RateLimited::new("backlog cuts"),
                 crossing: (0, 0),
+                meta_sent: MetaSent::default(),
             },
         };
         move |output: &mut Output<'_>| ingest.activate(output)
@@ -250,6 +252,8 @@ struct Streams {
     /// Bytes of the fragments sent to another worker, and of those to a
     /// worker of another process ([`wire_bytes`]).
     crossing: (u64, u64),
+    /// The streams' metadata each worker of another process holds.
+    meta_sent: MetaSent,
 }
 
 impl Ingest {
@@ -418,8 +422,12 @@ impl Streams {
     /// Takes each stream's fragments, end markers and faults.
     fn collect_fragments(&mut self) {
         for r in self.readers.iter_mut() {
+            let before = self.fragments.len();
+            r.take_fragments(&mut self.fragments);
             // Ended streams: a note to every owner (see `Fragment::marker`),
-            // at the first window without it.
+            // at the first window without it; after the streams' last
+            // fragments, so that an owner of another process can drop their
+            // metadata there (`meta_kept`).
             for (sid, k, marks) in r.ingest.ended.drain(..) {
                 // On the timeline its windows were on (clock sync).
                 let tl = Some(r.ingest.sync.timeline(sid.host, sid.process)).filter(|&h| h != sid.host);
@@ -435,8 +443,6 @@ impl Streams {
                     });
                 }
             }
-            let before = self.fragments.len();
-            r.take_fragments(&mut self.fragments);
             // (Late fragments too: their windows are revised, and a longer grace
             // makes the next first reports whole.)
             let late =
@@ -484,6 +490,9 @@ impl Streams {
             let t = f.window + hosts.shift(host);
             // (A late fragment goes now, to revise its window: `revise`.)
             if t < t0 && !f.late {
+                if let Some(forget) = self.forget_meta(t0, &f) {
+                    session.give(forget);
+                }
                 if self.late == 0 {
                     self.first_late = format!(
                         "{} window {} of host {host:016x}{}",
@@ -497,8 +506,8 @@ impl Streams {
                 continue;
             }
             f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
-            let tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures: Vec::new() };
-            self.count_crossing(&tf);
+            let mut tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures: Vec::new() };
+            self.cross(&mut tf);
             session.give(tf);
         }
         self.fragments = fragments;
@@ -507,17 +516,41 @@ impl Streams {
         }
     }
 
-    /// Counts a fragment that leaves this worker (its window's owner is
-    /// another), and this process, by its approximate size on the wire.
-    fn count_crossing(&mut self, tf: &TimedFragment) {
+    /// A fragment leaving for another process goes without the metadata its
+    /// owner holds already (`meta_kept`). Counts a fragment that leaves
+    /// this worker (its window's owner is another), and this process, by
+    /// its approximate size on the wire.
+    fn cross(&mut self, tf: &mut TimedFragment) {
         let to = (super::to_window_owner(tf) % self.peers as u64) as usize;
         if to != self.index {
+            let other_process = !self.shared.local_workers.contains(&to);
+            if other_process {
+                self.meta_sent.send(&mut tf.fragment, to);
+            }
             let n = wire_bytes(&tf.fragment);
             self.crossing.0 += n;
-            if !self.shared.local_workers.contains(&to) {
+            if other_process {
                 self.crossing.1 += n;
             }
         }
+    }
+
+    /// End marker `f` is too late to send: if its route, a worker of
+    /// another process, holds its stream's metadata, it is told to drop it
+    /// now.
+    fn forget_meta(&mut self, t0: u64, f: &Fragment) -> Option<TimedFragment> {
+        let (sid, to) = (f.stream.filter(|_| f.marker)?, f.route as usize);
+        if self.shared.local_workers.contains(&to) || !self.meta_sent.forget(sid, to) {
+            return None;
+        }
+        let forget = Fragment {
+            stream: f.stream,
+            marker: true,
+            route: f.route,
+            meta_on_wire: MetaOnWire::Forget,
+            ..Default::default()
+        };
+        Some(TimedFragment { host: 0, time: t0, from: self.index as u32, fragment: forget, figures: Vec::new() })
     }
 
     /// Drops the readers that are done, their fragments, end markers and

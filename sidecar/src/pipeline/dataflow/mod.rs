@@ -24,6 +24,7 @@
 mod analyze_op;
 mod failure;
 mod ingest_op;
+mod meta_kept;
 mod outputs;
 mod report;
 
