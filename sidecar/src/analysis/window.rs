@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use crate::analysis::model::{
-    mark_horizon, ArrangementLevel, Counters, Fragment, Half, Item, Messages, Ns, SeqMark, Sid, FIGURES,
+    mark_horizon, ArrangementLevel, Counters, Fragment, Half, Item, Messages, MsgGroup, Ns, SeqMark, Sid, FIGURES,
 };
 
 /// The groups of the window messages last went to, by (half, channel, other
@@ -96,9 +96,11 @@ pub struct Windower {
     /// `take_below` skips them rather than hand them over empty.
     silent_to: Option<u64>,
     /// The last sequence number (and its time) of each message group in the
-    /// windows handed over, the last `MARK_AGE` windows only, and as the
-    /// list each fragment gets (`Fragment::seq_before`).
-    last_seq: rustc_hash::FxHashMap<(Half, u32, u32), (u64, Ns)>,
+    /// windows handed over, the last `MARK_AGE` windows only: the list each
+    /// fragment gets (`Fragment::seq_before`), sorted by group, and kept so
+    /// (a window's groups merged in: with thousands of groups, a stream of
+    /// a dataflow with hundreds of channels, sorting it anew each window
+    /// was a quarter of the run).
     seq_marks: Vec<SeqMark>,
     /// See `Fragment::clean_since`.
     clean_since: Ns,
@@ -147,7 +149,6 @@ impl Windower {
             pending_faults: Vec::new(),
             pending_counters: Counters::default(),
             silent_to: None,
-            last_seq: Default::default(),
             seq_marks: Vec::new(),
             clean_since: 0,
             arrangements: Vec::new(),
@@ -201,23 +202,11 @@ impl Windower {
             }
             let mut p = e.remove();
             p.seq_before = self.late_marks.clone();
-            let mut changed = false;
-            for g in &p.msgs.groups {
-                let Some(last) = g.entries.last() else { continue };
-                let (seq, at) = (last.seq, p.msgs.time(g.half, last));
-                let e = self.last_seq.entry((g.half, g.channel, g.other)).or_insert((seq, at));
-                if e.0 <= seq {
-                    *e = (seq, at);
-                }
-                SeqMark::raise(
-                    &mut self.late_marks,
-                    SeqMark { half: g.half, channel: g.channel, other: g.other, seq, at },
-                );
-                changed = true;
+            let mut lasts = last_marks(&p.msgs);
+            for &m in &lasts {
+                SeqMark::raise(&mut self.late_marks, m);
             }
-            if changed {
-                self.rebuild_marks();
-            }
+            set_marks(&mut self.seq_marks, &mut lasts, |old, new| old.seq <= new.seq);
             out.push(p);
         }
         if self.patches.is_empty() {
@@ -704,35 +693,15 @@ impl Windower {
     /// Notes the last sequence numbers of a window handed over, for the
     /// windows after it.
     fn note_seqs(&mut self, m: &Messages) {
-        let mut changed = false;
-        for g in &m.groups {
-            // (A group's sequence numbers rise in the stream's order.)
-            let Some(e) = g.entries.last() else { continue };
-            let last = (e.seq, m.time(g.half, e));
-            let old = self.last_seq.insert((g.half, g.channel, g.other), last);
-            changed |= old != Some(last);
-        }
-        if changed {
-            self.rebuild_marks();
-        }
+        // (A group's sequence numbers rise in the stream's order: the
+        // window's last is the group's.)
+        set_marks(&mut self.seq_marks, &mut last_marks(m), |_, _| true);
     }
 
     /// Drops the groups quiet for `MARK_AGE` windows before window `k`.
     fn age_seqs(&mut self, k: u64) {
         let horizon = mark_horizon(k, self.width);
-        if self.seq_marks.iter().any(|m| m.at < horizon) {
-            self.last_seq.retain(|_, &mut (_, at)| at >= horizon);
-            self.rebuild_marks();
-        }
-    }
-
-    fn rebuild_marks(&mut self) {
-        self.seq_marks.clear();
-        let marks =
-            self.last_seq.iter().map(|(&(half, channel, other), &(seq, at))| SeqMark { half, channel, other, seq, at });
-        self.seq_marks.extend(marks);
-        // (Map order is arbitrary: sorted, so fragments do not depend on it.)
-        self.seq_marks.sort_unstable_by_key(|m| (m.half, m.channel, m.other));
+        self.seq_marks.retain(|m| m.at >= horizon);
     }
 
     /// The stream is over: hands over everything, marking the last window
@@ -768,6 +737,52 @@ impl Windower {
     pub fn started(&self) -> bool {
         self.started
     }
+}
+
+/// Each of `m`'s groups' last sequence number, and when it was sent or
+/// read.
+fn last_marks(m: &Messages) -> Vec<SeqMark> {
+    let last = |g: &MsgGroup| {
+        let e = g.entries.last()?;
+        Some(SeqMark { half: g.half, channel: g.channel, other: g.other, seq: e.seq, at: m.time(g.half, e) })
+    };
+    m.groups.iter().filter_map(last).collect()
+}
+
+/// Sets each of `updates`' groups in `marks` (sorted by group, each group
+/// once): added where absent, else put in place of the mark there when
+/// `replace(old, new)`; updates of one group each in turn. One pass over
+/// both, O(marks + updates): not a sort of all of them.
+fn set_marks(marks: &mut Vec<SeqMark>, updates: &mut [SeqMark], replace: impl Fn(&SeqMark, &SeqMark) -> bool) {
+    if updates.is_empty() {
+        return;
+    }
+    let key = |m: &SeqMark| (m.half, m.channel, m.other);
+    // (Stable: updates of one group keep their order.)
+    updates.sort_by_key(key);
+    let old = std::mem::take(marks);
+    let mut out = Vec::with_capacity(old.len() + updates.len());
+    let mut i = 0;
+    for &u in updates.iter() {
+        while i < old.len() && key(&old[i]) < key(&u) {
+            out.push(old[i]);
+            i += 1;
+        }
+        match out.last_mut() {
+            Some(last) if key(last) == key(&u) => {
+                if replace(last, &u) {
+                    *last = u;
+                }
+            }
+            _ if i < old.len() && key(&old[i]) == key(&u) => {
+                out.push(if replace(&old[i], &u) { u } else { old[i] });
+                i += 1;
+            }
+            _ => out.push(u),
+        }
+    }
+    out.extend_from_slice(&old[i..]);
+    *marks = out;
 }
 
 #[cfg(test)]
@@ -939,5 +954,36 @@ mod tests {
         assert_eq!(out[1].msgs.reads, vec![130]);
         assert_eq!(halves(&out[2]), vec![(Half::Send, 3, 1, 1, 250)]);
         assert_eq!(out[2].covered, (200, 260));
+    }
+
+    proptest::proptest! {
+        /// `set_marks` gives what a map of the groups gives, updated one
+        /// mark after another: each group once, sorted, the rule applied
+        /// between a group's marks in the order they came.
+        #[test]
+        fn set_marks_is_a_map_updated_in_order(
+            before in proptest::collection::vec((0u32..3, 0u32..4, 0u64..50), 0..40),
+            updates in proptest::collection::vec((0u32..3, 0u32..4, 0u64..50), 0..40),
+            raise_only in proptest::bool::ANY,
+        ) {
+            let mark = |(c, o, seq): (u32, u32, u64)| SeqMark {
+                half: if c % 2 == 0 { Half::Send } else { Half::Recv }, channel: c, other: o, seq, at: seq * 10 + 1,
+            };
+            let replace = |old: &SeqMark, new: &SeqMark| !raise_only || old.seq <= new.seq;
+            let mut model: std::collections::BTreeMap<(Half, u32, u32), SeqMark> = Default::default();
+            for m in before.iter().copied().map(mark) {
+                model.insert((m.half, m.channel, m.other), m);
+            }
+            let mut marks: Vec<SeqMark> = model.values().copied().collect();
+            let mut ups: Vec<SeqMark> = updates.iter().copied().map(mark).collect();
+            for u in &ups {
+                let e = model.entry((u.half, u.channel, u.other)).or_insert(*u);
+                if replace(e, u) {
+                    *e = *u;
+                }
+            }
+            set_marks(&mut marks, &mut ups, replace);
+            proptest::prop_assert_eq!(marks, model.values().copied().collect::<Vec<_>>());
+        }
     }
 }
