@@ -30,6 +30,12 @@ pub struct SynthConfig {
     /// on one host, numbered from `pid`, each with its process-wide stream;
     /// workers are numbered across the cluster, as timely numbers them.
     pub per_process: u32,
+    /// Operators each worker declares (with a channel each) that never
+    /// run: a large dataflow most of whose operators are idle in a window.
+    pub idle_operators: u32,
+    /// Channels the exchange's messages are spread over (a message's
+    /// channel is its sequence number modulo this; 0 or 1: one channel).
+    pub channels: u32,
 }
 
 /// The message pattern of a synthetic trace: whom each worker's operator 1
@@ -85,6 +91,8 @@ impl Default for SynthConfig {
             compression: ringlog::Compression::Zstd,
             pattern: Pattern::AllToAll,
             per_process: 0,
+            idle_operators: 0,
+            channels: 1,
         }
     }
 }
@@ -167,6 +175,11 @@ struct Synth<'a> {
 
 const DOMAIN: ClockDomain = ClockDomain::Tsc;
 
+/// Ids of the exchange's channels past the first (`SynthConfig::channels`).
+const EXTRA_CHANNELS: u32 = 1_000;
+/// Ids of the idle operators and their channels (`SynthConfig::idle_operators`).
+const IDLE_OPERATORS: u32 = 1_000_000;
+
 /// A record at `ns` of the host's clock.
 fn rec(ns: u64, ev: Event) -> Record {
     Record::from_event(ns * TICKS_PER_NS, ev)
@@ -202,6 +215,15 @@ impl<'a> Synth<'a> {
             rng: Rng(0x9e3779b97f4a7c15),
             total: 0,
             next_clock: cfg.t0_ns + 1_000_000_000,
+        }
+    }
+
+    /// The channel of the exchange's message `seq` (of its sender and
+    /// receiver): channel 7, or one of `channels` in turn.
+    fn channel(&self, seq: u64) -> u32 {
+        match seq % self.cfg.channels.max(1) as u64 {
+            0 => 7,
+            k => EXTRA_CHANNELS + k as u32,
         }
     }
 
@@ -241,11 +263,19 @@ impl<'a> Synth<'a> {
         for w in 0..self.p {
             let hello = self.hello(w / self.per_process);
             self.enc.hello(self.sid(w), 0, DOMAIN, &hello, &mut self.out);
-            let meta = vec![
+            let mut meta = vec![
                 Meta::Operator { id: 1, name: "Exchange".into(), addr: vec![0, 1] },
                 Meta::Operator { id: 2, name: "Count".into(), addr: vec![0, 2] },
                 Meta::Channel { id: 7, src: (1, 0), dst: (2, 0) },
             ];
+            for k in 1..self.cfg.channels.max(1) {
+                meta.push(Meta::Channel { id: EXTRA_CHANNELS + k, src: (1, 0), dst: (2, 0) });
+            }
+            for i in 0..self.cfg.idle_operators {
+                let id = IDLE_OPERATORS + i;
+                meta.push(Meta::Operator { id, name: format!("Arrange: idle {i}"), addr: vec![0, 3, i] });
+                meta.push(Meta::Channel { id, src: (id, 0), dst: (id + 1, 0) });
+            }
             self.enc.metadata(self.sid(w), 1, DOMAIN, &meta, &mut self.out);
             self.seqs[w as usize] = 2;
         }
@@ -270,7 +300,8 @@ impl<'a> Synth<'a> {
                 let k = (w as u32 * p + to) as usize;
                 let q = self.msg_seq[k];
                 self.msg_seq[k] += 1;
-                self.bufs[w].push(rec(t, Event::MessageSend { channel: 7, to, seq: q, records: 100 }));
+                let channel = self.channel(q);
+                self.bufs[w].push(rec(t, Event::MessageSend { channel, to, seq: q, records: 100 }));
                 sends.push((w as u32, to, q, t));
             }
             t += dur / (targets.len() as u64 + 1);
@@ -314,7 +345,8 @@ impl<'a> Synth<'a> {
                 while i < mine.len() && mine[i].0 <= t {
                     t += 200;
                     let (_, from, seq) = mine[i];
-                    self.bufs[w].push(rec(t, Event::MessageRecv { channel: 7, from, seq, records: 100 }));
+                    let channel = self.channel(seq);
+                    self.bufs[w].push(rec(t, Event::MessageRecv { channel, from, seq, records: 100 }));
                     i += 1;
                 }
                 t += self.rng.range(1_000, 2_500);
@@ -409,6 +441,46 @@ mod tests {
             }
         }
         assert_eq!(recs, n);
+    }
+
+    /// Idle operators are declared with a channel each and never run; the
+    /// exchange's messages go over the channels in turn, each matched:
+    /// the windows are complete, and 3 channels carry data.
+    #[test]
+    fn idle_operators_are_declared_and_messages_spread_over_channels() {
+        let mut bytes = Vec::new();
+        let cfg = SynthConfig { records: 20_000, workers: 4, idle_operators: 50, channels: 3, ..Default::default() };
+        generate(&cfg, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let (mut ops, mut channels, mut ran) = (0, 0, std::collections::BTreeSet::new());
+        let mut sent_on = std::collections::BTreeSet::new();
+        for f in ringlog::Decoder::new(&bytes[..]) {
+            match f.unwrap().body {
+                ringlog::Body::Metadata(m) => {
+                    ops += m.iter().filter(|e| matches!(e, Meta::Operator { .. })).count();
+                    channels += m.iter().filter(|e| matches!(e, Meta::Channel { .. })).count();
+                }
+                ringlog::Body::Records(r) => {
+                    for rec in r.iter() {
+                        match rec.event() {
+                            Some(Event::ScheduleStart { op }) => drop(ran.insert(op)),
+                            Some(Event::MessageSend { channel, .. }) => drop(sent_on.insert(channel)),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((ops, channels), (4 * 52, 4 * (1 + 2 + 50)));
+        assert_eq!(ran.into_iter().collect::<Vec<_>>(), vec![1, 2], "the idle ones never run");
+        assert_eq!(sent_on.len(), 3);
+        let (reports, errors) = crate::pipeline::analyze_bytes(&[("t", &bytes)], 1_000_000);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(reports.iter().all(|r| r.complete && r.messages.data_unmatched == 0));
     }
 
     /// Ten workers, four per process: three processes (pids 4242–4244) of
