@@ -359,10 +359,6 @@ impl StreamMeta {
     pub fn channel(&mut self, c: ChannelMeta) {
         self.channels.push(c);
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.op_addrs.is_empty() && self.channels.is_empty() && self.spans.is_empty()
-    }
 }
 
 /// Everything one stream contributes to one window; exchanged to the

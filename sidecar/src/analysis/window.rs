@@ -97,10 +97,10 @@ pub struct Windower {
     silent_to: Option<u64>,
     /// The last sequence number (and its time) of each message group in the
     /// windows handed over, the last `MARK_AGE` windows only: the list each
-    /// fragment gets (`Fragment::seq_before`), sorted by group, and kept so
-    /// (a window's groups merged in: with thousands of groups, a stream of
-    /// a dataflow with hundreds of channels, sorting it anew each window
-    /// was a quarter of the run).
+    /// fragment gets (`Fragment::seq_before`), sorted by group, and kept so:
+    /// a window's groups are merged in (sorting it anew each window took a
+    /// quarter of the instructions on a trace of 500 channels, where each
+    /// stream has tens of thousands of groups; docs/performance.md).
     seq_marks: Vec<SeqMark>,
     /// See `Fragment::clean_since`.
     clean_since: Ns,
