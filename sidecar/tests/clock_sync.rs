@@ -210,6 +210,67 @@ fn processes_of_two_hosts_with_the_same_id_are_not_merged() {
     assert_eq!(run(10), distinct);
 }
 
+/// The first pass over recorded files knows the timelines the windows
+/// will be on before any record is read: B's file carries its exchanges
+/// before its records, so B is on A's timeline; without exchanges each
+/// host is on its own.
+#[test]
+fn the_first_pass_knows_the_runs_timelines() {
+    for (with_exchanges, want) in [(true, vec![A]), (false, vec![A, B])] {
+        let (a, b) = two_hosts(with_exchanges);
+        let (fa, fb) = (tmp(&format!("tl-a-{with_exchanges}.rlog")), tmp(&format!("tl-b-{with_exchanges}.rlog")));
+        std::fs::write(&fa, &a).unwrap();
+        std::fs::write(&fb, &b).unwrap();
+        let first = sidecar::io::first_pass_of(&[fa.clone(), fb.clone()]);
+        let registry = sidecar::ingest::sync::Registry::offline(first.clock_sync.iter().map(|(h, cs)| (*h, cs)));
+        let timelines = first.timelines(&registry).expect("whole files");
+        assert_eq!(timelines.into_iter().collect::<Vec<_>>(), want, "exchanges: {with_exchanges}");
+        // (The inline analysis puts its windows on the same timelines.)
+        let (reps, _) = analyze_bytes(&[("host a", &a), ("host b", &b)], 1_000_000);
+        let hosts: std::collections::BTreeSet<String> = reps.iter().map(|r| r.host.clone()).collect();
+        assert_eq!(hosts, want.iter().map(|h| format!("{h:016x}")).collect());
+        // A file cut inside a frame: not whole, so the hosts seen so far
+        // are used instead.
+        std::fs::write(&fb, &b[..b.len() - 3]).unwrap();
+        assert!(sidecar::io::first_pass_of(&[fa, fb]).timelines(&registry).is_none());
+    }
+}
+
+/// Hosts analyzed apart from recorded files: every window names the other
+/// hosts as unsynchronized, all of them, however many workers read the
+/// files (each worker reads its own streams, and had named only the hosts
+/// the process had read by then).
+#[test]
+fn unsynchronized_hosts_do_not_depend_on_the_workers() {
+    let files: Vec<PathBuf> = (0..6u64)
+        .map(|k| {
+            let cfg =
+                sidecar::synth::SynthConfig { records: 40_000, workers: 4, host: 0x100 + k, ..Default::default() };
+            let f = tmp(&format!("hosts-{k}.rlog"));
+            std::fs::write(&f, synth_bytes_of(&cfg)).unwrap();
+            f
+        })
+        .collect();
+    let run = |w: &str| {
+        let json = tmp(&format!("hosts-w{w}.jsonl"));
+        let out = Command::new(BIN)
+            .args(["analyze", "--window", "10ms", "-q", "-w", w, "--json", json.to_str().unwrap()])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(&json).unwrap()
+    };
+    let one = run("1");
+    let reps: Vec<Value> = one.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(reps.len() >= 6);
+    for r in &reps {
+        assert_eq!(r["unsynchronized_hosts"].as_array().unwrap().len(), 5, "{r}");
+    }
+    assert_eq!(run("2"), one);
+    assert_eq!(run("3"), one);
+}
+
 #[test]
 fn two_hosts_without_exchanges_stay_unsynchronized() {
     let (a, b) = two_hosts(false);

@@ -231,6 +231,7 @@ fn live_run(width: u64, grace: u64, max_backlog: u64, rate: f64, seconds: f64, f
         shared_analysis: false,
         what_if: Some(Arc::from(Vec::new())),
         stream_bytes: Default::default(),
+        timelines: None,
     };
     let lines = Lines::default();
     let sink = Sink { json: Some(Box::new(lines.clone())), ..Default::default() };

@@ -57,6 +57,7 @@ fn panicking_worker_ends_the_run(analysis_thread: bool) {
         shared_analysis: true,
         what_if: None,
         stream_bytes: Default::default(),
+        timelines: None,
     };
     // Reports are printed by worker 0: it panics, worker 1 must not wait.
     let sink = Sink { json: Some(Box::new(Panics)), terminal: None, perfetto: None, ..Default::default() };

@@ -67,16 +67,19 @@ pub fn analyze_files_into(
 /// converted with all the files' exchanges (read first).
 pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
     let first = sidecar::io::first_pass_of(files);
+    let registry = Registry::offline(first.clock_sync.iter().map(|(host, cs)| (*host, cs)));
+    let timelines = first.timelines(&registry).map(Arc::new);
     Settings {
         width: common.window,
         timely_args: timely_args(common),
         progress_bar: std::io::stderr().is_terminal(),
-        sync: SharedSync::new(Registry::offline(first.clock_sync.iter().map(|(host, cs)| (*host, cs)))),
+        sync: SharedSync::new(registry),
         unpack_thread: offline_helper("SIDECAR_UNPACK", common.workers),
         analysis_thread: offline_analysis_threads(common.workers),
         shared_analysis: shared_analysis(),
         what_if: common.what_if(),
         stream_bytes: Arc::new(first.stream_bytes),
+        timelines,
     }
 }
 

@@ -259,6 +259,7 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
         shared_analysis: shared_analysis(),
         what_if: c.what_if(),
         stream_bytes: Default::default(),
+        timelines: None,
     }
 }
 

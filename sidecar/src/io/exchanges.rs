@@ -27,6 +27,28 @@ pub struct FirstPass {
     pub clock_sync: Vec<(u64, ClockSync)>,
     /// Per file, each stream's frame bytes (process-wide frames left out).
     pub stream_bytes: StreamBytes,
+    /// Per file, each process with records there (host, pid), and whether
+    /// the file held exchanges of its host before the process's first
+    /// Records frame: what decides whether a byte stream converts the
+    /// process to the reference host's timeline
+    /// ([`crate::ingest::sync::StreamSync::frame`]).
+    pub processes: Vec<(u64, u32, bool)>,
+    /// Every file was a regular file read to its end (no damaged frame):
+    /// the run's timelines are known before its records are read.
+    pub whole: bool,
+}
+
+impl FirstPass {
+    /// The hosts whose timelines the run's windows are on, as the byte
+    /// streams will decide them with `registry` (the run's offline clock
+    /// models): a process is on the reference host's when its host has an
+    /// offline model and its file carried that host's exchanges before its
+    /// records; else on its own host's. None unless the pass was whole.
+    pub fn timelines(&self, registry: &crate::ingest::sync::Registry) -> Option<std::collections::BTreeSet<u64>> {
+        let converted = |host: u64| registry.reference.filter(|_| registry.converter(host).is_some());
+        let timeline = |&(host, _, exchanged): &(u64, u32, bool)| exchanged.then(|| converted(host)).flatten();
+        self.whole.then(|| self.processes.iter().map(|p| timeline(p).unwrap_or(p.0)).collect())
+    }
 }
 
 /// The first pass over `files`. Only regular files are read: a pipe or a
@@ -34,14 +56,19 @@ pub struct FirstPass {
 /// whose conversion is then the live one (and its streams are dealt out by
 /// the usual rule).
 pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
-    let mut out = FirstPass::default();
+    let mut out = FirstPass { whole: true, ..Default::default() };
     for path in files {
         // (Not even opened otherwise: a FIFO's open waits for its writer.)
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-        let bytes = regular
-            .then(|| File::open(path).ok())
-            .flatten()
-            .map(|f| first_pass_in(BufReader::with_capacity(1 << 16, f), &mut out.clock_sync))
+        let file = regular.then(|| File::open(path).ok()).flatten();
+        out.whole &= file.is_some();
+        let bytes = file
+            .map(|f| {
+                let r = BufReader::with_capacity(1 << 16, f);
+                let (bytes, whole) = first_pass_file(r, &mut out.clock_sync, &mut out.processes);
+                out.whole &= whole;
+                bytes
+            })
             .unwrap_or_default();
         out.stream_bytes.push(bytes);
     }
@@ -52,54 +79,105 @@ pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
 /// to `clock_sync`, and each stream's frame bytes (in stream order), until
 /// its end or its first damaged frame.
 pub fn first_pass_in(r: impl Read + Seek, clock_sync: &mut Vec<(u64, ClockSync)>) -> Vec<(ringlog::StreamId, u64)> {
+    first_pass_file(r, clock_sync, &mut Vec::new()).0
+}
+
+/// [`first_pass_in`], also noting each process with records in `r`
+/// ([`FirstPass::processes`]); and whether `r` was read to its end.
+fn first_pass_file(
+    r: impl Read + Seek,
+    clock_sync: &mut Vec<(u64, ClockSync)>,
+    processes: &mut Vec<(u64, u32, bool)>,
+) -> (Vec<(ringlog::StreamId, u64)>, bool) {
     let mut bytes = std::collections::BTreeMap::new();
-    first_pass(
+    let mut exchanged = std::collections::BTreeSet::new();
+    let mut with_records = std::collections::BTreeSet::new();
+    let whole = first_pass(
         r,
         |k| k == FrameKind::ClockSync,
         |h, body| {
             if let Some(Body::ClockSync(cs)) = body {
+                if !cs.exchanges.is_empty() {
+                    exchanged.insert(h.stream.host);
+                }
                 clock_sync.push((h.stream.host, cs));
             }
             if !h.stream.is_process_wide() {
                 *bytes.entry(h.stream).or_insert(0u64) += (HEADER_LEN + h.payload_len as usize) as u64;
+                let p = (h.stream.host, h.stream.process);
+                if h.kind == FrameKind::Records && with_records.insert(p) {
+                    processes.push((p.0, p.1, exchanged.contains(&p.0)));
+                }
             }
         },
     );
-    bytes.into_iter().collect()
+    (bytes.into_iter().collect(), whole)
 }
 
 /// A first pass over one byte stream `r`: every frame's header goes to
 /// `visit`, with its body decoded for the kinds `wanted` (the others'
 /// payloads are skipped, not decompressed), until the end or the first
-/// damaged frame.
+/// damaged frame. Whether it ended at the end: no bytes after the last
+/// whole frame.
 pub(super) fn first_pass(
     mut r: impl Read + Seek,
     wanted: impl Fn(FrameKind) -> bool,
     mut visit: impl FnMut(FrameHeader, Option<Body>),
-) {
+) -> bool {
+    // (Where the bytes end: a payload skipped by a seek past it is cut.
+    // Unknown for a reader that cannot seek, which then ends at its first
+    // skipped payload, not whole.)
+    let end = stream_len(&mut r);
+    let mut pos = 0u64;
     let mut frame = vec![0u8; HEADER_LEN];
     loop {
         frame.truncate(HEADER_LEN);
-        if r.read_exact(&mut frame).is_err() {
-            return;
+        match read_header(&mut r, &mut frame) {
+            Some(true) => {}
+            Some(false) => return end.is_some(),
+            None => return false,
         }
-        let Ok((h, _)) = ringlog::parse_header(&frame) else { return };
+        let Ok((h, _)) = ringlog::parse_header(&frame) else { return false };
+        pos += (HEADER_LEN + h.payload_len as usize) as u64;
         if !wanted(h.kind) {
-            if r.seek_relative(h.payload_len as i64).is_err() {
-                return;
+            if end.is_none_or(|e| pos > e) || r.seek_relative(h.payload_len as i64).is_err() {
+                return false;
             }
             visit(h, None);
             continue;
         }
         frame.resize(HEADER_LEN + h.payload_len as usize, 0);
         if r.read_exact(&mut frame[HEADER_LEN..]).is_err() {
-            return;
+            return false;
         }
         match ringlog::decode_frame(&frame) {
             Ok(Some((f, _))) => visit(h, Some(f.body)),
-            _ => return,
+            _ => return false,
         }
     }
+}
+
+/// How many bytes `r` has from where it is; it is left there.
+fn stream_len(r: &mut impl Seek) -> Option<u64> {
+    let at = r.stream_position().ok()?;
+    let end = r.seek(std::io::SeekFrom::End(0)).ok()?;
+    r.seek(std::io::SeekFrom::Start(at)).ok()?;
+    Some(end.saturating_sub(at))
+}
+
+/// Reads a frame header into `frame`: Some(true) when read, Some(false) at
+/// the end of `r` (nothing left), None when `r` ends inside it or fails.
+fn read_header(r: &mut impl Read, frame: &mut [u8]) -> Option<bool> {
+    let mut got = 0;
+    while got < frame.len() {
+        match r.read(&mut frame[got..]) {
+            Ok(0) => return (got == 0).then_some(false),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(true)
 }
 
 #[cfg(test)]

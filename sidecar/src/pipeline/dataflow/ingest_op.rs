@@ -505,7 +505,10 @@ impl Streams {
                 self.grace.late();
                 continue;
             }
-            f.other_hosts = hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect();
+            f.other_hosts = match &self.shared.settings.timelines {
+                Some(run) => run.iter().copied().filter(|&h| h != host).collect(),
+                None => hosts.0.iter().map(|x| x.0).filter(|&h| h != host).collect(),
+            };
             let mut tf = TimedFragment { host, time: t, from: self.index as u32, fragment: f, figures: Vec::new() };
             self.cross(&mut tf);
             session.give(tf);

@@ -98,6 +98,11 @@ pub struct Settings {
     /// by which the workers sharing a file deal its streams out
     /// ([`crate::io::StreamPlan`]); empty: by the streams' ids.
     pub stream_bytes: Arc<crate::io::StreamBytes>,
+    /// Offline, when the first pass read every file whole: the hosts whose
+    /// timelines the run's windows are on ([`crate::io::FirstPass::timelines`]).
+    /// A window names the others as unsynchronized whatever the workers
+    /// have read so far; None (live, or a pipe): the hosts seen so far.
+    pub timelines: Option<Arc<std::collections::BTreeSet<u64>>>,
 }
 
 /// What a run did, for the closing line and benchmarks.
@@ -405,6 +410,7 @@ mod tests {
             shared_analysis,
             what_if: None,
             stream_bytes: Default::default(),
+            timelines: None,
         }
     }
 
