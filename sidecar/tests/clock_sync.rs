@@ -229,9 +229,14 @@ fn the_first_pass_knows_the_runs_timelines() {
         let (reps, _) = analyze_bytes(&[("host a", &a), ("host b", &b)], 1_000_000);
         let hosts: std::collections::BTreeSet<String> = reps.iter().map(|r| r.host.clone()).collect();
         assert_eq!(hosts, want.iter().map(|h| format!("{h:016x}")).collect());
-        // A file cut inside a frame: not whole, so the hosts seen so far
-        // are used instead.
+        // A file cut inside its last frame (its writer stopped) is read
+        // to its end all the same; a damaged frame with more after it is
+        // not: the hosts seen so far are used instead.
         std::fs::write(&fb, &b[..b.len() - 3]).unwrap();
+        assert!(sidecar::io::first_pass_of(&[fa.clone(), fb.clone()]).timelines(&registry).is_some());
+        let mut damaged = b.clone();
+        damaged[3] ^= 0xff; // the first frame's header
+        std::fs::write(&fb, &damaged).unwrap();
         assert!(sidecar::io::first_pass_of(&[fa, fb]).timelines(&registry).is_none());
     }
 }

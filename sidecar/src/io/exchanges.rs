@@ -33,8 +33,9 @@ pub struct FirstPass {
     /// process to the reference host's timeline
     /// ([`crate::ingest::sync::StreamSync::frame`]).
     pub processes: Vec<(u64, u32, bool)>,
-    /// Every file was a regular file read to its end (no damaged frame):
-    /// the run's timelines are known before its records are read.
+    /// Every file was a regular file read to its end with no damaged frame
+    /// (one may end inside its last frame, as a file does whose writer
+    /// stopped): the run's timelines are known before its records are read.
     pub whole: bool,
 }
 
@@ -117,38 +118,35 @@ fn first_pass_file(
 /// A first pass over one byte stream `r`: every frame's header goes to
 /// `visit`, with its body decoded for the kinds `wanted` (the others'
 /// payloads are skipped, not decompressed), until the end or the first
-/// damaged frame. Whether it ended at the end: no bytes after the last
-/// whole frame.
+/// damaged frame. Whether no frame was damaged: the bytes ended, after a
+/// whole frame or inside one (a file whose writer stopped mid-frame), and
+/// nothing was left unread that the analysis might read past a fault.
 pub(super) fn first_pass(
     mut r: impl Read + Seek,
     wanted: impl Fn(FrameKind) -> bool,
     mut visit: impl FnMut(FrameHeader, Option<Body>),
 ) -> bool {
-    // (Where the bytes end: a payload skipped by a seek past it is cut.
-    // Unknown for a reader that cannot seek, which then ends at its first
-    // skipped payload, not whole.)
-    let end = stream_len(&mut r);
-    let mut pos = 0u64;
     let mut frame = vec![0u8; HEADER_LEN];
     loop {
         frame.truncate(HEADER_LEN);
         match read_header(&mut r, &mut frame) {
             Some(true) => {}
-            Some(false) => return end.is_some(),
+            Some(false) => return true,
             None => return false,
         }
         let Ok((h, _)) = ringlog::parse_header(&frame) else { return false };
-        pos += (HEADER_LEN + h.payload_len as usize) as u64;
         if !wanted(h.kind) {
-            if end.is_none_or(|e| pos > e) || r.seek_relative(h.payload_len as i64).is_err() {
+            // (A seek past the end succeeds; the next read finds the end. A
+            // reader that cannot seek stops here, not whole.)
+            if r.seek_relative(h.payload_len as i64).is_err() {
                 return false;
             }
             visit(h, None);
             continue;
         }
         frame.resize(HEADER_LEN + h.payload_len as usize, 0);
-        if r.read_exact(&mut frame[HEADER_LEN..]).is_err() {
-            return false;
+        if let Err(e) = r.read_exact(&mut frame[HEADER_LEN..]) {
+            return e.kind() == std::io::ErrorKind::UnexpectedEof;
         }
         match ringlog::decode_frame(&frame) {
             Ok(Some((f, _))) => visit(h, Some(f.body)),
@@ -157,21 +155,14 @@ pub(super) fn first_pass(
     }
 }
 
-/// How many bytes `r` has from where it is; it is left there.
-fn stream_len(r: &mut impl Seek) -> Option<u64> {
-    let at = r.stream_position().ok()?;
-    let end = r.seek(std::io::SeekFrom::End(0)).ok()?;
-    r.seek(std::io::SeekFrom::Start(at)).ok()?;
-    Some(end.saturating_sub(at))
-}
-
 /// Reads a frame header into `frame`: Some(true) when read, Some(false) at
-/// the end of `r` (nothing left), None when `r` ends inside it or fails.
+/// the end of `r` (nothing left, or a header cut by it), None when reading
+/// fails.
 fn read_header(r: &mut impl Read, frame: &mut [u8]) -> Option<bool> {
     let mut got = 0;
     while got < frame.len() {
         match r.read(&mut frame[got..]) {
-            Ok(0) => return (got == 0).then_some(false),
+            Ok(0) => return Some(false),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
