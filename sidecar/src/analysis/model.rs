@@ -320,6 +320,10 @@ pub struct StreamMeta {
     /// not once per window and speedup.
     #[serde(skip)]
     ops_by_name: OnceLock<FxHashMap<String, Vec<u32>>>,
+    /// Its size as it crosses to another process, made once per version
+    /// ([`StreamMeta::wire_bytes`]).
+    #[serde(skip)]
+    wire_bytes: OnceLock<u64>,
 }
 
 impl StreamMeta {
@@ -329,14 +333,32 @@ impl StreamMeta {
         channels: Vec<ChannelMeta>,
         spans: FxHashMap<u64, String>,
     ) -> Self {
-        StreamMeta { ops, op_addrs, channels, spans, ops_by_name: OnceLock::new() }
+        StreamMeta { ops, op_addrs, channels, spans, ..Default::default() }
     }
 
     /// Operator `id` is called `name` and sits at `addr`.
     pub fn operator(&mut self, id: u32, name: String, addr: Vec<u32>) {
         self.ops.insert(id, name);
         self.op_addrs.insert(id, addr);
+        self.changed();
+    }
+
+    /// A new version: what was made of the old one is made again.
+    fn changed(&mut self) {
         self.ops_by_name = OnceLock::new();
+        self.wire_bytes = OnceLock::new();
+    }
+
+    /// Its approximate size on the wire: ids, names, addresses, channels.
+    /// (Counted for every fragment that leaves its worker: once per
+    /// version, not once per window.)
+    pub fn wire_bytes(&self) -> u64 {
+        *self.wire_bytes.get_or_init(|| {
+            let ops: usize = self.ops.values().map(|n| 4 + n.len()).sum();
+            let addrs: usize = self.op_addrs.values().map(|a| 4 + std::mem::size_of_val(&a[..])).sum();
+            let spans: usize = self.spans.values().map(|n| 8 + n.len()).sum();
+            (ops + addrs + spans + std::mem::size_of_val(&self.channels[..])) as u64
+        })
     }
 
     /// The operators called `name`, in id order.
@@ -354,10 +376,12 @@ impl StreamMeta {
 
     pub fn span(&mut self, id: u64, name: String) {
         self.spans.insert(id, name);
+        self.changed();
     }
 
     pub fn channel(&mut self, c: ChannelMeta) {
         self.channels.push(c);
+        self.changed();
     }
 }
 
@@ -764,6 +788,31 @@ pub fn mark_horizon(k: u64, width: Ns) -> Ns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What is made of a stream's metadata once per version (its index by
+    /// name, its size on the wire) is made again when a Metadata entry
+    /// changes it, in place or in a copy of a shared version.
+    #[test]
+    fn a_new_version_of_the_metadata_is_indexed_and_sized_again() {
+        let mut m = StreamMeta::default();
+        m.operator(1, "Map".into(), vec![0, 1]);
+        m.operator(2, "Map".into(), vec![0, 2]);
+        assert_eq!(m.ops_named("Map"), &[1, 2]);
+        let size = m.wire_bytes();
+        assert_eq!(size, (4 + 3 + 4 + 8) * 2);
+        let shared = Arc::new(m);
+        let mut next = Arc::clone(&shared);
+        let copy = Arc::make_mut(&mut next);
+        copy.operator(2, "Reduce".into(), vec![0, 2]);
+        copy.span(9, "s".into());
+        assert_eq!(next.ops_named("Map"), &[1]);
+        assert_eq!(next.ops_named("Reduce"), &[2]);
+        assert_eq!(next.wire_bytes(), size + 3 + 8 + 1);
+        next = Arc::new((*next).clone());
+        Arc::make_mut(&mut next).channel((5, (1, 0), (2, 0)));
+        assert_eq!(next.wire_bytes(), size + 3 + 8 + 1 + std::mem::size_of::<ChannelMeta>() as u64);
+        assert_eq!((shared.ops_named("Map"), shared.wire_bytes()), (&[1, 2][..], size), "the old version as it was");
+    }
 
     #[test]
     fn ended_streams_are_named_per_process_from_their_first_absent_window() {

@@ -224,11 +224,10 @@ impl WindowOwner {
         t.input_bytes += f.counters.bytes;
         let from = from as usize;
         if from != self.index {
-            let n = wire_bytes(f);
             if self.local_workers.contains(&from) {
-                t.from_this_process += n;
+                t.from_this_process += wire_bytes(f, false);
             } else {
-                t.from_other_processes += n;
+                t.from_other_processes += wire_bytes(f, true);
             }
         }
     }

@@ -530,7 +530,7 @@ impl Streams {
             if other_process {
                 self.meta_sent.send(&mut tf.fragment, to);
             }
-            let n = wire_bytes(&tf.fragment);
+            let n = wire_bytes(&tf.fragment, other_process);
             self.crossing.0 += n;
             if other_process {
                 self.crossing.1 += n;
@@ -716,10 +716,12 @@ fn offline_windows_ahead(peers: usize, analysis_thread: bool) -> u64 {
 
 /// A fragment's size as it would cross to another process: its records'
 /// parts (items, reads, message halves, marks) at their size in memory,
-/// its strings, and the fixed part. An estimate (timely serializes it with
-/// its own encoding), cheap enough to count every fragment that leaves its
-/// worker.
-pub(super) fn wire_bytes(f: &Fragment) -> u64 {
+/// its strings, the stream's metadata when it goes to another process
+/// (none where the owner kept it: `meta_kept`; within a process it is
+/// shared, not sent), and the fixed part. An estimate (timely serializes it
+/// with its own encoding), cheap enough to count every fragment that leaves
+/// its worker.
+pub(super) fn wire_bytes(f: &Fragment, other_process: bool) -> u64 {
     use std::mem::size_of_val;
     let groups: usize = f.msgs.groups.iter().map(|g| 16 + size_of_val(&g.entries[..])).sum();
     let n = std::mem::size_of::<Fragment>()
@@ -729,11 +731,8 @@ pub(super) fn wire_bytes(f: &Fragment) -> u64 {
         + size_of_val(&f.seq_before[..])
         + f.faults.iter().map(String::len).sum::<usize>()
         + f.program.len()
-        + f.meta.ops.iter().map(|x| 4 + x.1.len()).sum::<usize>()
-        + size_of_val(&f.meta.channels[..])
-        + f.meta.spans.iter().map(|x| 8 + x.1.len()).sum::<usize>()
         + size_of_val(&f.other_hosts[..]);
-    n as u64
+    n as u64 + if other_process { f.meta.wire_bytes() } else { 0 }
 }
 
 /// The windows one read may carry a stream ahead (see [`poll_windows`]).
