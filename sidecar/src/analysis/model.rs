@@ -336,6 +336,21 @@ impl StreamMeta {
         StreamMeta { ops, op_addrs, channels, spans, ..Default::default() }
     }
 
+    /// Operators, channels and spans declared.
+    pub fn entries(&self) -> usize {
+        self.ops.len() + self.channels.len() + self.spans.len()
+    }
+
+    /// Whether `e` would add an entry (rather than name again an operator
+    /// or span it has).
+    pub fn adds(&self, e: &ringlog::Meta) -> bool {
+        match e {
+            ringlog::Meta::Operator { id, .. } => !self.ops.contains_key(id),
+            ringlog::Meta::Span { id, .. } => !self.spans.contains_key(id),
+            ringlog::Meta::Channel { .. } => true,
+        }
+    }
+
     /// Operator `id` is called `name` and sits at `addr`.
     pub fn operator(&mut self, id: u32, name: String, addr: Vec<u32>) {
         self.ops.insert(id, name);

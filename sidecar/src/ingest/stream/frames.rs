@@ -213,12 +213,25 @@ impl Ingest {
             Body::Hello(_) | Body::ClockSync(_) | Body::Records(_) | Body::Stats(_) => {}
             Body::Metadata(m) => {
                 let meta = Arc::make_mut(&mut st.meta);
+                let before = st.metadata_refused;
                 for e in m {
+                    // (A stream's metadata is kept for as long as it lives:
+                    // bounded, so that no probe makes it grow without end.)
+                    if meta.adds(&e) && meta.entries() >= self.max_metadata {
+                        st.metadata_refused += 1;
+                        continue;
+                    }
                     match e {
                         Meta::Operator { id, name, addr } => meta.operator(id, name, addr),
                         Meta::Channel { id, src, dst } => meta.channel((id, src, dst)),
                         Meta::Span { id, name } => meta.span(id, name),
                     }
+                }
+                if before == 0 && st.metadata_refused > 0 {
+                    self.fault(format!(
+                        "stream {sid}: metadata past {} operators, channels and spans: the rest is ignored (operators named by their ids)",
+                        self.max_metadata
+                    ));
                 }
             }
             Body::Clock(_) => {}

@@ -332,3 +332,50 @@ fn fragments_share_their_streams_metadata_until_it_changes() {
     assert_eq!(at(7).meta.ops[&3], "Map");
     assert_eq!(at(7).meta.spans[&9], "s");
 }
+
+/// A stream declares at most `max_metadata` operators, channels and spans:
+/// past it new ones are ignored and said once (an operator already named
+/// may be named again), and its records go on as before.
+#[test]
+fn metadata_past_the_limit_is_refused_and_said_once() {
+    let mut e = Encoder::new();
+    let mut out = Vec::new();
+    let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
+    let w0 = StreamId { host: 7, process: 1, worker: 0 };
+    let d = ClockDomain::Tsc;
+    e.hello(pw, 0, d, &hello(), &mut out);
+    e.clock(pw, 1, d, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
+    e.hello(w0, 0, d, &hello(), &mut out);
+    let ops = |ids: std::ops::Range<u32>, name: &str| -> Vec<Meta> {
+        ids.map(|id| Meta::Operator { id, name: format!("{name} {id}"), addr: vec![0, id] }).collect()
+    };
+    e.metadata(w0, 1, d, &ops(0..8, "a"), &mut out);
+    e.metadata(w0, 2, d, &[ops(0..1, "renamed"), ops(8..20, "b")].concat(), &mut out);
+    e.metadata(w0, 3, d, &ops(20..30, "c"), &mut out);
+    let recs: Vec<Record> = (0..10)
+        .flat_map(|i| {
+            [
+                Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
+                Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
+            ]
+        })
+        .collect();
+    e.records(w0, 4, 0, d, &[&recs], &mut out);
+    e.end(w0, 5, 0, d, &EndStats { produced: 20, lost: 0, elided: 0 }, &mut out);
+    let mut ing = Ingest::new("test", 250);
+    ing.max_metadata = 10;
+    for f in Decoder::new(&out[..]) {
+        let before = ing.out.len();
+        ing.frame(f.unwrap(), 1);
+        ing.finish_batch(before);
+    }
+    ing.eof();
+    let meta = &ing.out[0].meta;
+    assert_eq!(meta.ops.len(), 10);
+    assert_eq!(meta.ops[&0], "renamed 0");
+    assert_eq!(meta.ops[&9], "b 9");
+    assert!(!meta.ops.contains_key(&10) && !meta.ops.contains_key(&20));
+    assert_eq!(ing.errors.len(), 1, "{:?}", ing.errors);
+    assert!(ing.errors[0].contains("metadata past 10 operators, channels and spans"), "{:?}", ing.errors);
+    assert_eq!(ing.out.iter().map(|f| f.counters.records).sum::<u64>(), 20);
+}
