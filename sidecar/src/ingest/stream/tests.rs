@@ -287,37 +287,45 @@ fn stats_frames_leave_the_latest_figures_of_each_process() {
     assert_eq!(format!("{:?}", ing.out), format!("{:?}", plain.out));
 }
 
-/// A stream's fragments share its metadata rather than each copying it; a
-/// Metadata frame after some windows changes the fragments made after it
-/// only, and a name given again replaces the earlier one.
-#[test]
-fn fragments_share_their_streams_metadata_until_it_changes() {
-    let mut e = Encoder::new();
-    let mut out = Vec::new();
+/// The start of a one-worker process's byte stream (its Hello, a clock
+/// sample, the worker's Hello), and the worker's stream id and clock domain.
+fn one_worker() -> (Encoder, Vec<u8>, StreamId, ClockDomain) {
+    let (mut e, mut out) = (Encoder::new(), Vec::new());
     let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
     let w0 = StreamId { host: 7, process: 1, worker: 0 };
     let d = ClockDomain::Tsc;
     e.hello(pw, 0, d, &hello(), &mut out);
     e.clock(pw, 1, d, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
     e.hello(w0, 0, d, &hello(), &mut out);
+    (e, out, w0, d)
+}
+
+/// Ten executions of operator 3, one each 100 ns from `from` × 100 ns.
+fn executions(from: u64) -> Vec<Record> {
+    (from..from + 10)
+        .flat_map(|i| {
+            [
+                Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
+                Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
+            ]
+        })
+        .collect()
+}
+
+/// A stream's fragments share its metadata rather than each copying it; a
+/// Metadata frame after some windows changes the fragments made after it
+/// only, and a name given again replaces the earlier one.
+#[test]
+fn fragments_share_their_streams_metadata_until_it_changes() {
+    let (mut e, mut out, w0, d) = one_worker();
     let many: Vec<Meta> =
         (0..1000).map(|id| Meta::Operator { id, name: format!("idle {id}"), addr: vec![0, id] }).collect();
     e.metadata(w0, 1, d, &many, &mut out);
-    let execs = |from: u64| -> Vec<Record> {
-        (from..from + 10)
-            .flat_map(|i| {
-                [
-                    Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
-                    Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
-                ]
-            })
-            .collect()
-    };
-    e.records(w0, 2, 0, d, &[&execs(0)], &mut out);
+    e.records(w0, 2, 0, d, &[&executions(0)], &mut out);
     let renamed =
         [Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }, Meta::Span { id: 9, name: "s".into() }];
     e.metadata(w0, 3, d, &renamed, &mut out);
-    e.records(w0, 4, 0, d, &[&execs(10)], &mut out);
+    e.records(w0, 4, 0, d, &[&executions(10)], &mut out);
     e.end(w0, 5, 0, d, &EndStats { produced: 40, lost: 0, elided: 0 }, &mut out);
     let ing = run(&out);
     let at = |ix: u64| ing.out.iter().find(|f| f.window == ix).expect("window");
@@ -338,29 +346,14 @@ fn fragments_share_their_streams_metadata_until_it_changes() {
 /// may be named again), and its records go on as before.
 #[test]
 fn metadata_past_the_limit_is_refused_and_said_once() {
-    let mut e = Encoder::new();
-    let mut out = Vec::new();
-    let pw = StreamId { host: 7, process: 1, worker: PROCESS_WIDE };
-    let w0 = StreamId { host: 7, process: 1, worker: 0 };
-    let d = ClockDomain::Tsc;
-    e.hello(pw, 0, d, &hello(), &mut out);
-    e.clock(pw, 1, d, &[ClockSample { ticks: 0, monotonic_ns: 0, realtime_ns: 5 }], &mut out);
-    e.hello(w0, 0, d, &hello(), &mut out);
+    let (mut e, mut out, w0, d) = one_worker();
     let ops = |ids: std::ops::Range<u32>, name: &str| -> Vec<Meta> {
         ids.map(|id| Meta::Operator { id, name: format!("{name} {id}"), addr: vec![0, id] }).collect()
     };
     e.metadata(w0, 1, d, &ops(0..8, "a"), &mut out);
     e.metadata(w0, 2, d, &[ops(0..1, "renamed"), ops(8..20, "b")].concat(), &mut out);
     e.metadata(w0, 3, d, &ops(20..30, "c"), &mut out);
-    let recs: Vec<Record> = (0..10)
-        .flat_map(|i| {
-            [
-                Record::from_event(i * 100, Event::ScheduleStart { op: 3 }),
-                Record::from_event(i * 100 + 60, Event::ScheduleStop { op: 3 }),
-            ]
-        })
-        .collect();
-    e.records(w0, 4, 0, d, &[&recs], &mut out);
+    e.records(w0, 4, 0, d, &[&executions(0)], &mut out);
     e.end(w0, 5, 0, d, &EndStats { produced: 20, lost: 0, elided: 0 }, &mut out);
     let mut ing = Ingest::new("test", 250);
     ing.max_metadata = 10;
