@@ -354,9 +354,20 @@ fn a_window_owner_in_another_process_receives_fragments_never_raw_records() {
     // Process 0 read nothing; process 1 read every record.
     assert!(e0.contains("analyzed 0 records (0 B) live"), "{e0}");
     assert!(e1.contains(&format!("analyzed {records} records")), "{e1}");
-    // Its reports hold the probes' records all the same.
+    // Its reports hold the probes' records all the same, and their
+    // operators' names: a stream's metadata crossed to it once, and its
+    // later fragments came without it (`meta_kept`).
     let in_windows = in_windows(&json);
     assert!(in_windows * 10 >= records * 9, "{in_windows} of {records} records in the windows");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let names: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .flat_map(|r| r["critical_path"]["top_operators"].as_array().cloned().unwrap_or_default())
+        .map(|o| o["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(names.len() >= 6, "{names:?}");
+    assert!(names.iter().all(|n| n == "Exchange" || n == "Count"), "{names:?}");
     // What crossed to it were fragments, counted against the windows'
     // input; none crossed inside a process of one worker.
     assert_eq!(sample(&metrics, "sidecar_connections_total "), 0.0, "{metrics}");
