@@ -6,7 +6,8 @@
 # reports hold no field that measures time spent, so nothing is masked.
 # Recorded before the sidecar's restructuring (issue 30) with the build of
 # that day. The synthetic trace is also analyzed with two workers and with
-# two processes, which must give the one-worker output.
+# two processes, which must give the one-worker output; four hosts' traces
+# with one worker and two.
 #
 #   compare.sh SIDECAR GEN_TRACE           compare (exit 1 on a difference)
 #   compare.sh SIDECAR GEN_TRACE --update  rewrite expected/ (a deliberate change)
@@ -39,6 +40,13 @@ run synth-w2.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 SIDECAR_ANALYSIS=off run synth-w2-shared.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 SIDECAR_ANALYSIS=on run synth-w2-threads.jsonl analyze "$out/synth.rlog" --window 50ms -w 2 -q --json -
 run synth-raw.jsonl analyze "$out/synth-raw.rlog" --window 50ms -q --json -
+# Four hosts, unsynchronized, one file each: each window names the other
+# three whatever the workers (expected/hosts-w2.jsonl is hosts.jsonl).
+for h in 1 2 3 4; do
+    "$gen_trace" "$out/host$h.rlog" 100000 4 zstd all 0 0 1 "0x10$h" 2>/dev/null
+done
+run hosts.jsonl analyze "$out"/host?.rlog --window 50ms -q --json -
+run hosts-w2.jsonl analyze "$out"/host?.rlog --window 50ms -w 2 -q --json -
 # Two processes of a timely cluster on loopback (one worker each, the file
 # read by both, each decoding the streams its worker owns): the same
 # reports as one process (expected/synth-p2.jsonl is synth.jsonl).
