@@ -33,9 +33,9 @@ fn main() {
         per_process,
         idle_operators,
         channels,
+        host: host.unwrap_or(sidecar::synth::SynthConfig::default().host),
         ..Default::default()
     };
-    let cfg = sidecar::synth::SynthConfig { host: host.unwrap_or(cfg.host), ..cfg };
     let f = std::fs::File::create(&out).expect("create output");
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
     let t = std::time::Instant::now();

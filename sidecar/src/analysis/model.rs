@@ -327,13 +327,25 @@ pub struct StreamMeta {
 }
 
 impl StreamMeta {
-    pub fn new(
+    /// (For tests: metadata as these tables.)
+    #[cfg(test)]
+    pub(crate) fn new(
         ops: FxHashMap<u32, String>,
         op_addrs: FxHashMap<u32, Vec<u32>>,
         channels: Vec<ChannelMeta>,
         spans: FxHashMap<u64, String>,
     ) -> Self {
         StreamMeta { ops, op_addrs, channels, spans, ..Default::default() }
+    }
+
+    /// Operator `op`'s name, if declared.
+    pub fn op_name(&self, op: u32) -> Option<&str> {
+        self.ops.get(&op).map(String::as_str)
+    }
+
+    /// Span `id`'s name, if declared.
+    pub fn span_name(&self, id: u64) -> Option<&str> {
+        self.spans.get(&id).map(String::as_str)
     }
 
     /// Operators, channels and spans declared.

@@ -102,11 +102,11 @@ impl WindowDetail {
 
     /// Stream `i`'s name for operator `op`.
     pub fn op_name(&self, i: usize, op: u32) -> Option<&str> {
-        self.metas[i].ops.get(&op).map(String::as_str)
+        self.metas[i].op_name(op)
     }
 
     /// Stream `i`'s name for span `id`.
     pub fn span_name(&self, i: usize, id: u64) -> Option<&str> {
-        self.metas[i].spans.get(&id).map(String::as_str)
+        self.metas[i].span_name(id)
     }
 }

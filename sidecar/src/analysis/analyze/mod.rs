@@ -78,11 +78,11 @@ impl<'f> Names<'f> {
     }
 
     fn op(&self, stream: usize, op: u32) -> Option<&'f str> {
-        self.metas[stream].ops.get(&op).map(String::as_str)
+        self.metas[stream].op_name(op)
     }
 
     fn span(&self, stream: usize, id: u64) -> Option<&'f str> {
-        self.metas[stream].spans.get(&id).map(String::as_str)
+        self.metas[stream].span_name(id)
     }
 }
 
