@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn metadata_crosses_once_per_worker_and_again_when_it_changes() {
-        let (mut s, mut r) = (MetaSent::default(), MetaKept::default());
+        let mut s = MetaSent::default();
         let m = named(100);
         let mut f = frag(0, &m);
         s.send(&mut f, 3);
