@@ -4,23 +4,34 @@
 
 mod common;
 
-/// The peak resident memory of every child waited for so far, KB.
-fn children_peak_kb() -> i64 {
-    // SAFETY: getrusage writes the struct it is given and nothing else.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) }, 0);
-    u.ru_maxrss
-}
-
-fn analyze(file: &std::path::Path, window: &str) {
-    let st = std::process::Command::new(env!("CARGO_BIN_EXE_sidecar"))
+/// `sidecar analyze --window WINDOW -q FILE`: its peak resident memory,
+/// KB, and the windows it reported. (Each child's own peak, from `wait4`:
+/// the tests of this binary run side by side.)
+fn analyze(file: &std::path::Path, window: &str) -> (i64, u64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sidecar"))
         .args(["analyze", "--window", window, "-q"])
         .arg(file)
-        .stderr(std::process::Stdio::null())
-        .status()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(st.success(), "analyze --window {window}");
+    let mut said = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 writes the status and the struct it is given and
+    // nothing else; the child is ours and not waited for elsewhere.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "analyze --window {window}: {said}");
+    // (The closing line: "...; N windows (M incomplete)...".)
+    let windows = said
+        .split("; ")
+        .find_map(|part| part.split_once(" windows ("))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no window count in {said:?}"));
+    (u.ru_maxrss, windows)
 }
 
 /// A 2-million-record trace of 2 workers (about 3 s of trace): at 10 ms
@@ -32,10 +43,36 @@ fn analyze(file: &std::path::Path, window: &str) {
 fn tiny_windows_take_about_the_memory_of_ordinary_ones() {
     let file = std::env::temp_dir().join(format!("tiny-windows-{}.rlog", std::process::id()));
     std::fs::write(&file, common::synth_bytes(2_000_000, 2)).unwrap();
-    analyze(&file, "10ms");
-    let ordinary = children_peak_kb();
-    analyze(&file, "30us");
-    let tiny = children_peak_kb();
+    let (ordinary, _) = analyze(&file, "10ms");
+    let (tiny, _) = analyze(&file, "30us");
     let _ = std::fs::remove_file(&file);
     assert!(tiny <= 3 * ordinary, "peak {tiny} KB at 30 µs windows against {ordinary} KB at 10 ms");
+}
+
+/// One worker whose 12 records each carry its stream 20,000 windows of
+/// 10 ms on: 6 schedules of 200 s, 200 s apart. Each is placed in its first
+/// 10,000 windows (`MAX_SPAN`) and each silence spelled out for 10,000
+/// (`MAX_SKIP`): about 110,000 windows from one small read. Their fragments
+/// come at once, but the analysis reports them a few at a time, so a
+/// window in flight costs its fragment, not its report: the peak over that
+/// of 1 s windows (about 2,200 of them) is at most 4 KB a window. (It was
+/// 11.6 KB: all the reports were held at once, each in room for a batch of
+/// them, 8 KB apiece.)
+#[test]
+fn records_far_apart_hold_their_fragments_not_their_reports() {
+    use common::{start, stop};
+    const S: u64 = 1_000_000_000;
+    let file = std::env::temp_dir().join(format!("far-apart-{}.rlog", std::process::id()));
+    let events: Vec<_> = (0..6).flat_map(|i| [(i * 400 * S, start(1)), (i * 400 * S + 200 * S, stop(1))]).collect();
+    std::fs::write(&file, common::encode(&[events])).unwrap();
+    let (few, few_windows) = analyze(&file, "1s");
+    let (many, windows) = analyze(&file, "10ms");
+    let _ = std::fs::remove_file(&file);
+    assert!(windows >= 100_000 && few_windows < 3_000, "{windows} and {few_windows} windows");
+    let per_window = (many - few) * 1024 / windows as i64;
+    eprintln!("{per_window} B a window: peak {many} KB for {windows} windows, {few} KB for {few_windows}");
+    assert!(
+        per_window <= 4096,
+        "{per_window} B a window: peak {many} KB for {windows} windows, {few} KB for {few_windows}"
+    );
 }

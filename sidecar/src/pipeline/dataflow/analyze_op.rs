@@ -79,7 +79,8 @@ where
                 link: link.clone(),
             }
         });
-        let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index());
+        let again = scope.activator_for(info.address.clone());
+        let mut owner = WindowOwner::new(shared, analyst, shared_jobs, scope.index(), again);
         let mut out = Vec::new();
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, data| {
@@ -89,9 +90,11 @@ where
             });
             owner.analyze_ready(frontier, &mut out);
             owner.take_posted(&mut out);
-            // (Reports are small: a window's detail is gone once written.)
+            // (Reports are small: a window's detail is gone once written.
+            // Each goes in a container of its own size: `give` would make
+            // room for a batch at every window's time, 8 KB a report.)
             for (c, x) in out.drain(..) {
-                output.session(&c).give(x);
+                output.session(&c).give_container(&mut vec![x]);
             }
             owner.release_capabilities();
         }
@@ -132,10 +135,27 @@ struct WindowOwner {
     late: Vec<(Capability<u64>, u64, u64, Fragment)>,
     /// The streams' metadata workers of other processes sent to be kept.
     meta_kept: MetaKept,
+    /// Schedules this operator again when it left ready windows for later
+    /// ([`MAX_WINDOWS_PER_ACTIVATION`]).
+    again: timely::scheduling::Activator,
 }
 
+/// The windows one activation analyzes at most; the rest wait for the next,
+/// right after the reports went on. Reading stops a few windows ahead of the
+/// analysis, but one record can carry a stream thousands of windows on (an
+/// operator running for minutes, or a corrupt clock: `Windower`'s
+/// `MAX_SPAN`, `MAX_SKIP`): analyzed in one go, all their reports were held
+/// at once (1.5 GB for a 2 KB file of 24 records making 110,000 windows).
+const MAX_WINDOWS_PER_ACTIVATION: usize = 64;
+
 impl WindowOwner {
-    fn new(shared: &Shared, analyst: Option<Analyst>, shared_jobs: Option<SharedJobs>, index: usize) -> WindowOwner {
+    fn new(
+        shared: &Shared,
+        analyst: Option<Analyst>,
+        shared_jobs: Option<SharedJobs>,
+        index: usize,
+        again: timely::scheduling::Activator,
+    ) -> WindowOwner {
         WindowOwner {
             stash: BTreeMap::new(),
             traffic: BTreeMap::new(),
@@ -157,6 +177,7 @@ impl WindowOwner {
             }),
             late: Vec::new(),
             meta_kept: MetaKept::default(),
+            again,
         }
     }
 
@@ -199,7 +220,9 @@ impl WindowOwner {
                     e.insert(c.delayed(&time.max(*c.time())));
                 }
             }
-            self.stash.entry((time, host)).or_default().push(f);
+            // (Room for one to start with: a window of one stream, a long
+            // silence spelled out, would hold room for four.)
+            self.stash.entry((time, host)).or_insert_with(|| Vec::with_capacity(1)).push(f);
         }
     }
 
@@ -233,13 +256,24 @@ impl WindowOwner {
     }
 
     /// Analyzes the windows the frontier has passed (they are whole), in
-    /// order, and puts their report lines in `out` with their capabilities.
+    /// order, at most [`MAX_WINDOWS_PER_ACTIVATION`] of them, and puts their
+    /// report lines in `out` with their capabilities.
     fn analyze_ready(&mut self, frontier: &MutableAntichain<u64>, out: &mut Vec<(Capability<u64>, ReportLine)>) {
         // (Times are totally ordered: the windows passed are the first
         // keys. Scanning on past them made an activation cost all the
         // windows in flight, quadratic when a stream's fragments span very
         // many.)
-        let ready: Vec<(u64, u64)> = self.stash.keys().take_while(|(w, _)| !frontier.less_equal(w)).copied().collect();
+        let mut ready: Vec<(u64, u64)> = self
+            .stash
+            .keys()
+            .take_while(|(w, _)| !frontier.less_equal(w))
+            .take(MAX_WINDOWS_PER_ACTIVATION + 1)
+            .copied()
+            .collect();
+        if ready.len() > MAX_WINDOWS_PER_ACTIVATION {
+            ready.pop();
+            self.again.activate();
+        }
         self.take_results(out);
         // Windows the analysis thread finished since the last activation
         // (in window order, before any analyzed below).
@@ -354,11 +388,24 @@ impl WindowOwner {
     /// Drops the capabilities of windows neither gathering nor in analysis.
     fn release_capabilities(&mut self) {
         let (stash, analyst, shared_jobs) = (&self.stash, &self.analyst, &self.shared_jobs);
-        self.caps.retain(|&w, _| {
-            stash.range((w, 0)..=(w, u64::MAX)).next().is_some()
-                || analyst.as_ref().is_some_and(|a| a.holds(w))
-                || shared_jobs.as_ref().is_some_and(|sj| sj.posted.iter().any(|k| k.0 == w))
-        });
+        // (Windows leave the stash in order, by `analyze_ready`: every one
+        // past the first still there is still there. Only those up to it
+        // are looked at: checking them all, at every activation, cost all
+        // the windows in flight each time.)
+        let upto = stash.keys().next().map_or(u64::MAX, |k| k.0);
+        let done: Vec<u64> = self
+            .caps
+            .range(..=upto)
+            .map(|(&w, _)| w)
+            .filter(|&w| {
+                stash.range((w, 0)..=(w, u64::MAX)).next().is_none()
+                    && !analyst.as_ref().is_some_and(|a| a.holds(w))
+                    && !shared_jobs.as_ref().is_some_and(|sj| sj.posted.iter().any(|k| k.0 == w))
+            })
+            .collect();
+        for w in done {
+            self.caps.remove(&w);
+        }
     }
 
     /// The windows this worker posted that a worker (maybe this one) has
