@@ -36,7 +36,7 @@ const PIECES: [usize; 3] = [61, 1000, 1 << 20];
 /// with absurd clocks each carry a stream thousands of windows on (an item
 /// over `MAX_SPAN` windows, a silence over `MAX_SKIP`): 24 records made
 /// 110,000 windows, 4 minutes of analysis under the sanitizer. Their
-/// fragments are all still made, and ingested.
+/// fragments are all still made, and ingested ([`FirstWindows`]).
 const MAX_WINDOWS: usize = 2_000;
 
 fuzz_target!(|data: &[u8]| {
@@ -130,6 +130,7 @@ fn analyze_shared(data: &[u8], width: Ns, workers: usize) -> Outcome {
 fn analyze_readers(mut readers: Vec<Reader>, width: Ns, piece: usize, detail: bool, shared: bool) -> Outcome {
     let mut errors = vec![Vec::new(); readers.len()];
     let mut frags: Vec<Fragment> = Vec::new();
+    let mut windows = FirstWindows::default();
     let mut ended = EndedStreams::default();
     // As the dataflow's source: every reader polled in turn until all are
     // done, fragments, ended streams and faults taken after each pass.
@@ -145,18 +146,15 @@ fn analyze_readers(mut readers: Vec<Reader>, width: Ns, piece: usize, detail: bo
                 ended.note(sid, k, marks);
             }
             r.take_fragments(&mut frags);
+            windows.keep(&mut frags);
             errs.append(&mut r.ingest.errors);
         }
     }
     // As the window owners do: a window is its fragments on one timeline.
-    let mut windows: BTreeMap<(u64, u64), Vec<Fragment>> = BTreeMap::new();
-    for f in frags {
-        windows.entry((sidecar::analysis::causality::window_host(&f), f.window)).or_default().push(f);
-    }
-    let timelines: std::collections::BTreeSet<u64> = windows.keys().map(|k| k.0).collect();
+    let FirstWindows { windows, timelines, .. } = windows;
     let mut trace = detail.then(|| sidecar::output::export::PerfettoExport::new(Vec::new()));
     let mut reports = Vec::new();
-    for ((host, window), mut frags) in windows.into_iter().take(MAX_WINDOWS) {
+    for ((host, window), mut frags) in windows {
         ended.apply(window, width, &mut frags);
         for f in &mut frags {
             f.other_hosts = timelines.iter().copied().filter(|&h| h != host).collect();
@@ -185,6 +183,36 @@ fn digest(json: &str, line: &str) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     (json, line).hash(&mut h);
     h.finish()
+}
+
+/// The fragments of the first [`MAX_WINDOWS`] windows (host, window) taken
+/// so far, whole; the others are dropped as they come, so that a few
+/// records far apart do not hold 100,000 windows' fragments.
+#[derive(Default)]
+struct FirstWindows {
+    windows: BTreeMap<(u64, u64), Vec<Fragment>>,
+    /// Windows from here on are not kept (one was dropped: a later
+    /// fragment of it would make it partial).
+    cut: Option<(u64, u64)>,
+    /// Every timeline a fragment came from, kept or not.
+    timelines: std::collections::BTreeSet<u64>,
+}
+
+impl FirstWindows {
+    fn keep(&mut self, frags: &mut Vec<Fragment>) {
+        for f in frags.drain(..) {
+            let key = (sidecar::analysis::causality::window_host(&f), f.window);
+            self.timelines.insert(key.0);
+            if self.cut.is_some_and(|c| key >= c) {
+                continue;
+            }
+            self.windows.entry(key).or_default().push(f);
+            if self.windows.len() > MAX_WINDOWS {
+                // (The last is the greatest, below any earlier cut.)
+                self.cut = self.windows.pop_last().map(|(k, _)| k);
+            }
+        }
+    }
 }
 
 /// A byte stream the decoder finds a fault in (a bad frame, one cut short)
