@@ -18,10 +18,10 @@ fn analyze(file: &std::path::Path, window: &str) -> (i64, u64) {
     let mut said = String::new();
     child.stderr.take().unwrap().read_to_string(&mut said).unwrap();
     let mut status = 0;
+    // SAFETY: rusage is plain integers, for which all zeros is a value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: wait4 writes the status and the struct it is given and
     // nothing else; the child is ours and not waited for elsewhere.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
     assert_eq!(pid, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "analyze --window {window}: {said}");
