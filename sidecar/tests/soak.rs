@@ -16,6 +16,8 @@
 //! 10 s on standard error); `SOAK_NOISY_PREFIX` runs the noisy sidecar
 //! under a tool.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -354,13 +356,6 @@ fn long_run_windows(reps: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// The closing line's count for `what` ("refused over --max-connections").
-fn closing_count(err: &str, what: &str) -> u64 {
-    let line = err.lines().rev().find(|l| l.contains(" windows (")).unwrap_or_else(|| panic!("no closing line: {err}"));
-    let before = &line[..line.find(what).unwrap_or_else(|| panic!("'{what}' not in {line}"))];
-    before.split_whitespace().last().and_then(|n| n.trim_start_matches('(').parse().ok()).unwrap()
-}
-
 #[test]
 #[ignore = "a minute long: .ci/run runs it"]
 fn a_sidecar_soaked_in_connections_keeps_its_memory_and_its_long_run() {
@@ -435,9 +430,9 @@ fn check_long_run(quiet_reps: &[Value], noisy_reps: &[Value], windows: u64) {
 /// overflows its accept queue with), with an error line for each limit.
 fn check_limits(err: &str, noise: &Noise) {
     eprintln!("soak: {noise:?}");
-    let refused = closing_count(err, "refused over --max-connections");
-    let no_hello = closing_count(err, "closed without a Hello");
-    let connections = closing_count(err, "connections (");
+    let refused = common::closing_count(err, "refused over --max-connections");
+    let no_hello = common::closing_count(err, "closed without a Hello");
+    let connections = common::closing_count(err, "connections (");
     assert!(noise.refused_seen > 0 && refused > 0, "refused {refused}, seen {}", noise.refused_seen);
     assert!(noise.closed_silent > 0 && no_hello > 0, "closed {no_hello}, seen {}", noise.closed_silent);
     assert!(connections >= 2000 && connections >= noise.connections / 2, "{connections} connections counted");

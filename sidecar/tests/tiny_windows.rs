@@ -25,13 +25,7 @@ fn analyze(file: &std::path::Path, window: &str) -> (i64, u64) {
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
     assert_eq!(pid, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "analyze --window {window}: {said}");
-    // (The closing line: "...; N windows (M incomplete)...".)
-    let windows = said
-        .split("; ")
-        .find_map(|part| part.split_once(" windows ("))
-        .and_then(|(n, _)| n.parse().ok())
-        .unwrap_or_else(|| panic!("no window count in {said:?}"));
-    (u.ru_maxrss, windows)
+    (u.ru_maxrss, common::closing_count(&said, " windows ("))
 }
 
 /// A 2-million-record trace of 2 workers (about 3 s of trace): at 10 ms

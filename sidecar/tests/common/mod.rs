@@ -199,3 +199,11 @@ pub fn example(bin: &str) -> std::path::PathBuf {
     }
     dir.join(bin)
 }
+
+/// The count before `what` in the sidecar's closing line on stderr `err`
+/// ("refused over --max-connections", " windows (").
+pub fn closing_count(err: &str, what: &str) -> u64 {
+    let line = err.lines().rev().find(|l| l.contains(" windows (")).unwrap_or_else(|| panic!("no closing line: {err}"));
+    let before = &line[..line.find(what).unwrap_or_else(|| panic!("'{what}' not in {line}"))];
+    before.split_whitespace().last().and_then(|n| n.trim_start_matches('(').parse().ok()).unwrap()
+}
