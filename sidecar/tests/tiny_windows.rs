@@ -8,9 +8,15 @@ mod common;
 /// KB, and the windows it reported. (Each child's own peak, from `wait4`:
 /// the tests of this binary run side by side.)
 fn analyze(file: &std::path::Path, window: &str) -> (i64, u64) {
+    analyze_with(file, window, &[])
+}
+
+/// [`analyze`] with more arguments.
+fn analyze_with(file: &std::path::Path, window: &str, more: &[&std::ffi::OsStr]) -> (i64, u64) {
     use std::io::Read;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sidecar"))
         .args(["analyze", "--window", window, "-q"])
+        .args(more)
         .arg(file)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -69,4 +75,34 @@ fn records_far_apart_hold_their_fragments_not_their_reports() {
         per_window <= 4096,
         "{per_window} B a window: peak {many} KB for {windows} windows, {few} KB for {few_windows}"
     );
+}
+
+/// The same schedules, 100 of them, all in one frame: each record carries
+/// the stream 20,000 windows on, 2 million in all, but a frame fills at
+/// most `FRAME_WINDOWS` (100,000) windows beyond its records' own; the rest
+/// is silence, skipped, and a fault says so. (Without the bound the peak
+/// was GBs.)
+#[test]
+fn a_frame_of_records_far_apart_fills_a_bounded_number_of_windows() {
+    const S: u64 = 1_000_000_000;
+    let dir = std::env::temp_dir();
+    let file = dir.join(format!("far-apart-frame-{}.rlog", std::process::id()));
+    let json = dir.join(format!("far-apart-frame-{}.jsonl", std::process::id()));
+    let events: Vec<_> =
+        (0..100).flat_map(|i| [(i * 400 * S, common::start(1)), (i * 400 * S + 200 * S, common::stop(1))]).collect();
+    std::fs::write(&file, common::encode_in_frames(common::HOST, common::PID, 0, &[events], true, &[], 200)).unwrap();
+    let (few, few_windows) = analyze(&file, "1s");
+    let (many, windows) = analyze_with(&file, "10ms", &["--json".as_ref(), json.as_os_str()]);
+    let reports = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&json);
+    // (At 1 s: 40,000 windows, each schedule's 200 and its silence's.)
+    assert!(few_windows >= 39_000, "{few_windows} windows at 1 s");
+    // The 100,000 windows filled, the windows the 200 records start in,
+    // and the window the last record's stream ends in.
+    assert!((100_000..=100_201).contains(&windows), "{windows} windows at 10 ms");
+    assert!(reports.contains("one frame's records reach more than 100000 windows past their own"));
+    let mb = (many - few) / 1024;
+    eprintln!("peak {many} KB at 10 ms, {few} KB at 1 s: {mb} MB more for {windows} windows");
+    assert!(mb <= 400, "peak {many} KB at 10 ms against {few} KB at 1 s");
 }

@@ -118,6 +118,9 @@ pub struct Windower {
     /// The last sequence numbers the late fragments handed over so far
     /// raised (while more are pending).
     late_marks: Vec<SeqMark>,
+    /// Windows the current frame may still fill beyond its records' own
+    /// ([`FRAME_WINDOWS`]; reset by [`Windower::new_frame`]).
+    fill_left: u64,
 }
 
 /// Arrangements a stream may report at most (a program has a few per
@@ -128,6 +131,19 @@ pub const MAX_ARRANGEMENTS: usize = 4096;
 /// Windows an item is placed in at most (a corrupt clock can make one span
 /// absurdly many); the rest of a longer one is silence, skipped.
 const MAX_SPAN: u64 = 10_000;
+
+/// Windows one frame of a stream may fill at most beyond those its records
+/// start in: the windows its items reach past their first, and the empty
+/// windows of its silences spelled out. Each record with an absurd clock
+/// carries its stream up to `MAX_SPAN` + `MAX_SKIP` windows on (20,000),
+/// about 2 KB a window in flight, and a frame holds thousands of records:
+/// without a bound, a few kilobytes of such a file took gigabytes. Past it,
+/// as past `MAX_SPAN`, the rest is silence, skipped, and a fault says so. A
+/// real frame fills as many windows as the time its records cover (the
+/// probe's writer sends a frame every 10 ms or so): 100,000 windows is 100
+/// ms of one worker's records at the narrowest windows (1 µs), 100 s at 1
+/// ms.
+pub const FRAME_WINDOWS: u64 = 100_000;
 
 impl Windower {
     pub fn new(stream: Sid, width: Ns) -> Windower {
@@ -156,7 +172,14 @@ impl Windower {
             revise: 0,
             patches: Default::default(),
             late_marks: Vec::new(),
+            fill_left: FRAME_WINDOWS,
         }
+    }
+
+    /// A new frame of the stream's records begins: it may fill
+    /// [`FRAME_WINDOWS`] windows.
+    pub fn new_frame(&mut self) {
+        self.fill_left = FRAME_WINDOWS;
     }
 
     /// Live: late data for the last `windows` windows handed over goes to
@@ -468,11 +491,17 @@ impl Windower {
             }
             let k1 = self.index(s);
             let k2 = if e > s { self.index(e - 1) } else { k1 };
-            // A corrupt clock can make one item span absurdly many windows.
-            if k2 > k1.saturating_add(MAX_SPAN) {
+            // A corrupt clock can make one item span absurdly many windows
+            // (and a frame many such items: `FRAME_WINDOWS`).
+            let reach = MAX_SPAN.min(self.fill_left);
+            if k2 > k1.saturating_add(reach) {
                 self.silent_to = self.silent_to.max(Some(k2));
+                if reach < MAX_SPAN {
+                    self.frame_full(k1);
+                }
             }
-            let k2 = k2.min(k1.saturating_add(MAX_SPAN));
+            let k2 = k2.min(k1.saturating_add(reach));
+            self.fill_left -= k2 - k1;
             // A gap the live deadline handed over open (`Builder::force`)
             // comes again, whole, when it ends: its windows handed over
             // already had their part (open), the others get it now.
@@ -589,6 +618,21 @@ impl Windower {
         f.arrangements.clone_from(&self.arrangements);
     }
 
+    /// The frame has filled its [`FRAME_WINDOWS`] windows at window `k`
+    /// (its first window past them is silence): said in window `k`.
+    #[cold]
+    fn frame_full(&mut self, k: u64) {
+        let why = format!(
+            "one frame's records reach more than {FRAME_WINDOWS} windows past their own (a clock jumping about?): \
+             the windows past them are not reported"
+        );
+        if let Some(f) = self.frag(k) {
+            if !f.faults.contains(&why) {
+                f.faults.push(why);
+            }
+        }
+    }
+
     /// Marks the windows overlapping `[from, to]` with a fault (before the
     /// stream's first record: its first window).
     pub fn fault(&mut self, from: Ns, to: Ns, why: &str) {
@@ -659,7 +703,8 @@ impl Windower {
                 out.push(*f);
                 empty_run = 0;
                 k += 1;
-            } else if empty_run < MAX_SKIP && self.silent_to.is_none_or(|s| k > s) {
+            } else if empty_run < MAX_SKIP && self.fill_left > 0 && self.silent_to.is_none_or(|s| k > s) {
+                self.fill_left -= 1;
                 self.age_seqs(k);
                 let mut f = Fragment {
                     covered: (k.saturating_mul(w), k.saturating_add(1).saturating_mul(w)),

@@ -18,6 +18,15 @@ use crate::ingest::stream::Ingest;
 /// Bytes a read takes at most, by default: files read in slices of 1 MB.
 const READ_SLICE: usize = 1 << 20;
 
+/// Fragments one poll makes at most, give or take a frame's: a poll stops
+/// between frames past it, and the next goes on from there before it reads
+/// more. A slice of a file may hold thousands of frames, and each may carry
+/// its stream [`FRAME_WINDOWS`](crate::analysis::window::FRAME_WINDOWS)
+/// windows on; memory is bounded by the fragments a poll makes, not by the
+/// bytes it reads. (Ordinary reads stay far below: 64 windows of a few
+/// streams.)
+const FRAGMENTS_PER_POLL: usize = 4096;
+
 /// One byte stream being read.
 pub struct Reader {
     pub ingest: Ingest,
@@ -52,6 +61,14 @@ pub struct Reader {
     split: Option<(Arc<Splitter>, usize)>,
     /// The frames and events the splitter handed this worker, to ingest.
     queued: std::collections::VecDeque<Item>,
+    /// The last poll stopped between frames, its fragments past
+    /// [`FRAGMENTS_PER_POLL`]: the frames it left are ingested before
+    /// anything more is read.
+    paused: bool,
+    /// The length of `ingest.out` at which this poll stops between frames.
+    out_cap: usize,
+    /// The unpacking thread's batch whose frames a poll stopped among.
+    held: Option<super::unpack::Batch>,
 }
 
 pub enum Polled {
@@ -84,6 +101,9 @@ impl Reader {
             unpacker: None,
             split: None,
             queued: Default::default(),
+            paused: false,
+            out_cap: usize::MAX,
+            held: None,
         }
     }
 
@@ -155,7 +175,22 @@ impl Reader {
     /// for any other byte stream, unknown, so yes (a read that stopped at
     /// its budget may have left some).
     pub fn has_unread(&self) -> bool {
-        self.pipe.as_ref().is_none_or(|p| p.buffered() > 0)
+        self.paused || self.pipe.as_ref().is_none_or(|p| p.buffered() > 0)
+    }
+
+    /// Whether this poll has made its fragments ([`FRAGMENTS_PER_POLL`]):
+    /// then it stops before the next frame.
+    fn full(&mut self) -> bool {
+        self.paused = self.ingest.out.len() >= self.out_cap;
+        self.paused
+    }
+
+    /// A poll begins: it may make [`FRAGMENTS_PER_POLL`] fragments.
+    fn begin_poll(&mut self) -> usize {
+        let before = self.ingest.out.len();
+        self.out_cap = before.saturating_add(FRAGMENTS_PER_POLL);
+        self.paused = false;
+        before
     }
 
     /// Sets `flag` once a Hello frame has been read (the I/O thread closes
@@ -224,6 +259,9 @@ impl Reader {
             }
             self.raw_start += total;
             self.raw_offset += total as u64;
+            if self.full() {
+                break;
+            }
         }
         if self.raw_start > (1 << 20) && self.raw_start * 2 >= self.raw.len() {
             self.raw.drain(..self.raw_start);
@@ -243,8 +281,23 @@ impl Reader {
             return self.poll_split(budget);
         }
         let mut read = 0;
-        let before = self.ingest.out.len();
+        let was_paused = self.paused;
+        let before = self.begin_poll();
         let mut result = Polled::Data;
+        if was_paused {
+            // The frames the last poll left, before any more are read.
+            match self.share.clone() {
+                Some(sh) => self.drain_shared(sh),
+                None => self.drain(),
+            }
+            if self.done {
+                result = Polled::Done;
+            }
+            // (Full again: read nothing this time.)
+            if self.paused || self.done {
+                read = budget;
+            }
+        }
         while read < budget {
             // (Unshared streams read straight into the frame buffer.)
             let got = match self.share {
@@ -272,22 +325,23 @@ impl Reader {
             }
             if n == 0 {
                 self.end_of_input();
-                result = Polled::Done;
+                if self.done {
+                    result = Polled::Done;
+                }
                 break;
             }
             read += n;
             if let Some(sh) = self.share.clone() {
                 self.raw.extend_from_slice(&self.chunk[..n]);
                 self.drain_shared(sh);
-                if self.done {
-                    result = Polled::Done;
-                    break;
-                }
-                continue;
+            } else {
+                self.drain();
             }
-            self.drain();
             if self.done {
                 result = Polled::Done;
+                break;
+            }
+            if self.paused {
                 break;
             }
         }
@@ -303,6 +357,11 @@ impl Reader {
     fn end_of_input(&mut self) {
         if let Some(sh) = self.share.clone() {
             self.drain_shared(sh);
+            // (Stopped between frames: the next poll goes on, and finds the
+            // end again.)
+            if self.paused {
+                return;
+            }
             if !self.done {
                 let left = self.raw.len() - self.raw_start;
                 if left > 0 {
@@ -316,6 +375,9 @@ impl Reader {
             return;
         }
         self.drain();
+        if self.paused {
+            return;
+        }
         if !self.done {
             if let Err(e) = self.frames.finish() {
                 self.ingest.decode_error(&e);
@@ -338,11 +400,18 @@ impl Reader {
                 })
             });
             match got.and_then(|r| r.transpose()) {
-                Ok(Some(())) => {}
+                Ok(Some(())) => {
+                    if self.full() {
+                        return;
+                    }
+                }
                 Ok(None) => return,
                 Err(e) => {
                     if !self.ingest.stream_error(&e) {
                         self.done = true;
+                        return;
+                    }
+                    if self.full() {
                         return;
                     }
                 }
@@ -354,9 +423,9 @@ impl Reader {
     /// handed this worker, about `budget` bytes of them. `Idle`: none yet
     /// (another worker's queue is full: it is behind).
     fn poll_split(&mut self, budget: usize) -> Polled {
-        let before = self.ingest.out.len();
+        let before = self.begin_poll();
         let mut taken = 0;
-        while taken < budget && !self.done {
+        while taken < budget && !self.done && !self.paused {
             if self.queued.is_empty() {
                 let (splitter, index) = self.split.as_ref().expect("a split reader");
                 if !splitter.take(*index, &mut self.queued) {
@@ -365,7 +434,7 @@ impl Reader {
             }
             while let Some(item) = self.queued.pop_front() {
                 taken += self.ingest_item(item);
-                if self.done || taken >= budget {
+                if self.done || taken >= budget || self.full() {
                     break;
                 }
             }
@@ -377,7 +446,7 @@ impl Reader {
                 self.queued.clear();
                 Polled::Done
             }
-            _ if taken == 0 => Polled::Idle,
+            _ if taken == 0 && !self.paused => Polled::Idle,
             _ => Polled::Data,
         }
     }
@@ -433,6 +502,8 @@ impl Reader {
 
     /// Stops reading (Ctrl-C): open streams end here, marked as such.
     pub fn stop(&mut self) {
+        // (Everything left is ingested now, however many fragments.)
+        self.out_cap = usize::MAX;
         if !self.done && self.unpacker.is_some() {
             // What the helper has unpacked so far, then no more.
             self.poll_unpacked(usize::MAX, false);
@@ -454,11 +525,20 @@ impl Reader {
     /// [`Reader::poll`] with an [`Unpacker`]: takes its batches until about
     /// `budget` bytes of frames were taken, waiting for them if `wait`.
     fn poll_unpacked(&mut self, budget: usize, wait: bool) -> Polled {
-        let before = self.ingest.out.len();
+        let before = self.begin_poll();
+        if !wait {
+            // (`stop`: what is unpacked, all of it.)
+            self.out_cap = usize::MAX;
+        }
         let mut taken = 0;
-        while taken < budget && !self.done {
+        while taken < budget && !self.done && !self.paused {
             let u = self.unpacker.as_mut().expect("called with an unpacker");
-            let got = if wait { u.rx.recv().ok() } else { u.rx.try_recv().ok() };
+            let got = match self.held.take() {
+                // (The batch the last poll stopped in.)
+                Some(batch) => Some(batch),
+                None if wait => u.rx.recv().ok(),
+                None => u.rx.try_recv().ok(),
+            };
             let Some(mut batch) = got else {
                 if wait {
                     // (Only if the helper panicked.)
@@ -468,7 +548,10 @@ impl Reader {
                 }
                 break;
             };
-            for f in batch.frames.drain(..) {
+            let mut frames = std::mem::take(&mut batch.frames);
+            let mut left = None;
+            let mut each = frames.drain(..);
+            while let Some(f) = each.next() {
                 let (len, fault) = match f {
                     Unpacked::Records { header, start, end, len, fault } => {
                         self.ingest.records(header, &batch.records[start..end], len);
@@ -487,6 +570,18 @@ impl Reader {
                         break;
                     }
                 }
+                if self.full() {
+                    // (The frames left, kept for the next poll.)
+                    left = Some(each.by_ref().collect::<Vec<_>>()).filter(|l| !l.is_empty());
+                    break;
+                }
+            }
+            drop(each);
+            batch.frames = frames;
+            if let Some(left) = left.filter(|_| !self.done) {
+                batch.frames = left;
+                self.held = Some(batch);
+                break;
             }
             if let Some(end) = batch.end.take() {
                 if !self.done {

@@ -24,6 +24,19 @@ pub fn encode_host(
     end: bool,
     lost: &[(usize, usize, u64)],
 ) -> Vec<u8> {
+    encode_in_frames(host, pid, first, workers, end, lost, 4)
+}
+
+/// Like `encode_host`, each worker's records in frames of `per_frame`.
+pub fn encode_in_frames(
+    host: u64,
+    pid: u32,
+    first: u32,
+    workers: &[Vec<(u64, Event)>],
+    end: bool,
+    lost: &[(usize, usize, u64)],
+    per_frame: usize,
+) -> Vec<u8> {
     const HOST: u64 = 0;
     const PID: u32 = 0;
     let _ = (HOST, PID);
@@ -50,9 +63,9 @@ pub fn encode_host(
             .collect();
         e.metadata(sid, 1, dom, &meta, &mut out);
         let recs: Vec<Record> = evs.iter().map(|&(t, ev)| Record::from_event(t, ev)).collect();
-        // Split into frames of 4 so that loss can sit between frames.
+        // Split into frames (of 4: loss can sit between frames).
         let mut seq = 2;
-        for (fi, chunk) in recs.chunks(4).enumerate() {
+        for (fi, chunk) in recs.chunks(per_frame).enumerate() {
             let l = lost.iter().find(|x| x.0 == w && x.1 == fi).map_or(0, |x| x.2);
             e.records(sid, seq, l, dom, &[chunk], &mut out);
             seq += 1;

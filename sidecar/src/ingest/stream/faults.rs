@@ -19,6 +19,7 @@ impl Stream {
     pub(super) fn cut(&mut self, why: Option<&str>, out: &mut Vec<Fragment>) -> Vec<String> {
         self.done = true;
         self.builder.finish();
+        self.windower.new_frame();
         self.windower.add(&mut self.builder.out);
         self.windower.finish(false, why, &mut self.builder.out, out);
         self.windower.unplaced_faults()

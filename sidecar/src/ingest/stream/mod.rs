@@ -176,6 +176,9 @@ impl Ingest {
     }
 
     fn flush(st: &mut Stream, out: &mut Vec<Fragment>, all: bool) {
+        // (Each flush places one frame's records: it may fill
+        // `FRAME_WINDOWS` windows.)
+        st.windower.new_frame();
         let late = st.windower.add(&mut st.builder.out);
         if late > 0 {
             let t = st.last_ts.unwrap_or(0);
