@@ -143,13 +143,11 @@ use ringlog::Event;
 
 use crate::{AdapterCost, Probe, WorkerProbe};
 
-/// Tag of the Mark written for timely's `PushProgress { op_id }`: the mark id
-/// is `MARK_PUSH_PROGRESS | op_id`.
-pub const MARK_PUSH_PROGRESS: u64 = 1 << 56;
-/// Tag of the Mark written for timely's `Shutdown { id }`: the mark id is
-/// `MARK_SHUTDOWN | id`.
-pub const MARK_SHUTDOWN: u64 = 2 << 56;
-const MARK_TAG: u64 = 0xff << 56;
+use ringlog::MARK_TAG;
+/// Tag of the Mark written for timely's `PushProgress { op_id }` (the mark
+/// id is `MARK_PUSH_PROGRESS | op_id`) and for its `Shutdown { id }`
+/// (`MARK_SHUTDOWN | id`): the wire's (ringlog FORMAT.md).
+pub use ringlog::{MARK_PUSH_PROGRESS, MARK_SHUTDOWN};
 
 /// What a Mark written by this adapter means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

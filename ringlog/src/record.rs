@@ -146,6 +146,9 @@ pub enum Event {
         hint: u64,
     },
     Unpark,
+    /// A point the engine marks: `id`'s top byte is a tag ([`MARK_TAG`]);
+    /// [`MARK_SHUTDOWN`] and [`MARK_PUSH_PROGRESS`] say what an engine
+    /// adapter means by it, any other tag is the engine's own.
     Mark {
         id: u64,
     },
@@ -289,3 +292,13 @@ mod tests {
         assert_eq!(Figure::from_u32(10), None);
     }
 }
+
+/// The tag of a Mark's id: its top byte ([`Event::Mark`]).
+pub const MARK_TAG: u64 = 0xff << 56;
+/// A Mark whose id is `MARK_PUSH_PROGRESS | op`: progress (frontier
+/// changes) was pushed to operator `op`.
+pub const MARK_PUSH_PROGRESS: u64 = 1 << 56;
+/// A Mark whose id is `MARK_SHUTDOWN | op`: operator `op` shut down (it runs
+/// no more), or, if `op` is a dataflow, the dataflow and every operator in
+/// it (by address: FORMAT.md).
+pub const MARK_SHUTDOWN: u64 = 2 << 56;

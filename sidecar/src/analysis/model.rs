@@ -410,6 +410,41 @@ impl StreamMeta {
         self.channels.push(c);
         self.changed();
     }
+
+    /// Forgets operators that shut down: each, and for a dataflow (its
+    /// root: an address of one number) every operator in it (timely logs
+    /// the dataflow's shutdown alone when a program drops it); and the
+    /// channels between operators of which neither is known any more. One
+    /// pass over the operators for all the dataflows.
+    pub fn forget(&mut self, shut_down: impl IntoIterator<Item = u32>) {
+        let mut gone: Vec<u32> = Vec::new();
+        let mut dataflows: rustc_hash::FxHashSet<u32> = Default::default();
+        for op in shut_down {
+            match self.op_addrs.get(&op).map(Vec::as_slice) {
+                Some(&[d]) => {
+                    dataflows.insert(d);
+                }
+                _ => gone.push(op),
+            }
+        }
+        if !dataflows.is_empty() {
+            let inside = |a: &[u32]| a.first().is_some_and(|d| dataflows.contains(d));
+            gone.extend(self.op_addrs.iter().filter(|(_, a)| inside(a)).map(|(&id, _)| id));
+        }
+        if gone.is_empty() {
+            return;
+        }
+        for op in &gone {
+            self.ops.remove(op);
+            self.op_addrs.remove(op);
+        }
+        let gone: rustc_hash::FxHashSet<u32> = gone.into_iter().collect();
+        let ops = &self.ops;
+        self.channels.retain(|&(_, (src, _), (dst, _))| {
+            !(gone.contains(&src) || gone.contains(&dst)) || ops.contains_key(&src) || ops.contains_key(&dst)
+        });
+        self.changed();
+    }
 }
 
 /// Everything one stream contributes to one window; exchanged to the

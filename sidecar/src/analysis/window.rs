@@ -779,6 +779,12 @@ impl Windower {
         self.next
     }
 
+    /// The windows below this one are handed over for good: none can be
+    /// revised any more ([`Windower::revise_within`]).
+    pub fn final_below(&self) -> u64 {
+        self.next.saturating_sub(self.revise)
+    }
+
     pub fn started(&self) -> bool {
         self.started
     }

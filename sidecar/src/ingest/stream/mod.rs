@@ -53,9 +53,40 @@ struct Proc {
 /// Operators, channels and spans a stream may declare; past it their
 /// entries are ignored, and said once. 200,000 operators on each of 8
 /// workers (40 MB of metadata) are analyzed in 1.6 s
-/// (docs/performance.md, "Large dataflows"); a program that builds
-/// dataflow after dataflow for as long as it runs declares without end.
+/// (docs/performance.md, "Large dataflows"). A program that builds and
+/// drops dataflow after dataflow holds only its live ones' entries
+/// ([`Stream::forget_shut_down`]); one that never drops any declares
+/// without end.
 pub const MAX_METADATA: usize = 1 << 20;
+
+impl Stream {
+    /// Operator `op` shut down at `t` (its Mark): noted, if the stream
+    /// named it, to be forgotten once its window is done.
+    #[cold]
+    fn note_shut_down(&mut self, t: Ns, op: u32) {
+        if self.meta.ops.contains_key(&op) && self.shut_down.last() != Some(&(t, op)) {
+            self.shut_down.push((t, op));
+        }
+    }
+
+    /// Forgets the operators that shut down in windows handed over for
+    /// good (none can still be revised): their names, addresses, and the
+    /// channels between operators no longer known. A program that builds and
+    /// drops dataflow after dataflow for as long as it runs then keeps the
+    /// metadata of the dataflows it has, not of every one it had (and stays
+    /// below [`MAX_METADATA`]). The windows handed over keep the version
+    /// they were given.
+    fn forget_shut_down(&mut self) {
+        let done = self.windower.final_below();
+        let width = self.windower.width;
+        let (now, later): (Vec<_>, Vec<_>) = self.shut_down.iter().partition(|&&(t, _)| t / width < done);
+        if now.is_empty() {
+            return;
+        }
+        self.shut_down = later;
+        Arc::make_mut(&mut self.meta).forget(now.into_iter().map(|(_, op)| op));
+    }
+}
 
 struct Stream {
     builder: Builder,
@@ -68,6 +99,10 @@ struct Stream {
     meta: Arc<StreamMeta>,
     /// Metadata entries past [`MAX_METADATA`], ignored.
     metadata_refused: u64,
+    /// Operators that shut down (a Mark `MARK_SHUTDOWN | op`), and when:
+    /// forgotten from the metadata once their window is done
+    /// ([`Stream::forget_shut_down`]).
+    shut_down: Vec<(Ns, u32)>,
     /// Last record time (ns): where lost records would have been.
     last_ts: Option<Ns>,
     done: bool,
@@ -168,6 +203,7 @@ impl Ingest {
             next_seq: None,
             meta: Arc::default(),
             metadata_refused: 0,
+            shut_down: Vec::new(),
             last_ts: None,
             done: false,
             elided_seen: 0,
@@ -194,6 +230,9 @@ impl Ingest {
             for f in &mut out[before..] {
                 f.meta = Arc::clone(&st.meta);
             }
+        }
+        if !st.shut_down.is_empty() {
+            st.forget_shut_down();
         }
     }
 
@@ -233,8 +272,6 @@ impl Ingest {
             }
         }
     }
-
-    /// The byte stream failed to decode: that is final for it. Every stream
 
     /// Live deadline: every open stream of `host` emits what it has up to
     /// `t` so that windows ending by `t` can close (what follows continues).

@@ -306,6 +306,8 @@ pub(super) fn take_event(st: &mut Stream, c: &mut Counters, clock: &Clock, t: Ns
             w.arrangement(t, op, figure, value);
             return;
         }
+        // (A shutdown's id is its tag and an operator: nothing between.)
+        Mark { id } if id & !0xffff_ffff == ringlog::MARK_SHUTDOWN => st.note_shut_down(t, id as u32),
         _ => {}
     }
     st.builder.push_ordered(t, ev);

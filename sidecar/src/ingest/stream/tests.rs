@@ -372,3 +372,104 @@ fn metadata_past_the_limit_is_refused_and_said_once() {
     assert!(ing.errors[0].contains("metadata past 10 operators, channels and spans"), "{:?}", ing.errors);
     assert_eq!(ing.out.iter().map(|f| f.counters.records).sum::<u64>(), 20);
 }
+
+/// A dataflow of operators 11–13 (root 10, address `[1]`) beside operator 3
+/// of dataflow 0; at time 1,020 the program drops dataflow 1 (its Mark
+/// `MARK_SHUTDOWN | 10`), and operator 3 alone shuts down at 1,520. Windows
+/// of 250 ns, about four a frame: the windows handed over with the
+/// shutdowns' (4–6, at the end of the frame that has them) keep the names;
+/// the windows after (7–11) have neither the dataflow's operators, nested
+/// scope too, nor its channel, nor operator 3.
+#[test]
+fn operators_that_shut_down_are_forgotten_after_their_window() {
+    let (mut e, mut out, w0, d) = one_worker();
+    let op = |id: u32, name: &str, addr: Vec<u32>| Meta::Operator { id, name: name.into(), addr };
+    let meta = [
+        op(0, "Dataflow", vec![0]),
+        op(3, "Map", vec![0, 3]),
+        op(10, "Dataflow", vec![1]),
+        op(11, "Input", vec![1, 1]),
+        op(12, "Iterate", vec![1, 2]),
+        op(13, "Join", vec![1, 2, 1]),
+        Meta::Channel { id: 5, src: (11, 0), dst: (13, 0) },
+        Meta::Channel { id: 6, src: (3, 0), dst: (0, 0) },
+    ];
+    e.metadata(w0, 1, d, &meta, &mut out);
+    let mark = |t: u64, id: u64| Record::from_event(t, Event::Mark { id });
+    let mut first = executions(0);
+    // (Marks that name no operator the stream declared, or that are not
+    // shutdowns, change nothing.)
+    first.insert(3, mark(120, ringlog::MARK_SHUTDOWN | 77));
+    first.insert(5, mark(220, ringlog::MARK_PUSH_PROGRESS | 10));
+    first.insert(7, mark(320, ringlog::MARK_SHUTDOWN | 1 << 40 | 10));
+    e.records(w0, 2, 0, d, &[&first], &mut out);
+    let mut second = executions(10);
+    second.insert(1, mark(1_020, ringlog::MARK_SHUTDOWN | 10));
+    second.insert(10, mark(1_520, ringlog::MARK_SHUTDOWN | 3));
+    e.records(w0, 3, 0, d, &[&second], &mut out);
+    e.records(w0, 4, 0, d, &[&executions(20)], &mut out);
+    e.end(w0, 5, 0, d, &EndStats { produced: 65, lost: 0, elided: 0 }, &mut out);
+    let ing = run(&out);
+    let at = |ix: u64| ing.out.iter().find(|f| f.window == ix && !f.marker).expect("window");
+    let ops = |ix: u64| {
+        let mut ops: Vec<u32> = at(ix).meta.ops.keys().copied().collect();
+        ops.sort_unstable();
+        ops
+    };
+    let channels = |ix: u64| at(ix).meta.channels.iter().map(|c| c.0).collect::<Vec<_>>();
+    for ix in 0..7 {
+        assert_eq!(ops(ix), [0, 3, 10, 11, 12, 13], "window {ix}");
+        assert_eq!(channels(ix), [5, 6], "window {ix}");
+    }
+    for ix in 7..12 {
+        assert_eq!(ops(ix), [0], "window {ix}");
+        assert_eq!(at(ix).meta.op_addrs.len(), 1);
+        assert_eq!(channels(ix), [6], "a channel one of whose ends is still known stays");
+    }
+}
+
+/// A program that builds and drops a dataflow of 3 operators 30 times
+/// declares 120 operators, but holds 4 at most: a stream allowed 10 names
+/// is never refused one, and every window names the operators it ran.
+#[test]
+fn dataflows_built_and_dropped_keep_the_metadata_bounded() {
+    let (mut e, mut out, w0, d) = one_worker();
+    let mut seq = 1;
+    for i in 0..30u32 {
+        let root = 100 + 4 * i;
+        let ops: Vec<Meta> = (0..4)
+            .map(|k| Meta::Operator {
+                id: root + k,
+                name: format!("df{i} op{k}"),
+                addr: if k == 0 { vec![i] } else { vec![i, k] },
+            })
+            .collect();
+        e.metadata(w0, seq, d, &ops, &mut out);
+        // (Each dataflow runs in its own window of 1,000 ns: four windows
+        // of 250, and is dropped at the end of its first.)
+        let t0 = u64::from(i) * 1_000;
+        let recs = [
+            Record::from_event(t0 + 10, Event::ScheduleStart { op: root + 1 }),
+            Record::from_event(t0 + 60, Event::ScheduleStop { op: root + 1 }),
+            Record::from_event(t0 + 200, Event::Mark { id: ringlog::MARK_SHUTDOWN | u64::from(root) }),
+        ];
+        e.records(w0, seq + 1, 0, d, &[&recs], &mut out);
+        seq += 2;
+    }
+    e.end(w0, seq, 0, d, &EndStats { produced: 90, lost: 0, elided: 0 }, &mut out);
+    let mut ing = Ingest::new("test", 250);
+    ing.max_metadata = 10;
+    for f in Decoder::new(&out[..]) {
+        let before = ing.out.len();
+        ing.frame(f.unwrap(), 1);
+        ing.finish_batch(before);
+    }
+    ing.eof();
+    assert!(ing.errors.is_empty(), "{:?}", ing.errors);
+    for i in 0..30u64 {
+        let f = ing.out.iter().find(|f| f.window == 4 * i && !f.marker).expect("window");
+        let op = 100 + 4 * i as u32 + 1;
+        assert_eq!(f.meta.op_name(op), Some(format!("df{i} op1").as_str()), "window {}", f.window);
+        assert!(f.meta.ops.len() <= 8, "window {}: {} operators", f.window, f.meta.ops.len());
+    }
+}
