@@ -590,6 +590,10 @@ impl Windower {
     /// levels before it, updated with what it set) and the levels the next
     /// window starts from.
     fn settle_arrangements(&mut self, f: &mut Fragment) {
+        // (The index of `Figure::Shares`, and its bit in `set`.)
+        const SHARES_AT: usize = ringlog::Figure::Shares as usize - 1;
+        const SHARES: u16 = 1 << SHARES_AT;
+        let mut dropped: Vec<u32> = Vec::new();
         // Each level enters the window at what the last window left.
         for l in &mut self.arrangements {
             l.peak_records = l.values[0];
@@ -614,8 +618,18 @@ impl Windower {
                 }
             }
             l.peak_records = l.peak_records.max(a.peak_records).max(l.values[0]);
+            if a.set & SHARES != 0 && a.values[SHARES_AT] == 0 {
+                dropped.push(a.op);
+            }
         }
         f.arrangements.clone_from(&self.arrangements);
+        if !dropped.is_empty() {
+            // A trace whose last handle was dropped in this window is
+            // reported in it, at its last levels, and not after: a program
+            // that arranges and drops as it goes (a query built and retired)
+            // keeps only its live traces here, below `MAX_ARRANGEMENTS`.
+            self.arrangements.retain(|l| !dropped.contains(&l.op));
+        }
     }
 
     /// The frame has filled its [`FRAME_WINDOWS`] windows at window `k`
@@ -944,6 +958,45 @@ mod tests {
         let silence = &out[MAX_SPAN as usize];
         assert!(silence.faults.iter().any(|x| x == "9 records lost"), "{:?}", silence.faults);
         assert!(silence.faults.iter().any(|x| x.contains("not reported")), "{:?}", silence.faults);
+    }
+
+    /// Arrangements by window (10 ns): operator 5's trace has 2 handles
+    /// from window 0, its last dropped in window 2 (Shares set to 0, with
+    /// its records); operator 6's stays. Window 2 reports 5 at its last
+    /// levels, windows 3 and 4 report 6 alone; a program that arranges and
+    /// drops more traces over its life than `MAX_ARRANGEMENTS` never has
+    /// one refused.
+    #[test]
+    fn a_trace_whose_last_handle_is_dropped_is_reported_then_forgotten() {
+        use ringlog::Figure::{Records, Shares};
+        let (mut w, mut items) = started_at_0();
+        w.arrangement(1, 5, Records as u32, 40);
+        w.arrangement(1, 5, Shares as u32, 2);
+        w.arrangement(2, 6, Shares as u32, 1);
+        w.arrangement(21, 5, Records as u32, 0);
+        w.arrangement(22, 5, Shares as u32, 0);
+        items.push(busy(5, 45));
+        w.add(&mut items);
+        let mut out = vec![];
+        w.finish(true, None, &mut items, &mut out);
+        let ops = |k: usize| out[k].arrangements.iter().map(|a| a.op).collect::<Vec<_>>();
+        assert_eq!((ops(0), ops(1), ops(2), ops(3), ops(4)), (vec![5, 6], vec![5, 6], vec![5, 6], vec![6], vec![6]));
+        let last = &out[2].arrangements[0];
+        assert_eq!((last.values[Shares as usize - 1], last.peak_records), (0, 40));
+
+        let (mut w, mut items) = started_at_0();
+        let traces = MAX_ARRANGEMENTS as u64 + 100;
+        for op in 1..=traces {
+            items.push(busy(op * 10, op * 10 + 9));
+            w.add(&mut items);
+            w.arrangement(op * 10 + 1, op as u32, Shares as u32, 1);
+            w.arrangement(op * 10 + 2, op as u32, Records as u32, 7);
+            w.arrangement(op * 10 + 5, op as u32, Shares as u32, 0);
+        }
+        let mut out = vec![];
+        w.finish(true, None, &mut items, &mut out);
+        assert_eq!(w.arrangements_refused, 0);
+        assert!(out[1..].iter().all(|f| f.arrangements.len() == 1), "each window its one trace");
     }
 
     /// A bogus timestamp far ahead costs a pointer per window in between,
