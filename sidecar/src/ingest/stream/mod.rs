@@ -59,35 +59,6 @@ struct Proc {
 /// without end.
 pub const MAX_METADATA: usize = 1 << 20;
 
-impl Stream {
-    /// Operator `op` shut down at `t` (its Mark): noted, if the stream
-    /// named it, to be forgotten once its window is done.
-    #[cold]
-    fn note_shut_down(&mut self, t: Ns, op: u32) {
-        if self.meta.ops.contains_key(&op) && self.shut_down.last() != Some(&(t, op)) {
-            self.shut_down.push((t, op));
-        }
-    }
-
-    /// Forgets the operators that shut down in windows handed over for
-    /// good (none can still be revised): their names, addresses, and the
-    /// channels between operators no longer known. A program that builds and
-    /// drops dataflow after dataflow for as long as it runs then keeps the
-    /// metadata of the dataflows it has, not of every one it had (and stays
-    /// below [`MAX_METADATA`]). The windows handed over keep the version
-    /// they were given.
-    fn forget_shut_down(&mut self) {
-        let done = self.windower.final_below();
-        let width = self.windower.width;
-        let (now, later): (Vec<_>, Vec<_>) = self.shut_down.iter().partition(|&&(t, _)| t / width < done);
-        if now.is_empty() {
-            return;
-        }
-        self.shut_down = later;
-        Arc::make_mut(&mut self.meta).forget(now.into_iter().map(|(_, op)| op));
-    }
-}
-
 struct Stream {
     builder: Builder,
     windower: Windower,
@@ -109,6 +80,34 @@ struct Stream {
     elided_seen: u64,
     /// Its process's `stats_frames` at its last Records frame.
     stats_seen: u64,
+}
+
+impl Stream {
+    /// Operator `op` shut down at `t` (its Mark): noted, if the stream
+    /// named it, to be forgotten once its window is done.
+    #[cold]
+    fn note_shut_down(&mut self, t: Ns, op: u32) {
+        if self.meta.ops.contains_key(&op) && self.shut_down.last() != Some(&(t, op)) {
+            self.shut_down.push((t, op));
+        }
+    }
+
+    /// Forgets the operators that shut down in windows handed over for
+    /// good (none can still be revised): their names, addresses, and the
+    /// channels between operators no longer known. A program that builds and
+    /// drops dataflow after dataflow for as long as it runs then keeps the
+    /// metadata of the dataflows it has, not of every one it had (and stays
+    /// below [`MAX_METADATA`]). The windows handed over keep the version
+    /// they were given.
+    fn forget_shut_down(&mut self) {
+        let (w, done) = (&self.windower, self.windower.final_below());
+        let (now, later): (Vec<_>, Vec<_>) = self.shut_down.iter().partition(|&&(t, _)| w.index(t) < done);
+        if now.is_empty() {
+            return;
+        }
+        self.shut_down = later;
+        Arc::make_mut(&mut self.meta).forget(now.into_iter().map(|(_, op)| op));
+    }
 }
 
 /// One byte stream's ingest state.
