@@ -109,6 +109,11 @@ pub struct Windower {
     arrangements: Vec<ArrangementLevel>,
     /// Arrangement records of operators past `MAX_ARRANGEMENTS` (ignored).
     pub arrangements_refused: u64,
+    /// The last traces forgotten (their last handle dropped), at most
+    /// `RETIRED_KEPT`: differential logs the drop of a trace's batches just
+    /// after its last handle's, and those records, a window later, must not
+    /// bring it back.
+    retired: VecDeque<u32>,
     /// Live: how many of the last windows handed over may still be revised
     /// ([`Windower::revise_within`]; 0: none, late data is counted).
     revise: u64,
@@ -127,6 +132,10 @@ pub struct Windower {
 /// worker; a corrupt stream could name millions of operators). Records of
 /// further operators are counted and ignored.
 pub const MAX_ARRANGEMENTS: usize = 4096;
+
+/// Traces forgotten that a stream remembers, the latest (see
+/// `Windower::retired`).
+const RETIRED_KEPT: usize = 64;
 
 /// Windows an item is placed in at most (a corrupt clock can make one span
 /// absurdly many); the rest of a longer one is silence, skipped.
@@ -169,6 +178,7 @@ impl Windower {
             clean_since: 0,
             arrangements: Vec::new(),
             arrangements_refused: 0,
+            retired: VecDeque::new(),
             revise: 0,
             patches: Default::default(),
             late_marks: Vec::new(),
@@ -602,6 +612,9 @@ impl Windower {
         for a in std::mem::take(&mut f.arrangements) {
             let at = match self.arrangements.binary_search_by_key(&a.op, |x| x.op) {
                 Ok(at) => at,
+                // (What a forgotten trace's drop logs after its last
+                // handle's: it does not come back.)
+                Err(_) if self.retired.contains(&a.op) => continue,
                 Err(at) if self.arrangements.len() < MAX_ARRANGEMENTS => {
                     self.arrangements.insert(at, ArrangementLevel { op: a.op, ..Default::default() });
                     at
@@ -629,6 +642,12 @@ impl Windower {
             // that arranges and drops as it goes (a query built and retired)
             // keeps only its live traces here, below `MAX_ARRANGEMENTS`.
             self.arrangements.retain(|l| !dropped.contains(&l.op));
+            for op in dropped {
+                if self.retired.len() == RETIRED_KEPT {
+                    self.retired.pop_front();
+                }
+                self.retired.push_back(op);
+            }
         }
     }
 
@@ -963,7 +982,8 @@ mod tests {
     /// Arrangements by window (10 ns): operator 5's trace has 2 handles
     /// from window 0, its last dropped in window 2 (Shares set to 0, with
     /// its records); operator 6's stays. Window 2 reports 5 at its last
-    /// levels, windows 3 and 4 report 6 alone; a program that arranges and
+    /// levels, windows 3 and 4 report 6 alone (the records of 5's batches
+    /// dropped, in window 3, do not bring it back); a program that arranges and
     /// drops more traces over its life than `MAX_ARRANGEMENTS` never has
     /// one refused.
     #[test]
@@ -973,8 +993,10 @@ mod tests {
         w.arrangement(1, 5, Records as u32, 40);
         w.arrangement(1, 5, Shares as u32, 2);
         w.arrangement(2, 6, Shares as u32, 1);
-        w.arrangement(21, 5, Records as u32, 0);
+        w.arrangement(21, 5, Records as u32, 3);
         w.arrangement(22, 5, Shares as u32, 0);
+        // (Its batches' drop, logged after its last handle's, in window 3.)
+        w.arrangement(31, 5, Records as u32, 0);
         items.push(busy(5, 45));
         w.add(&mut items);
         let mut out = vec![];
