@@ -31,8 +31,9 @@
 //! [`MAX_SERIES`] (worker, operator) pairs, waits triples and streams get a
 //! series of their own, later ones going to `other` too. The arrangement
 //! gauges follow each window's [`TOP_ARRANGEMENTS`] largest arrangements,
-//! at most [`MAX_SERIES`] (worker, operator) pairs over the run; a level
-//! cannot be summed into `other`, so the rest get no series.
+//! at most [`MAX_SERIES`] (worker, operator) pairs at once; a level cannot
+//! be summed into `other`, so the rest get no series. A trace dropped (no
+//! handle, no updates, no batches) loses its series and frees its room.
 
 use std::collections::HashSet;
 
@@ -262,6 +263,18 @@ impl Metrics {
                 ("id", a["operator"].as_u64().unwrap_or(0).to_string()),
             ];
             let set = &mut self.admitted[3];
+            let level = |field: &str| a[field].as_u64().unwrap_or(0);
+            if level("shares") == 0 && level("records") == 0 && level("batches") == 0 {
+                // A trace with no handle and nothing in it (dropped, as a
+                // retired query's is) has no series: a program that builds
+                // and drops them as it goes keeps room for its live ones.
+                if set.remove(&labels) {
+                    for (_, family) in &self.arrangements {
+                        family.remove(&labels);
+                    }
+                }
+                continue;
+            }
             if !set.contains(&labels) && set.len() >= MAX_SERIES {
                 continue;
             }
@@ -575,6 +588,32 @@ mod tests {
         assert!(t.contains(&format!("sidecar_arrangement_merges{l} 1")), "{t}");
         assert!(t.contains(&format!("sidecar_arrangement_batcher_bytes{l} 640")), "{t}");
         assert!(t.contains(&format!("sidecar_arrangement_batcher_allocations{l} 2")), "{t}");
+    }
+
+    /// Traces of queries built and dropped one after another, more than
+    /// `MAX_SERIES` of them: each dropped one (no handle, nothing in it)
+    /// loses its series, so the live ones always have room.
+    #[test]
+    fn a_dropped_trace_loses_its_series_and_frees_its_room() {
+        let mut m = Metrics::new();
+        let trace = |op: usize, shares: u64, records: u64| {
+            serde_json::json!({"worker": 0, "operator": op, "name": "ArrangeByKey", "records": records,
+                               "batches": u64::from(records > 0), "shares": shares})
+        };
+        for op in 0..MAX_SERIES + 10 {
+            m.window(&serde_json::json!({"arrangements": [trace(op, 1, 100)]}), &[]);
+            m.window(&serde_json::json!({"arrangements": [trace(op, 0, 0)]}), &[]);
+        }
+        let live = MAX_SERIES + 10;
+        m.window(&serde_json::json!({"arrangements": [trace(live, 2, 7)]}), &[]);
+        let t = m.text();
+        assert!(
+            t.contains(&format!(
+                "sidecar_arrangement_records{{worker=\"0\",operator=\"ArrangeByKey\",id=\"{live}\"}} 7"
+            )),
+            "{t}"
+        );
+        assert_eq!(t.matches("sidecar_arrangement_records{").count(), 1, "{t}");
     }
 
     #[test]
