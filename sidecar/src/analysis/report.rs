@@ -752,11 +752,15 @@ pub struct RunTotals {
     pub ties: std::collections::BTreeMap<String, u64>,
     /// Differential arrangements by (worker, operator id): the last level
     /// of records they held (before a drop to nothing, which is the trace
-    /// going away) and the most they ever held, the first
-    /// [`RunTotals::ARRANGEMENTS_KEPT`] of them (in the summary as
-    /// [`RunTotals::largest_arrangements`]).
+    /// going away) and the most they ever held, the
+    /// [`RunTotals::ARRANGEMENTS_KEPT`] that held the most (in the summary
+    /// as [`RunTotals::largest_arrangements`]).
     #[serde(skip)]
     pub arrangements: std::collections::BTreeMap<(u32, u32), ArrangementTotal>,
+    /// At most the least peak among `arrangements` once it is full (see
+    /// [`RunTotals::add`]).
+    #[serde(skip)]
+    pub least_arrangement_kept: u64,
     /// The probes' figures about themselves, by (host, process): the last
     /// Stats frame each process sent (running totals), at most
     /// [`RunTotals::STREAMS_KEPT`] processes; past that, the final figures
@@ -900,7 +904,24 @@ impl RunTotals {
         for a in &r.arrangements {
             let key = (a.worker, a.operator);
             if !self.arrangements.contains_key(&key) && self.arrangements.len() >= Self::ARRANGEMENTS_KEPT {
-                continue;
+                // Full: a new one takes the place of the one that held the
+                // least, if it holds more (a program that builds and drops
+                // queries has made thousands of traces by the time its
+                // largest comes).
+                // (`least_arrangement_kept` is at most the least peak kept:
+                // peaks only grow; a scan sets it to the least.)
+                let peak = a.peak_records.max(a.records);
+                if peak <= self.least_arrangement_kept {
+                    continue;
+                }
+                let least =
+                    self.arrangements.iter().min_by_key(|(_, t)| t.peak_records).map(|(k, t)| (*k, t.peak_records));
+                let Some((k, held)) = least else { continue };
+                self.least_arrangement_kept = held;
+                if held >= peak {
+                    continue;
+                }
+                self.arrangements.remove(&k);
             }
             let t = self.arrangements.entry(key).or_default();
             if t.name.is_empty() {
@@ -1029,6 +1050,31 @@ impl RunTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program that builds and drops queries: 4,106 small traces, one a
+    /// window, then a large one. The run's largest is the large one, though
+    /// the first 4,096 filled the room; and of equal traces the first kept
+    /// stay (no churn among equals).
+    #[test]
+    fn the_runs_largest_arrangements_are_kept_past_the_first_thousands() {
+        let mut t = RunTotals::default();
+        let trace = |op: u32, records: u64| ArrangementReport {
+            worker: 0,
+            operator: op,
+            name: format!("q{op}"),
+            records,
+            peak_records: records,
+            ..Default::default()
+        };
+        let kept = RunTotals::ARRANGEMENTS_KEPT as u32;
+        for op in 0..kept + 10 {
+            t.add(&WindowReport { arrangements: vec![trace(op, 100)], ..Default::default() });
+        }
+        assert!(t.arrangements.contains_key(&(0, 0)) && !t.arrangements.contains_key(&(0, kept)));
+        t.add(&WindowReport { arrangements: vec![trace(kept + 10, 5_000)], ..Default::default() });
+        assert_eq!(t.arrangements.len(), RunTotals::ARRANGEMENTS_KEPT);
+        assert_eq!(t.largest_arrangements(1), vec![(0, format!("q{}", kept + 10), 5_000, 5_000)]);
+    }
 
     fn skewed() -> WindowReport {
         let mut r = WindowReport { host: "e057f412542e3409".into(), window: 12, complete: true, ..Default::default() };
