@@ -139,11 +139,10 @@ use ::timely::logging::{
 };
 use ::timely::order::Product;
 use ::timely::worker::Worker;
-use ringlog::Event;
+use ringlog::{Event, MARK_TAG};
 
 use crate::{AdapterCost, Probe, WorkerProbe};
 
-use ringlog::MARK_TAG;
 /// Tag of the Mark written for timely's `PushProgress { op_id }` (the mark
 /// id is `MARK_PUSH_PROGRESS | op_id`) and for its `Shutdown { id }`
 /// (`MARK_SHUTDOWN | id`): the wire's (ringlog FORMAT.md).

@@ -417,14 +417,16 @@ impl StreamMeta {
     /// channels between operators of which neither is known any more. One
     /// pass over the operators for all the dataflows.
     pub fn forget(&mut self, shut_down: impl IntoIterator<Item = u32>) {
-        let mut gone: Vec<u32> = Vec::new();
+        let mut gone: rustc_hash::FxHashSet<u32> = Default::default();
         let mut dataflows: rustc_hash::FxHashSet<u32> = Default::default();
         for op in shut_down {
             match self.op_addrs.get(&op).map(Vec::as_slice) {
                 Some(&[d]) => {
                     dataflows.insert(d);
                 }
-                _ => gone.push(op),
+                _ => {
+                    gone.insert(op);
+                }
             }
         }
         if !dataflows.is_empty() {
@@ -438,7 +440,6 @@ impl StreamMeta {
             self.ops.remove(op);
             self.op_addrs.remove(op);
         }
-        let gone: rustc_hash::FxHashSet<u32> = gone.into_iter().collect();
         let ops = &self.ops;
         self.channels.retain(|&(_, (src, _), (dst, _))| {
             !(gone.contains(&src) || gone.contains(&dst)) || ops.contains_key(&src) || ops.contains_key(&dst)

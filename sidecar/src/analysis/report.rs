@@ -907,9 +907,9 @@ impl RunTotals {
                 // Full: a new one takes the place of the one that held the
                 // least, if it holds more (a program that builds and drops
                 // queries has made thousands of traces by the time its
-                // largest comes).
-                // (`least_arrangement_kept` is at most the least peak kept:
-                // peaks only grow; a scan sets it to the least.)
+                // largest comes). `least_arrangement_kept` is at most the
+                // least peak kept (peaks only grow; a scan sets it), so
+                // equal newcomers cost no scan.
                 let peak = a.peak_records.max(a.records);
                 if peak <= self.least_arrangement_kept {
                     continue;

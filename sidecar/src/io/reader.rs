@@ -577,12 +577,13 @@ impl Reader {
                 }
             }
             drop(each);
-            batch.frames = frames;
             if let Some(left) = left.filter(|_| !self.done) {
                 batch.frames = left;
                 self.held = Some(batch);
                 break;
             }
+            // (The vector, empty, goes back with the batch for reuse.)
+            batch.frames = frames;
             if let Some(end) = batch.end.take() {
                 if !self.done {
                     if let Some(e) = end.read_error {

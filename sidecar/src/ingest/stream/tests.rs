@@ -54,7 +54,14 @@ fn run(b: &[u8]) -> Ingest {
 
 /// Ingests `b` whole into windows of `width` ns (a decode error ends it).
 fn run_width(b: &[u8], width: Ns) -> Ingest {
+    run_limited(b, width, super::MAX_METADATA)
+}
+
+/// [`run_width`], each stream allowed `max_metadata` operators, channels
+/// and spans.
+fn run_limited(b: &[u8], width: Ns, max_metadata: usize) -> Ingest {
     let mut ing = Ingest::new("test", width);
+    ing.max_metadata = max_metadata;
     for f in Decoder::new(b) {
         match f {
             Ok(f) => {
@@ -341,20 +348,6 @@ fn fragments_share_their_streams_metadata_until_it_changes() {
     assert_eq!(at(7).meta.spans[&9], "s");
 }
 
-/// Ingests `b` frame by frame into windows of 250 ns, each stream allowed
-/// `max_metadata` operators, channels and spans.
-fn run_with_metadata_limit(b: &[u8], max_metadata: usize) -> Ingest {
-    let mut ing = Ingest::new("test", 250);
-    ing.max_metadata = max_metadata;
-    for f in Decoder::new(b) {
-        let before = ing.out.len();
-        ing.frame(f.unwrap(), 1);
-        ing.finish_batch(before);
-    }
-    ing.eof();
-    ing
-}
-
 /// A stream declares at most `max_metadata` operators, channels and spans:
 /// past it new ones are ignored and said once (an operator already named
 /// may be named again), and its records go on as before.
@@ -369,7 +362,7 @@ fn metadata_past_the_limit_is_refused_and_said_once() {
     e.metadata(w0, 3, d, &ops(20..30, "c"), &mut out);
     e.records(w0, 4, 0, d, &[&executions(0)], &mut out);
     e.end(w0, 5, 0, d, &EndStats { produced: 20, lost: 0, elided: 0 }, &mut out);
-    let ing = run_with_metadata_limit(&out, 10);
+    let ing = run_limited(&out, 250, 10);
     let meta = &ing.out[0].meta;
     assert_eq!(meta.ops.len(), 10);
     assert_eq!(meta.ops[&0], "renamed 0");
@@ -464,7 +457,7 @@ fn dataflows_built_and_dropped_keep_the_metadata_bounded() {
         seq += 2;
     }
     e.end(w0, seq, 0, d, &EndStats { produced: 90, lost: 0, elided: 0 }, &mut out);
-    let ing = run_with_metadata_limit(&out, 10);
+    let ing = run_limited(&out, 250, 10);
     assert!(ing.errors.is_empty(), "{:?}", ing.errors);
     for i in 0..30u64 {
         let f = ing.out.iter().find(|f| f.window == 4 * i && !f.marker).expect("window");
