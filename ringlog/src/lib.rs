@@ -28,7 +28,7 @@ pub mod frame;
 pub mod host;
 pub mod record;
 pub mod ring;
-mod varint;
+pub mod varint;
 
 pub use decode::{Decoder, FrameBuffer, StreamError};
 pub use frame::{

@@ -4,8 +4,9 @@
 //! worker ([`activity`]), the projection onto fixed windows ([`window`]), the
 //! wait states ([`waits`]), the window graph with its critical path and
 //! critical participation ([`graph`]), Sager's trace properties
-//! ([`properties`]), the what-if replay ([`whatif`]), and the report
-//! ([`report`]); [`analyze`] is the recipe
+//! ([`properties`]), the what-if replay ([`whatif`]), the report
+//! ([`report`]) and a fragment packed to cross to another process
+//! ([`pack`]); [`analyze`] is the recipe
 //! that runs them in order on one window.
 //!
 //! It may import only `ringlog` (the record types), `clocksync`'s interval
@@ -20,6 +21,7 @@ pub mod causality;
 pub mod crew;
 pub mod graph;
 pub mod model;
+pub mod pack;
 pub mod properties;
 pub mod report;
 pub mod waits;

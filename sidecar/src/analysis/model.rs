@@ -527,6 +527,10 @@ pub struct Fragment {
     /// timely delivers when it ends (most often one long execution). Set on
     /// the windows the live deadline hands over in that silence.
     pub silent_since: Option<Ns>,
+    /// Its items and message tables packed (`analysis::pack`) while it
+    /// crosses to a worker of another process; empty otherwise.
+    #[serde(with = "serde_bytes", default)]
+    pub packed: Vec<u8>,
 }
 
 impl SeqMark {

@@ -198,6 +198,7 @@ impl WindowOwner {
             }
             self.book_traffic((time, host), from, &f);
             self.meta_kept.receive(from, &mut f);
+            f.unpack();
             if let Some(sid) = f.stream {
                 if f.marker {
                     self.ended.note(sid, f.window, f.seq_before);

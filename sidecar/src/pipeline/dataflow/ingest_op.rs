@@ -519,16 +519,18 @@ impl Streams {
         }
     }
 
-    /// A fragment leaving for another process goes without the metadata its
-    /// owner holds already (`meta_kept`). Counts a fragment that leaves
-    /// this worker (its window's owner is another), and this process, by
-    /// its approximate size on the wire.
+    /// A fragment leaving for another process goes packed
+    /// (`analysis::pack`) and without the metadata its owner holds already
+    /// (`meta_kept`). Counts a fragment that leaves this worker (its
+    /// window's owner is another), and this process, by its approximate
+    /// size on the wire.
     fn cross(&mut self, tf: &mut TimedFragment) {
         let to = (super::to_window_owner(tf) % self.peers as u64) as usize;
         if to != self.index {
             let other_process = !self.shared.local_workers.contains(&to);
             if other_process {
                 self.meta_sent.send(&mut tf.fragment, to);
+                tf.fragment.pack();
             }
             let n = wire_bytes(&tf.fragment, other_process);
             self.crossing.0 += n;
@@ -715,12 +717,12 @@ fn offline_windows_ahead(peers: usize, analysis_thread: bool) -> u64 {
 }
 
 /// A fragment's size as it would cross to another process: its records'
-/// parts (items, reads, message halves, marks) at their size in memory,
-/// its strings, the stream's metadata when it goes to another process
-/// (none where the owner kept it: `meta_kept`; within a process it is
-/// shared, not sent), and the fixed part. An estimate (timely serializes it
-/// with its own encoding), cheap enough to count every fragment that leaves
-/// its worker.
+/// parts (items, reads, message halves, marks) at their size in memory, or
+/// packed (to another process: `analysis::pack`), its strings, the
+/// stream's metadata when it goes to another process (none where the owner
+/// kept it: `meta_kept`; within a process it is shared, not sent), and the
+/// fixed part. An estimate (timely serializes it with its own encoding),
+/// cheap enough to count every fragment that leaves its worker.
 pub(super) fn wire_bytes(f: &Fragment, other_process: bool) -> u64 {
     use std::mem::size_of_val;
     let groups: usize = f.msgs.groups.iter().map(|g| 16 + size_of_val(&g.entries[..])).sum();
@@ -731,6 +733,7 @@ pub(super) fn wire_bytes(f: &Fragment, other_process: bool) -> u64 {
         + size_of_val(&f.seq_before[..])
         + f.faults.iter().map(String::len).sum::<usize>()
         + f.program.len()
+        + f.packed.len()
         + size_of_val(&f.other_hosts[..]);
     n as u64 + if other_process { f.meta.wire_bytes() } else { 0 }
 }
