@@ -18,7 +18,11 @@
 //! (their spans shrink with their streams: 5 M records of 8 streams span
 //! ~1.7 s, of 1,000 streams ~0.1 s, so 1 s windows would leave one or two
 //! windows for two workers), given traces in 1 s ones. The table says the
-//! width and how many windows each run had.
+//! width and how many windows each run had. Each trace's last row is a
+//! cluster of two processes on loopback, one worker each: its bytes per
+//! record are what the two sent each other (fragments packed to cross
+//! processes), its CPU both processes', and its wall time includes
+//! timely's connection of the two (about 1 s).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -119,23 +123,26 @@ struct Run {
     windows: u64,
 }
 
+/// `sidecar analyze` on `trace` with `window`, `workers` workers, the
+/// helper threads off, and the arguments `more`.
+fn analyze(a: &Args, trace: &Path, workers: usize, window: &str, more: &[String]) -> Command {
+    let mut c = Command::new(&a.sidecar);
+    c.args(["analyze", &trace.display().to_string(), "-w", &workers.to_string(), "--window", window])
+        .args(["-q", "--json", "/dev/null"])
+        .args(more)
+        .args(&a.extra)
+        .envs([("SIDECAR_UNPACK", "off"), ("SIDECAR_ANALYSIS", "off"), ("SIDECAR_PREFAULT", "off")]);
+    c
+}
+
 /// One run of the sidecar on `trace`.
 fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
     let cpu0 = children_cpu();
     let t = Instant::now();
-    let out = Command::new(&a.sidecar)
-        .args(["analyze", &trace.display().to_string(), "-w", &workers.to_string(), "--window", window])
-        .args(["-q", "--json", "/dev/null"])
-        .args(&a.extra)
-        .envs([("SIDECAR_UNPACK", "off"), ("SIDECAR_ANALYSIS", "off"), ("SIDECAR_PREFAULT", "off")])
-        .output()
-        .expect("run the sidecar");
+    let out = analyze(a, trace, workers, window, &[]).output().expect("run the sidecar");
     let wall = t.elapsed().as_secs_f64();
     let cpu = children_cpu() - cpu0;
-    let err = String::from_utf8_lossy(&out.stderr);
-    let closing =
-        err.lines().rev().find(|l| l.contains(" records, ")).unwrap_or_else(|| panic!("no closing line: {err}"));
-    let records = closing.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("records in the closing line");
+    let closing = closing_line(&out.stderr);
     // "fragments to other workers 12.3 MB (4.5 B/record)": the per-record
     // figure times the records.
     let per_record: f64 = closing
@@ -143,12 +150,77 @@ fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
         .and_then(|(_, r)| r.split_once('(')?.1.split_once(" B/record").map(|x| x.0.parse().ok()))
         .flatten()
         .unwrap_or(0.0);
-    // "; 17 windows (0 incomplete)"
-    let windows = closing
-        .split_once(" windows (")
-        .and_then(|(w, _)| w.rsplit(' ').next()?.parse().ok())
-        .expect("windows in the closing line");
+    let records = records_in(&closing);
+    let windows = windows_in(&closing).expect("windows in the closing line");
     Run { wall, cpu, records, crossing: (per_record * records as f64) as u64, windows }
+}
+
+/// Two sidecar processes of one timely cluster on loopback, one worker
+/// each, both reading `trace` (each decodes the streams its worker owns):
+/// the wall time until both ended, their CPU, their records, the bytes of
+/// fragments they sent each other (packed, as they cross), and the windows
+/// process 0 reported.
+fn run_cluster(a: &Args, trace: &Path, window: &str) -> Run {
+    let hosts = std::env::temp_dir().join(format!("scale-hosts-{}.txt", std::process::id()));
+    let port = {
+        // (Two free ports in a row: the first one free, and its next, most
+        // likely; a clash ends the run with timely's error.)
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("its address").port()
+    };
+    std::fs::write(&hosts, format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1)).expect("write the hostfile");
+    let cluster = |p: usize| -> Vec<String> {
+        ["--processes", "2", "--process", &p.to_string(), "--hostfile", &hosts.display().to_string()]
+            .map(String::from)
+            .to_vec()
+    };
+    let cpu0 = children_cpu();
+    let t = Instant::now();
+    let second = analyze(a, trace, 1, window, &cluster(1))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start process 1");
+    let first = analyze(a, trace, 1, window, &cluster(0)).output().expect("run process 0");
+    let second = second.wait_with_output().expect("run process 1");
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = children_cpu() - cpu0;
+    let _ = std::fs::remove_file(&hosts);
+    let (c0, c1) = (closing_line(&first.stderr), closing_line(&second.stderr));
+    // "to other processes 6.9 MB (0.8× the bytes read)"
+    let sent = |c: &str| c.split_once("to other processes ").and_then(|(_, r)| bytes_of(r)).unwrap_or(0);
+    Run {
+        wall,
+        cpu,
+        records: records_in(&c0) + records_in(&c1),
+        crossing: sent(&c0) + sent(&c1),
+        windows: windows_in(&c0).expect("windows in process 0's closing line"),
+    }
+}
+
+/// The closing line (`sidecar: N records, ...`) of a run's standard error.
+fn closing_line(stderr: &[u8]) -> String {
+    let err = String::from_utf8_lossy(stderr);
+    let line = err.lines().rev().find(|l| l.contains(" records, "));
+    line.unwrap_or_else(|| panic!("no closing line: {err}")).to_string()
+}
+
+fn records_in(closing: &str) -> u64 {
+    closing.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("records in the closing line")
+}
+
+/// "; 17 windows (0 incomplete)"
+fn windows_in(closing: &str) -> Option<u64> {
+    closing.split_once(" windows (").and_then(|(w, _)| w.rsplit(' ').next()?.parse().ok())
+}
+
+/// "6.9 MB ..." as bytes (the closing line's units are powers of 1024).
+fn bytes_of(text: &str) -> Option<u64> {
+    let mut words = text.split_whitespace();
+    let n: f64 = words.next()?.parse().ok()?;
+    let unit = words.next()?;
+    let unit = ["B", "KB", "MB", "GB", "TB"].iter().position(|&u| u == unit)?;
+    Some((n * 1024f64.powi(unit as i32)) as u64)
 }
 
 /// A window width that cuts `trace` into about `a.windows` windows: its
@@ -191,20 +263,27 @@ fn main() {
     }
     println!("| trace | window | windows | workers | wall s | M records/s | vs 1 worker | CPU s per M records | fragment bytes to other workers per record |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    // Each worker count of `a.workers`, then (the last row) two processes
+    // of one worker each, where every byte that crosses crosses processes.
+    let setups: Vec<Option<usize>> = a.workers.iter().map(|&w| Some(w)).chain([None]).collect();
     for (name, path, window) in &traces {
-        let mut runs: Vec<Vec<Run>> = a.workers.iter().map(|_| Vec::new()).collect();
+        let mut runs: Vec<Vec<Run>> = setups.iter().map(|_| Vec::new()).collect();
         for _ in 0..a.rounds {
-            for (i, &w) in a.workers.iter().enumerate() {
-                runs[i].push(run(&a, path, w, window));
+            for (i, setup) in setups.iter().enumerate() {
+                runs[i].push(match setup {
+                    Some(w) => run(&a, path, *w, window),
+                    None => run_cluster(&a, path, window),
+                });
             }
         }
         let base = median(runs[0].iter().map(|r| r.wall).collect());
-        for (i, &w) in a.workers.iter().enumerate() {
+        for (i, setup) in setups.iter().enumerate() {
             let last = runs[i].last().expect("a round");
             let m = last.records as f64 / 1e6;
             let wall = median(runs[i].iter().map(|r| r.wall).collect());
+            let workers = setup.map_or("2 processes × 1".to_string(), |w| w.to_string());
             println!(
-                "| {name} | {window} | {} | {w} | {wall:.2} | {:.2} | {:.2}× | {:.3} | {:.1} |",
+                "| {name} | {window} | {} | {workers} | {wall:.2} | {:.2} | {:.2}× | {:.3} | {:.1} |",
                 last.windows,
                 m / wall,
                 base / wall,
