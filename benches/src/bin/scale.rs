@@ -22,7 +22,9 @@
 //! cluster of two processes on loopback, one worker each: its bytes per
 //! record are what the two sent each other (fragments packed to cross
 //! processes), its CPU both processes', and its wall time includes
-//! timely's connection of the two (about 1 s).
+//! timely's start of the cluster, about 1 s (its listener looks for the
+//! other process's connection once a second; so does a process whose
+//! connection was refused).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -174,14 +176,15 @@ fn run_cluster(a: &Args, trace: &Path, window: &str) -> Run {
             .map(String::from)
             .to_vec()
     };
+    let start = |p: usize| {
+        let mut c = analyze(a, trace, 1, window, &cluster(p));
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        c.spawn().unwrap_or_else(|e| panic!("start process {p}: {e}"))
+    };
     let cpu0 = children_cpu();
     let t = Instant::now();
-    let second = analyze(a, trace, 1, window, &cluster(1))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start process 1");
-    let first = analyze(a, trace, 1, window, &cluster(0)).output().expect("run process 0");
+    let (first, second) = (start(0), start(1));
+    let first = first.wait_with_output().expect("run process 0");
     let second = second.wait_with_output().expect("run process 1");
     let wall = t.elapsed().as_secs_f64();
     let cpu = children_cpu() - cpu0;
