@@ -82,6 +82,38 @@ fn two_processes_report_what_one_process_does() {
     }
 }
 
+/// A process of another build (its wire fingerprint made to differ, as a
+/// host upgraded before the others would have it) is refused by name, by
+/// both processes, before any fragment crosses: not a decoding panic.
+#[test]
+fn processes_of_different_builds_refuse_each_other_by_name() {
+    let file = tmp("builds.rlog");
+    std::fs::write(&file, common::synth_bytes(50_000, 2)).unwrap();
+    let hosts = hostfile("hosts-builds.txt", 2);
+    let h = hosts.to_str().unwrap();
+    let start = |p: &str, fingerprint: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sidecar"));
+        c.arg("analyze").arg(&file).args(["-q", "--json", "/dev/null", "-w", "1", "--processes", "2"]);
+        c.args(["--process", p, "--hostfile", h]).stdout(Stdio::null()).stderr(Stdio::piped());
+        if let Some(f) = fingerprint {
+            c.env("SIDECAR_WIRE_FINGERPRINT", f);
+        }
+        c.spawn().unwrap()
+    };
+    let (p0, p1) = (start("0", None), start("1", Some("0.0.0-another")));
+    let (o0, o1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    let (e0, e1) = (String::from_utf8_lossy(&o0.stderr), String::from_utf8_lossy(&o1.stderr));
+    assert_eq!((o0.status.code(), o1.status.code()), (Some(2), Some(2)), "{e0}\n{e1}");
+    assert!(e0.contains("process 1 of the cluster runs another sidecar build (wire fingerprint 0.0.0-another"), "{e0}");
+    assert!(
+        e1.contains("process 0 of the cluster runs another sidecar build") && e1.contains("this one's 0.0.0-another"),
+        "{e1}"
+    );
+    assert!(!e0.contains("panicked") && !e1.contains("panicked"), "{e0}\n{e1}");
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&hosts);
+}
+
 #[test]
 fn a_process_whose_output_fails_leaves_no_silent_gap_in_the_reports() {
     if std::fs::OpenOptions::new().write(true).open("/dev/full").is_err() {

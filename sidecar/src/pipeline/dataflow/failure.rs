@@ -93,6 +93,15 @@ impl Failure {
         }
     }
 
+    /// Stops the run with `error`, as a panic would but without one (the
+    /// calling worker returns; the others see it at their next step).
+    pub(super) fn stop_with(&self, error: String) {
+        if let Ok(mut first) = self.first.lock() {
+            first.get_or_insert(error);
+        }
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
     /// Whether the first panic was timely's network thread's.
     fn network(&self) -> bool {
         self.first_panic.lock().is_ok_and(|p| p.as_deref().is_some_and(|p| p.contains(NETWORK_PANIC)))
@@ -182,7 +191,13 @@ impl Drop for Armed<'_> {
 /// `timely::execute`, which parks without a limit: wake now and then to see
 /// whether a peer failed.
 pub(super) fn step_to_end(worker: &mut Worker, failure: &Failure) {
-    loop {
+    step_while(worker, failure, || true)
+}
+
+/// Steps the worker's dataflows while `more` says so (and they have work),
+/// as [`step_to_end`] does.
+pub(super) fn step_while(worker: &mut Worker, failure: &Failure, mut more: impl FnMut() -> bool) {
+    while more() {
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             worker.step_or_park(Some(Duration::from_millis(100)))
         }));

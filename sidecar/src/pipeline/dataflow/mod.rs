@@ -14,7 +14,8 @@
 //! processes are reached the same way: timely's cluster configuration
 //! changes only where the exchanges go, not the operators.
 //!
-//! One file per step: `ingest_op` (byte streams → fragments at their
+//! One file per step: `handshake` (before the dataflow, a cluster's
+//! processes check that they are of one build), `ingest_op` (byte streams → fragments at their
 //! window's timely time), `analyze_op` (a window's owner gathers and
 //! analyzes it), `report` (an analyzed window → its report line),
 //! `outputs` (the lines written in window order; a failed write stops the
@@ -23,6 +24,7 @@
 
 mod analyze_op;
 mod failure;
+mod handshake;
 mod ingest_op;
 mod meta_kept;
 mod outputs;
@@ -365,6 +367,10 @@ fn run_worker(worker: &mut Worker, shared: &Shared, failure: &Failure) {
     // than a few windows ahead, so memory stays bounded by the windows in
     // flight however long the run (live: a wider margin for bursts).
     let analyzed: ProbeHandle<u64> = ProbeHandle::new();
+    // (A cluster's processes first check that they are of one build.)
+    if let Err(e) = handshake::check_builds(worker, shared.local_workers.len(), failure) {
+        return failure.stop_with(e);
+    }
     worker.dataflow::<u64, _, _>(|scope| build_dataflow(scope, shared, analyzed));
     failure::step_to_end(worker, failure);
 }
