@@ -21,9 +21,9 @@
 use ringlog::varint::{put_u64, unzigzag, zigzag, ReadError, Reader};
 
 use super::model::{
-    give_entries, give_reads, take_entries, take_reads, Busy, GapEnd, Half, Item, MsgEntry, MsgGroup, MsgKind, Ns,
+    give_entries, give_items, give_reads, take_entries, take_reads, Busy, Fragment, GapEnd, Half, Item, Messages,
+    MsgEntry, MsgGroup, MsgKind, Ns,
 };
-use super::model::{Fragment, Messages};
 
 /// Item tags.
 const OPERATOR: u8 = 0;
@@ -233,8 +233,8 @@ fn u32_of(r: &mut Reader<'_>, what: &'static str) -> Result<u32, ReadError> {
 
 impl Fragment {
     /// Packs the fragment's items and message tables into
-    /// [`Fragment::packed`] (their vectors left empty, the entries given
-    /// back to their pools): for a worker of another process.
+    /// [`Fragment::packed`] (their vectors given back to their pools): for
+    /// a worker of another process.
     pub fn pack(&mut self) {
         if !self.packed.is_empty()
             || (self.items.is_empty() && self.msgs.reads.is_empty() && self.msgs.groups.is_empty())
@@ -242,7 +242,7 @@ impl Fragment {
             return;
         }
         self.packed = pack(&self.items, &self.msgs);
-        self.items = Vec::new();
+        give_items(std::mem::take(&mut self.items));
         give_reads(std::mem::take(&mut self.msgs.reads));
         for g in std::mem::take(&mut self.msgs.groups) {
             give_entries(g.entries);
