@@ -164,13 +164,12 @@ fn run(a: &Args, trace: &Path, workers: usize, window: &str) -> Run {
 /// process 0 reported.
 fn run_cluster(a: &Args, trace: &Path, window: &str) -> Run {
     let hosts = std::env::temp_dir().join(format!("scale-hosts-{}.txt", std::process::id()));
-    let port = {
-        // (Two free ports in a row: the first one free, and its next, most
-        // likely; a clash ends the run with timely's error.)
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        l.local_addr().expect("its address").port()
-    };
-    std::fs::write(&hosts, format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1)).expect("write the hostfile");
+    // (Two ports free a moment ago, both held while they are read.)
+    let free: Vec<std::net::TcpListener> =
+        (0..2).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port")).collect();
+    let ports: Vec<u16> = free.iter().map(|l| l.local_addr().expect("its address").port()).collect();
+    drop(free);
+    std::fs::write(&hosts, format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1])).expect("write the hostfile");
     let cluster = |p: usize| -> Vec<String> {
         ["--processes", "2", "--process", &p.to_string(), "--hostfile", &hosts.display().to_string()]
             .map(String::from)

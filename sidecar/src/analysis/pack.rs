@@ -76,7 +76,7 @@ fn half_of(b: u8) -> Result<Half, ReadError> {
 }
 
 /// `items`, `reads` and `groups` packed into one byte string.
-pub fn pack(items: &[Item], msgs: &Messages) -> Vec<u8> {
+fn pack(items: &[Item], msgs: &Messages) -> Vec<u8> {
     let halves: usize = msgs.groups.iter().map(|g| g.entries.len()).sum();
     // (About 5 bytes an item, 2-3 a read or half: one allocation.)
     let mut out = Vec::with_capacity(8 * items.len() + 3 * msgs.reads.len() + 4 * halves + 16);
@@ -139,7 +139,7 @@ pub fn pack(items: &[Item], msgs: &Messages) -> Vec<u8> {
 
 /// The items and message tables of [`pack`]'s bytes; an error names what
 /// could not be read.
-pub fn unpack(bytes: &[u8]) -> Result<(Vec<Item>, Messages), String> {
+fn unpack(bytes: &[u8]) -> Result<(Vec<Item>, Messages), String> {
     let mut r = Reader::new(bytes);
     let mut reads = take_reads();
     let mut groups: Vec<MsgGroup> = Vec::new();

@@ -37,9 +37,6 @@ pub fn encode_in_frames(
     lost: &[(usize, usize, u64)],
     per_frame: usize,
 ) -> Vec<u8> {
-    const HOST: u64 = 0;
-    const PID: u32 = 0;
-    let _ = (HOST, PID);
     let dom = ClockDomain::MonotonicNs;
     let mut e = Encoder::new();
     let mut out = Vec::new();
@@ -63,7 +60,7 @@ pub fn encode_in_frames(
             .collect();
         e.metadata(sid, 1, dom, &meta, &mut out);
         let recs: Vec<Record> = evs.iter().map(|&(t, ev)| Record::from_event(t, ev)).collect();
-        // Split into frames (of 4: loss can sit between frames).
+        // Split into frames of `per_frame` (loss can sit between frames).
         let mut seq = 2;
         for (fi, chunk) in recs.chunks(per_frame).enumerate() {
             let l = lost.iter().find(|x| x.0 == w && x.1 == fi).map_or(0, |x| x.2);
