@@ -25,21 +25,27 @@ pub(super) fn replayed(g: &Graph, asked: Option<&[Speedup]>) -> bool {
     !matches!(asked, Some([])) && !g.is_empty()
 }
 
-/// The half of the what-if's layout that needs the window's messages (its
-/// points placed on the chains), as a task for whichever thread makes it;
-/// `None` from it when the window is not `replayed`.
-pub(super) fn placement(
+/// The what-if's layout of the window, as a task for whichever thread
+/// makes it: its half that needs the graph alone (each vertex's rule) and
+/// its half that needs the window's messages (their points placed on the
+/// chains), the first offered to `crew` while the second is made; `None`s
+/// when the window is not `replayed`.
+pub(super) fn layout(
     g: &Arc<Graph>,
     links: Vec<Link>,
     replayed: bool,
-) -> impl FnOnce() -> Option<Placement> + Send + 'static {
-    let g = g.clone();
-    move || replayed.then(|| Placement::of(&g, links))
-}
-
-/// The half that needs the graph alone (each vertex's rule).
-pub(super) fn rules(g: &Graph, replayed: bool) -> Option<Rules> {
-    replayed.then(|| Rules::of(g))
+    crew: Option<&Arc<Crew>>,
+) -> impl FnOnce() -> (Option<Rules>, Option<Placement>) + Send + 'static {
+    let (g, crew) = (g.clone(), crew.cloned());
+    move || {
+        let there = g.clone();
+        let (placement, rules, _) = crew::join(
+            crew.as_ref(),
+            || replayed.then(|| Placement::of(&g, links)),
+            move || replayed.then(|| Rules::of(&there)),
+        );
+        (rules, placement)
+    }
 }
 
 /// The window's replay, from both halves (`None`: not replayed).
