@@ -7,7 +7,9 @@
 # Recorded before the sidecar's restructuring (issue 30) with the build of
 # that day. The synthetic trace is also analyzed with two workers and with
 # two processes, which must give the one-worker output; four hosts' traces
-# with one worker and two.
+# with one worker and two; the recorded programs with two workers and two
+# processes, and the known-answer traces with two workers, each checked
+# against its own one-worker run.
 #
 #   compare.sh SIDECAR GEN_TRACE           compare (exit 1 on a difference)
 #   compare.sh SIDECAR GEN_TRACE --update  rewrite expected/ (a deliberate change)
@@ -50,27 +52,56 @@ run hosts-w2.jsonl analyze "$out"/host?.rlog --window 50ms -w 2 -q --json -
 # Two processes of a timely cluster on loopback (one worker each, the file
 # read by both, each decoding the streams its worker owns): the same
 # reports as one process (expected/synth-p2.jsonl is synth.jsonl).
-port=$((20000 + RANDOM % 20000))
-printf '127.0.0.1:%d\n127.0.0.1:%d\n' "$port" "$((port + 1))" >"$out/hosts.txt"
-cluster=(--window 50ms -q --processes 2 --hostfile "$out/hosts.txt")
-"$sidecar" analyze "$out/synth.rlog" "${cluster[@]}" --process 1 --json /dev/null >/dev/null 2>&1 &
-second=$!
-# (Into a file: timely prints "awaiting connections" on standard output
-# while the other process starts.)
-"$sidecar" analyze "$out/synth.rlog" "${cluster[@]}" --process 0 --json "$out/synth-p2.jsonl" >/dev/null 2>&1
-wait "$second"
+two_processes() { # NAME WINDOW TRACE: process 0's reports into $out/NAME
+    local port=$((20000 + RANDOM % 20000))
+    printf '127.0.0.1:%d\n127.0.0.1:%d\n' "$port" "$((port + 1))" >"$out/hosts.txt"
+    local cluster=(--window "$2" -q --processes 2 --hostfile "$out/hosts.txt")
+    "$sidecar" analyze "$3" "${cluster[@]}" --process 1 --json /dev/null >/dev/null 2>&1 &
+    local second=$!
+    # (Into a file: timely prints "awaiting connections" on standard output
+    # while the other process starts.)
+    "$sidecar" analyze "$3" "${cluster[@]}" --process 0 --json "$out/$1" >/dev/null 2>&1
+    wait "$second"
+}
+two_processes synth-p2.jsonl 50ms "$out/synth.rlog"
+# The recorded programs and the known-answer traces again with two workers
+# (with the analysis threads on too), and the programs as two processes:
+# each must give its one-worker reports, checked against this run's (not
+# stored twice).
+same=()
+for t in wordcount bfs pagerank skew; do
+    run "$t-w2.out" analyze "$here/$t.rlog" --window 50ms -w 2 -q --json -
+    SIDECAR_ANALYSIS=on run "$t-w2-threads.out" analyze "$here/$t.rlog" --window 50ms -w 2 -q --json -
+    two_processes "$t-p2.out" 50ms "$here/$t.rlog"
+    same+=("$t.jsonl:$t-w2.out" "$t.jsonl:$t-w2-threads.out" "$t.jsonl:$t-p2.out")
+done
+for t in "$here"/ka-*.rlog; do
+    n="$(basename "$t" .rlog)"
+    run "$n-w2.out" analyze "$t" --window 1us -w 2 -q --json -
+    same+=("$n.jsonl:$n-w2.out")
+done
+fail=0
+for pair in "${same[@]}"; do
+    base="${pair%%:*}" other="${pair#*:}"
+    if ! cmp -s "$out/$base" "$out/$other"; then
+        echo "golden: $other differs from $base, its one-worker run:"
+        diff <(tr ',' '\n' <"$out/$base") <(tr ',' '\n' <"$out/$other") | head -20 || true
+        fail=1
+    fi
+done
 # The Perfetto export (the analysis's detail path), by its digest: the trace
 # itself is a megabyte.
 "$sidecar" analyze "$here/skew.rlog" "$here/pagerank.rlog" --window 50ms -q --perfetto "$out/trace.pftrace" 2>/dev/null
 (cd "$out" && sha256sum trace.pftrace) >"$out/perfetto.sha256"
 
 if [ "$mode" = --update ]; then
+    # (Never recorded while the runs of one trace disagree.)
+    [ "$fail" = 0 ] || exit 1
     rm -rf "$here/expected"; mkdir -p "$here/expected"
     cp "$out"/*.jsonl "$out"/*.dump "$out"/*.sha256 "$here/expected/"
     echo "golden: expected/ rewritten ($(ls "$here/expected" | wc -l) files)"
     exit 0
 fi
-fail=0
 for e in "$here"/expected/*; do
     n="$(basename "$e")"
     if ! cmp -s "$e" "$out/$n"; then
@@ -79,5 +110,5 @@ for e in "$here"/expected/*; do
         fail=1
     fi
 done
-[ "$fail" = 0 ] && echo "golden: $(ls "$here/expected" | wc -l) outputs identical"
+[ "$fail" = 0 ] && echo "golden: $(ls "$here/expected" | wc -l) outputs identical, ${#same[@]} runs with more workers or processes as with one"
 exit "$fail"
