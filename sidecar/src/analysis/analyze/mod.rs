@@ -18,10 +18,10 @@
 //! 7. and the window graph built.
 //! 8. [`critical`]: the critical path (Sager Algorithm 1, §5.3) summed,
 //! 9. [`participation`]: critical participation (SnailTrail),
-//! 10. [`trace_checks`]: Sager's trace properties (§3.3), and each
-//!     vertex's rule for the what-if's replay, while the replay's
-//!     placement of the window's messages is made beside them (on another
-//!     thread if a [`Crew`] has one free);
+//! 10. [`trace_checks`]: Sager's trace properties (§3.3), while the
+//!     what-if's layout (the window's messages placed on the chains, each
+//!     vertex's rule) is made beside these three (on another thread if a
+//!     [`Crew`] has one free);
 //! 11. [`what_if`]: what speeding up the path's top operators would save
 //!    (DProf §5.2, [`crate::analysis::whatif`]).
 //! 12. [`arrangements`]: differential's arrangements, as the window leaves
