@@ -21,10 +21,9 @@
 //! width and how many windows each run had. Each trace's last row is a
 //! cluster of two processes on loopback, one worker each: its bytes per
 //! record are what the two sent each other (fragments packed to cross
-//! processes), its CPU both processes', and its wall time includes
-//! timely's start of the cluster, about 1 s (its listener looks for the
-//! other process's connection once a second; so does a process whose
-//! connection was refused).
+//! processes), its CPU both processes', and its wall time includes the
+//! cluster's start (milliseconds since the sidecar makes the connections
+//! itself: `sidecar/src/io/cluster.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

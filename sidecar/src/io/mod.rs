@@ -18,10 +18,12 @@
 //!   they name ([`names_in`]).
 //! - [`relay`]: `sidecar relay`, forwarding a host's streams upstream.
 //! - [`os_clock`]: CLOCK_MONOTONIC, CLOCK_REALTIME, the wall clock.
+//! - [`cluster`]: the connections between the processes of a cluster.
 //!
 //! May import [`crate::ingest`] and [`crate::analysis`] (for the fragment
 //! types); never the pipeline, the outputs or the command line.
 
+pub mod cluster;
 mod connections;
 mod exchanges;
 mod limits;

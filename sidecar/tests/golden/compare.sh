@@ -58,8 +58,8 @@ two_processes() { # NAME WINDOW TRACE: process 0's reports into $out/NAME
     local cluster=(--window "$2" -q --processes 2 --hostfile "$out/hosts.txt")
     "$sidecar" analyze "$3" "${cluster[@]}" --process 1 --json /dev/null >/dev/null 2>&1 &
     local second=$!
-    # (Into a file: timely prints "awaiting connections" on standard output
-    # while the other process starts.)
+    # (Into a file, not standard output, which the cluster's start could
+    # write to.)
     "$sidecar" analyze "$3" "${cluster[@]}" --process 0 --json "$out/$1" >/dev/null 2>&1
     wait "$second"
 }

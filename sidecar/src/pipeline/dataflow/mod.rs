@@ -170,10 +170,35 @@ fn run_with(settings: Settings, inputs: Inputs, sink: Sink, failure: &Arc<Failur
     let closing = outputs::Closing::of(&shared);
     let guards = {
         let failure = failure.clone();
-        timely::execute(config, move |worker| run_worker(worker, &shared, &failure))?
+        execute(config, move |worker| run_worker(worker, &shared, &failure))?
     };
     failure::join_workers(guards, failure)?;
     closing.close()
+}
+
+/// `timely::execute`, but a cluster's connections are made by
+/// [`crate::io::cluster`] (timely's own setup waits a second at a time for
+/// the other processes) and handed to timely's allocators as its own setup
+/// would.
+fn execute<F>(config: timely::Config, work: F) -> Result<timely::communication::WorkerGuards<()>, String>
+where
+    F: Fn(&mut Worker) + Send + Sync + 'static,
+{
+    use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+    use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+    match config.communication {
+        timely::CommunicationConfig::Cluster { threads, process, ref addresses, zerocopy: false, .. } => {
+            let sockets = crate::io::cluster::connect(addresses, process)
+                .map_err(|e| format!("connecting the cluster's processes: {e}"))?;
+            let hooks = timely::communication::Hooks::default();
+            let local = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+            let (builders, guard) = initialize_networking_from_sockets(local, sockets, process, threads, hooks)
+                .map_err(|e| format!("connecting the cluster's processes: {e}"))?;
+            let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
+            timely::execute::execute_from(builders, Box::new(guard), config.worker, work)
+        }
+        _ => timely::execute(config, work),
+    }
 }
 
 /// What the workers of this process share during a run (each operator
