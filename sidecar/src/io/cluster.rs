@@ -27,6 +27,11 @@ const RETRY_MAX: Duration = Duration::from_millis(100);
 /// still to connect.
 const POLL: Duration = Duration::from_millis(2);
 
+/// How long an accepted connection has to send its process index: a
+/// connection that sends nothing (not a sidecar) is refused by name rather
+/// than holding the cluster's start.
+const INDEX_WITHIN: Duration = Duration::from_secs(10);
+
 /// After how long without reaching a process this one says so (once) on
 /// standard error: an address that nothing will ever listen at is tried
 /// for as long as timely would, without end.
@@ -90,8 +95,14 @@ fn accept(listeners: &[TcpListener], me: usize, n: usize) -> io::Result<Vec<Opti
                 Ok((mut s, _)) => {
                     s.set_nonblocking(false)?;
                     s.set_nodelay(true)?;
+                    s.set_read_timeout(Some(INDEX_WITHIN))?;
                     let mut index = [0u8; 8];
-                    s.read_exact(&mut index)?;
+                    s.read_exact(&mut index).map_err(|e| {
+                        invalid(format!(
+                            "a connection to process {me} sent no process index within {INDEX_WITHIN:?}: {e}"
+                        ))
+                    })?;
+                    s.set_read_timeout(None)?;
                     let id = u64::from_be_bytes(index);
                     let slot = usize::try_from(id).ok().filter(|&id| id > me && id < n).map(|id| id - me - 1);
                     match slot {
