@@ -57,7 +57,7 @@ pub fn connect(addresses: &[String], me: usize) -> io::Result<Vec<Option<TcpStre
         out.push(Some(reach(address, i, me)?));
     }
     out.push(None);
-    out.extend(accept(&listeners, me, addresses.len())?.into_iter());
+    out.extend(accept(&listeners, me, addresses.len())?);
     Ok(out)
 }
 

@@ -23,7 +23,7 @@
 //!     vertex's rule) is made beside these three (on another thread if a
 //!     [`Crew`] has one free);
 //! 11. [`what_if`]: what speeding up the path's top operators would save
-//!    (DProf §5.2, [`crate::analysis::whatif`]).
+//!     (DProf §5.2, [`crate::analysis::whatif`]).
 //! 12. [`arrangements`]: differential's arrangements, as the window leaves
 //!     them.
 //! 13. The report's last facts: other timelines, completeness.
