@@ -381,14 +381,22 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     let good = tmp("good.rlog");
     let bad = tmp("bad.rlog");
     let cut = tmp("cut.rlog");
-    let bytes = common::synth_bytes(200_000, 2);
-    std::fs::write(&good, &bytes).unwrap();
+    // Three recordings of the same program, as three processes of one host
+    // (the same recording twice would be refused: its frames would count
+    // twice).
+    let recording = |pid| {
+        let cfg = sidecar::synth::SynthConfig { records: 200_000, workers: 2, pid, ..Default::default() };
+        common::synth_bytes_of(&cfg)
+    };
+    std::fs::write(&good, recording(4242)).unwrap();
+    let bytes = recording(4243);
     let mut b2 = bytes.clone();
     let mid = b2.len() / 2;
     for x in &mut b2[mid..mid + 64] {
         *x ^= 0x5a;
     }
     std::fs::write(&bad, &b2).unwrap();
+    let bytes = recording(4244);
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
     let json = tmp("corrupt.jsonl");
     let _ = std::fs::remove_file(&json);
@@ -418,8 +426,8 @@ fn corrupt_and_truncated_files_are_named_and_others_go_on() {
     assert!(err.contains("input ends inside a frame"), "{err}");
     let reps = lines(&json);
     assert!(!reps.is_empty());
-    // Three copies of the same host/pid land on the same timeline: the
-    // windows with the corrupt copy are marked, the analysis completed.
+    // The three processes of one host land on the same timeline: the
+    // windows with the corrupt recording are marked, the analysis completed.
     assert!(reps.iter().any(|r| r["incomplete_reasons"].to_string().contains("decode error")));
 }
 

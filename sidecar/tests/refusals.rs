@@ -83,6 +83,116 @@ fn an_empty_file_is_refused_by_every_command_that_reads_files() {
 }
 
 #[test]
+fn the_same_recording_given_twice_is_refused_by_every_command_that_analyzes() {
+    let dir = scratch("twice");
+    let f = two_workers(&dir);
+    let copy = dir.join("copy.rlog");
+    std::fs::copy(&f, &copy).unwrap();
+    let out = dir.join("out.pftrace");
+    let json = dir.join("out.jsonl");
+    let cases: [(&[&str], &str); 3] = [
+        (&["analyze", "--json", json.to_str().unwrap()], "nothing analyzed"),
+        (&["export", "--perfetto", out.to_str().unwrap()], "nothing written"),
+        (&["whatif", "--speedup", "w1:2=2"], "no prediction made"),
+    ];
+    for (args, said) in cases {
+        let o = sidecar(args, &[&f, &f]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.starts_with("sidecar: error: ") && e.contains("two.rlog is given twice"), "{args:?}: {e}");
+        assert!(e.contains(said) && !e.contains("records,"), "{args:?}: {e}");
+        assert!(o.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&o.stdout));
+        let o = sidecar(args, &[&f, &copy]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("two.rlog and ") && e.contains("copy.rlog both hold frames #0..#"), "{args:?}: {e}");
+    }
+    assert!(!out.exists(), "no trace is written");
+    assert_eq!(std::fs::read(&json).unwrap_or_default(), b"", "no report is written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cluster the flags cannot make is refused before anything is read,
+/// written or listened on: no processes, a process index past them, a
+/// hostfile that is missing, short, or has a line that is no address (which
+/// left the other processes waiting for that one forever).
+#[test]
+fn cluster_flags_that_cannot_make_a_cluster_are_refused_naming_what() {
+    let dir = scratch("cluster");
+    let f = two_workers(&dir);
+    let hosts = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let two = hosts("two.txt", "127.0.0.1:1\n127.0.0.1:2\n");
+    let one = hosts("one.txt", "127.0.0.1:1\n");
+    let bad = hosts("bad.txt", "127.0.0.1:1\nnode 7\n");
+    let gone = dir.join("gone.txt").display().to_string();
+    let json = dir.join("out.jsonl");
+    let sock = format!("unix:{}", dir.join("never.sock").display());
+    for (cluster, says) in [
+        (["0", "0", two.as_str()], "--processes 0: a cluster has 1 or more processes".to_string()),
+        (["2", "2", two.as_str()], "--process 2: the processes of --processes 2 are numbered 0 to 1".into()),
+        (["2", "0", one.as_str()], format!("--hostfile {one}: 1 line, but --processes 2 needs one address")),
+        (["2", "1", bad.as_str()], format!("--hostfile {bad} line 2: `node 7` is not an address HOST:PORT")),
+        (["2", "0", gone.as_str()], format!("--hostfile {gone}: cannot read it")),
+    ] {
+        let flags = ["--processes", cluster[0], "--process", cluster[1], "--hostfile", cluster[2]];
+        let analyze = [&["analyze", "--json", json.to_str().unwrap()][..], &flags[..]].concat();
+        let run = [&["run", "--listen", sock.as_str()][..], &flags[..]].concat();
+        for (args, files) in [(analyze, vec![f.as_path()]), (run, vec![])] {
+            let o = sidecar(&args, &files);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+            assert!(stderr(&o).starts_with(&format!("sidecar: error: {says}")), "{args:?}: {}", stderr(&o));
+        }
+    }
+    assert!(!json.exists(), "no output opened");
+    assert!(!dir.join("never.sock").exists(), "run listened");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An output that is an input file would destroy the recording (a
+/// Perfetto trace truncates it, JSON lines append to it), and two outputs
+/// naming one file would interleave: both are refused before anything is
+/// opened, and the recording is left as it was. Devices may be named twice.
+#[test]
+fn an_output_that_is_an_input_or_another_output_is_refused_and_nothing_is_lost() {
+    let dir = scratch("clobber");
+    let f = two_workers(&dir);
+    let before = std::fs::read(&f).unwrap();
+    let input = f.to_str().unwrap();
+    let link = dir.join("link.rlog");
+    std::os::unix::fs::symlink(&f, &link).unwrap();
+    let out = dir.join("out.x");
+    let out_s = out.to_str().unwrap();
+    // The same output by another spelling of its path.
+    let again = format!("{}/./out.x", dir.display());
+    let sock = format!("unix:{}", dir.join("never.sock").display());
+    for (args, says) in [
+        (vec!["analyze", "--perfetto", input], format!("--perfetto {input} is the input file {input}")),
+        (vec!["analyze", "--json", link.to_str().unwrap()], "is the input file".into()),
+        (vec!["export", "--perfetto", out_s, "--dot", input], format!("--dot {input} is the input file")),
+        (vec!["analyze", "--json", out_s, "--perfetto", &again], format!("--json and --perfetto both name {out_s}")),
+        (vec!["export", "--perfetto", out_s, "--dot", out_s], "--perfetto and --dot both name".into()),
+        (vec!["run", "--listen", &sock, "--json", out_s, "--perfetto", out_s], "both name".into()),
+    ] {
+        let files: Vec<&Path> = if args[0] == "run" { vec![] } else { vec![f.as_path()] };
+        let o = sidecar(&args, &files);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.starts_with("sidecar: error: --") && e.contains(&says), "{args:?}: {e}");
+        assert_eq!(std::fs::read(&f).unwrap(), before, "{args:?}: the recording changed");
+        assert!(!out.exists(), "{args:?}: an output was opened");
+    }
+    assert!(!dir.join("never.sock").exists(), "run listened");
+    // Standard output and a device are not files of their own.
+    let o = sidecar(&["analyze", "-q", "--json", "/dev/null", "--perfetto", "/dev/null"], &[&f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_missing_input_says_what_was_not_written() {
     let dir = scratch("missing");
     let gone = dir.join("missing.rlog");

@@ -10,7 +10,9 @@ use sidecar::pipeline::dataflow::{Inputs, Settings};
 
 use sidecar::output::sink::Sink;
 
-use super::common::{check_inputs, outputs, run_dataflow_into, say_cost, shared_analysis, timely_args, Common};
+use super::common::{
+    check_inputs, check_paths, outputs, run_dataflow_into, say_cost, shared_analysis, timely_args, Common,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,14 +32,22 @@ pub fn analyze(Args { files, common }: Args) -> i32 {
 /// tracing cost (if the streams carried the probes' figures): the exit
 /// status.
 pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
-    if let Err(e) = check_inputs(&files) {
-        let nothing = if common.perfetto.is_some() { "; no Perfetto trace written" } else { "; nothing analyzed" };
-        sidecar::say!("sidecar: error: {e}{nothing}");
-        return 1;
+    if let Err(e) = check_paths(&files, &common.output_paths()) {
+        sidecar::say!("sidecar: error: {e}");
+        return 2;
     }
+    let nothing = if common.perfetto.is_some() { "; no Perfetto trace written" } else { "; nothing analyzed" };
+    let settings = match check_inputs(&files).and_then(|_| offline_settings(common, &files).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: error: {e}{nothing}");
+            return 1;
+        }
+    };
     match outputs(common) {
         Ok(sink) => {
-            let (code, stats) = analyze_files_into(files, common, sink);
+            let (code, stats) = analyze_files_into(settings, files, common, sink);
             if let Some(st) = &stats {
                 say_cost(st);
             }
@@ -51,25 +61,31 @@ pub fn analyze_files(files: Vec<PathBuf>, common: &Common) -> i32 {
 }
 
 /// The analysis of [`analyze_files`] into outputs already set up (the
-/// inputs checked; `export` too): the exit status and the run's figures.
+/// inputs checked and their settings made, [`offline_settings`]; `export`
+/// too): the exit status and the run's figures.
 pub fn analyze_files_into(
+    settings: Settings,
     files: Vec<PathBuf>,
     common: &Common,
     sink: Sink,
 ) -> (i32, Option<sidecar::pipeline::dataflow::RunStats>) {
-    let settings = offline_settings(common, &files);
     let _prefault = offline_prefault(common.workers);
     run_dataflow_into(settings, Inputs::Files(files), common, sink)
 }
 
 /// The settings of an offline analysis: a progress bar on a terminal, the
 /// helper threads there are cores for, and the remote hosts' clocks
-/// converted with all the files' exchanges (read first).
-pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
+/// converted with all the files' exchanges (read first). Files that hold
+/// the same frames of a stream are refused: analyzed together, each
+/// stream's records would count twice and its messages match twice.
+pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Result<Settings, sidecar::io::RepeatedFrames> {
     let first = sidecar::io::first_pass_of(files);
+    if let Some(r) = first.repeated {
+        return Err(r);
+    }
     let registry = Registry::offline(first.clock_sync.iter().map(|(host, cs)| (*host, cs)));
     let timelines = first.timelines(&registry).map(Arc::new);
-    Settings {
+    Ok(Settings {
         width: common.window,
         timely_args: timely_args(common),
         progress_bar: std::io::stderr().is_terminal(),
@@ -80,7 +96,7 @@ pub fn offline_settings(common: &Common, files: &[PathBuf]) -> Settings {
         what_if: common.what_if(),
         stream_bytes: Arc::new(first.stream_bytes),
         timelines,
-    }
+    })
 }
 
 /// Whether a helper of an offline analysis runs: when a core is spare for

@@ -2,7 +2,7 @@
 //! outputs they name, the timely arguments, and running the dataflow with
 //! its closing line on standard error.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -217,6 +217,44 @@ pub fn check_inputs(files: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
+/// The cluster flags, checked before anything starts: at least one
+/// process, this one among them, and a hostfile that can be read with an
+/// address (`HOST:PORT`) on each of its first `--processes` lines. (Timely
+/// reads the file itself, later, and says less: not which file, or which
+/// line; and a line that is no address left the other processes waiting
+/// for that one forever.)
+pub fn check_cluster(c: &Common) -> Result<(), String> {
+    let (Some(n), Some(h)) = (c.processes, &c.hostfile) else { return Ok(()) };
+    if n == 0 {
+        return Err("--processes 0: a cluster has 1 or more processes".into());
+    }
+    let p = c.process.unwrap_or(0);
+    if p >= n {
+        return Err(format!("--process {p}: the processes of --processes {n} are numbered 0 to {}", n - 1));
+    }
+    let text = std::fs::read_to_string(h).map_err(|e| format!("--hostfile {}: cannot read it: {e}", h.display()))?;
+    let lines: Vec<&str> = text.lines().take(n).collect();
+    if lines.len() < n {
+        let l = lines.len();
+        return Err(format!(
+            "--hostfile {}: {l} line{}, but --processes {n} needs one address (HOST:PORT) per process",
+            h.display(),
+            if l == 1 { "" } else { "s" }
+        ));
+    }
+    for (i, line) in lines.iter().enumerate() {
+        let port = line.rsplit_once(':').filter(|(host, _)| !host.is_empty() && !host.contains(char::is_whitespace));
+        if port.is_none_or(|(_, port)| port.parse::<u16>().is_err()) {
+            return Err(format!(
+                "--hostfile {} line {}: `{line}` is not an address HOST:PORT (process {i}'s)",
+                h.display(),
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The arguments timely's own parser takes: workers, and the cluster.
 pub fn timely_args(c: &Common) -> Vec<String> {
     let mut a = vec!["-w".to_string(), c.workers.max(1).to_string()];
@@ -263,11 +301,67 @@ pub fn live_settings(c: &Common, sync: SharedSync) -> Settings {
     }
 }
 
+impl Common {
+    /// The files the output flags name, with their flags (not standard
+    /// output).
+    pub fn output_paths(&self) -> Vec<(&'static str, &Path)> {
+        let json = self.json.as_deref().filter(|j| *j != "-").map(|j| ("--json", Path::new(j)));
+        json.into_iter().chain(self.perfetto.as_deref().map(|p| ("--perfetto", p))).collect()
+    }
+}
+
+/// Outputs that would destroy an input or each other, refused before
+/// anything is opened: an output that is one of the `inputs` (opening it
+/// truncates or appends to the recording being read), and two outputs
+/// naming one file (their bytes would interleave). Devices (`/dev/null`)
+/// may be named by several outputs.
+pub fn check_paths(inputs: &[PathBuf], outputs: &[(&str, &Path)]) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino(), m.is_file()));
+    for (flag, out) in outputs {
+        let Some((dev, ino, true)) = inode(out) else { continue };
+        if let Some(input) = inputs.iter().find(|i| inode(i).is_some_and(|(d, n, _)| (d, n) == (dev, ino))) {
+            return Err(format!(
+                "{flag} {} is the input file {}: writing it would destroy the recording; name another file",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
+    // A file is the same whether it exists yet or not: by its inode, else
+    // by its directory's real path and its name.
+    let key = |p: &Path| -> Option<Result<(u64, u64), PathBuf>> {
+        match inode(p) {
+            Some((dev, ino, true)) => Some(Ok((dev, ino))),
+            Some(_) => None,
+            None => {
+                let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                Some(Err(std::fs::canonicalize(dir).ok()?.join(p.file_name()?)))
+            }
+        }
+    };
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        for (other, path) in &outputs[i + 1..] {
+            if key(out).is_some_and(|k| key(path) == Some(k)) {
+                return Err(format!(
+                    "{flag} and {other} both name {}: each output needs a file of its own",
+                    out.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The outputs the flags name: the JSON lines (a file, appended to, or
 /// standard output), the terminal lines (standard output, or standard error
 /// when the JSON goes to standard output; none with `--quiet`), and the
-/// Perfetto trace. An output that cannot be opened is an error.
+/// Perfetto trace. An output that cannot be opened is an error, and so,
+/// first, is a cluster the flags cannot make ([`check_cluster`]) or two
+/// outputs that name one file ([`check_paths`]).
 pub fn outputs(c: &Common) -> Result<Sink, String> {
+    check_cluster(c)?;
+    check_paths(&[], &c.output_paths())?;
     let mut json: Option<Box<dyn std::io::Write + Send>> = None;
     let mut json_stdout = false;
     if let Some(j) = &c.json {
@@ -331,8 +425,9 @@ pub fn run_dataflow_into(settings: Settings, inputs: Inputs, common: &Common, si
                 live.as_ref().map_or(String::new(), |q| format!("; {}", q.counts.summary())),
                 if st.output_closed { "; stopped there: the output was closed" } else { "" }
             );
-            if st.bytes == 0 && live.is_none() {
-                // (A pipe that gave nothing: there was nothing to analyze.)
+            if st.bytes == 0 && live.is_none() && st.error_count == 0 {
+                // (A pipe that gave nothing: there was nothing to analyze.
+                // With errors, they said why nothing was read.)
                 sidecar::say!("sidecar: error: the input was empty (no probe frames)");
             }
             if let Some(p) = &common.perfetto {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use sidecar::output::graph::{dot::write_dot, Dataflow};
 
-use super::analyze::analyze_files_into;
-use super::common::{check_inputs, outputs, parse_window, parse_workers, Common};
+use super::analyze::{analyze_files_into, offline_settings};
+use super::common::{check_inputs, check_paths, outputs, parse_window, parse_workers, Common};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,10 +36,23 @@ pub struct Args {
 pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     // (A trace has no place for predictions.)
     let common = Common { perfetto, ..Common::offline(window, workers, "off") };
-    if let Err(e) = check_inputs(&files) {
-        sidecar::say!("sidecar: error: {e}; nothing written");
-        return 1;
+    let outputs_named: Vec<(&str, &std::path::Path)> =
+        common.output_paths().into_iter().chain(dot.as_deref().map(|d| ("--dot", d))).collect();
+    if let Err(e) = check_paths(&files, &outputs_named) {
+        sidecar::say!("sidecar: error: {e}");
+        return 2;
     }
+    let settings = match check_inputs(&files) {
+        Err(e) => Err(format!("{e}; nothing written")),
+        Ok(()) => offline_settings(&common, &files).map_err(|e| format!("{e}; nothing written")),
+    };
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: error: {e}");
+            return 1;
+        }
+    };
     let mut sink = match outputs(&common) {
         Ok(s) => s,
         Err(e) => {
@@ -60,7 +73,7 @@ pub fn export(Args { perfetto, dot, files, window, workers }: Args) -> i32 {
     if dot.is_some() {
         sink.graph = Some(flow.clone());
     }
-    let code = analyze_files_into(files, &common, sink).0;
+    let code = analyze_files_into(settings, files, &common, sink).0;
     if let (Some((path, file)), true) = (dot, code != 2) {
         let graph = flow.lock().unwrap().graph();
         let mut w = std::io::BufWriter::new(file);

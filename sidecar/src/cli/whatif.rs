@@ -76,7 +76,13 @@ pub fn whatif(Args { speedup, json, window, workers, files }: Args) -> i32 {
         return 2;
     }
     let common = Common::offline(window, workers, "auto");
-    let mut settings = offline_settings(&common, &files);
+    let mut settings = match offline_settings(&common, &files) {
+        Ok(s) => s,
+        Err(e) => {
+            sidecar::say!("sidecar: error: {e}; no prediction made");
+            return 1;
+        }
+    };
     settings.what_if = Some(Arc::from(speedup.clone()));
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = Sink { json: Some(Box::new(Shared(reports.clone()))), ..Default::default() };

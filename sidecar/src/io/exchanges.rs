@@ -37,6 +37,44 @@ pub struct FirstPass {
     /// (one may end inside its last frame, as a file does whose writer
     /// stopped): the run's timelines are known before its records are read.
     pub whole: bool,
+    /// The first worker stream two files both hold frames of with the same
+    /// numbers: a file given twice, a copy of one, or the recordings of two
+    /// runs whose processes had the same host and pid. A stream's frames
+    /// are numbered from 0 without gaps by the one process that writes it,
+    /// to one sink (FORMAT.md), so no two files can each be part of it.
+    pub repeated: Option<RepeatedFrames>,
+}
+
+/// Frames of one stream numbered alike in two files ([`FirstPass::repeated`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatedFrames {
+    pub stream: ringlog::StreamId,
+    /// The two files, in the order given.
+    pub files: (PathBuf, PathBuf),
+    /// The frame numbers both hold frames in the range of (first, last).
+    pub seq: (u64, u64),
+}
+
+impl std::fmt::Display for RepeatedFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = &self.files;
+        let (s, (first, last)) = (self.stream, self.seq);
+        let frames = format!(
+            "frames #{first}..#{last} of worker {}'s stream (host {:016x}, pid {})",
+            s.worker, s.host, s.process
+        );
+        if a == b {
+            write!(f, "{} is given twice: its {frames} would count twice; give each file once", a.display())
+        } else {
+            write!(
+                f,
+                "{} and {} both hold {frames}: a stream's frames are written once, by one process, so one file \
+                 is a copy of the other, or they are two runs whose processes had the same pid; give each recording once",
+                a.display(),
+                b.display()
+            )
+        }
+    }
 }
 
 impl FirstPass {
@@ -58,6 +96,7 @@ impl FirstPass {
 /// the usual rule).
 pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
     let mut out = FirstPass { whole: true, ..Default::default() };
+    let mut seqs: Vec<SeqRanges> = Vec::with_capacity(files.len());
     for path in files {
         // (Not even opened otherwise: a FIFO's open waits for its writer.)
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
@@ -66,14 +105,39 @@ pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
         let bytes = file
             .map(|f| {
                 let r = BufReader::with_capacity(1 << 16, f);
-                let (bytes, whole) = first_pass_file(r, &mut out.clock_sync, &mut out.processes);
+                let (bytes, ranges, whole) = first_pass_file(r, &mut out.clock_sync, &mut out.processes);
                 out.whole &= whole;
+                seqs.push(ranges);
                 bytes
             })
-            .unwrap_or_default();
+            .unwrap_or_else(|| {
+                seqs.push(SeqRanges::new());
+                Vec::new()
+            });
         out.stream_bytes.push(bytes);
     }
+    out.repeated = repeated_frames(files, &seqs);
     out
+}
+
+/// Per worker stream of one file: the first and last frame numbers in it.
+type SeqRanges = std::collections::BTreeMap<ringlog::StreamId, (u64, u64)>;
+
+/// The first stream (in the files' order) whose frame numbers in one file
+/// overlap those in an earlier one.
+fn repeated_frames(files: &[PathBuf], seqs: &[SeqRanges]) -> Option<RepeatedFrames> {
+    let mut seen: std::collections::HashMap<ringlog::StreamId, Vec<(usize, (u64, u64))>> = Default::default();
+    for (j, ranges) in seqs.iter().enumerate() {
+        for (&stream, &(lo, hi)) in ranges {
+            let earlier = seen.entry(stream).or_default();
+            if let Some(&(i, (a, b))) = earlier.iter().find(|(_, (a, b))| lo <= *b && *a <= hi) {
+                let files = (files[i].clone(), files[j].clone());
+                return Some(RepeatedFrames { stream, files, seq: (lo.max(a), hi.min(b)) });
+            }
+            earlier.push((j, (lo, hi)));
+        }
+    }
+    None
 }
 
 /// The first pass over one byte stream `r`: its ClockSync frames appended
@@ -84,13 +148,15 @@ pub fn first_pass_in(r: impl Read + Seek, clock_sync: &mut Vec<(u64, ClockSync)>
 }
 
 /// [`first_pass_in`], also noting each process with records in `r`
-/// ([`FirstPass::processes`]); and whether `r` was read to its end.
+/// ([`FirstPass::processes`]); each worker stream's first and last frame
+/// numbers; and whether `r` was read to its end.
 fn first_pass_file(
     r: impl Read + Seek,
     clock_sync: &mut Vec<(u64, ClockSync)>,
     processes: &mut Vec<(u64, u32, bool)>,
-) -> (Vec<(ringlog::StreamId, u64)>, bool) {
+) -> (Vec<(ringlog::StreamId, u64)>, SeqRanges, bool) {
     let mut bytes = std::collections::BTreeMap::new();
+    let mut seqs = SeqRanges::new();
     let mut exchanged = std::collections::BTreeSet::new();
     let mut with_records = std::collections::BTreeSet::new();
     let whole = first_pass(
@@ -105,6 +171,8 @@ fn first_pass_file(
             }
             if !h.stream.is_process_wide() {
                 *bytes.entry(h.stream).or_insert(0u64) += (HEADER_LEN + h.payload_len as usize) as u64;
+                let r = seqs.entry(h.stream).or_insert((h.seq, h.seq));
+                *r = (r.0.min(h.seq), r.1.max(h.seq));
                 let p = (h.stream.host, h.stream.process);
                 if h.kind == FrameKind::Records && with_records.insert(p) {
                     processes.push((p.0, p.1, exchanged.contains(&p.0)));
@@ -112,7 +180,7 @@ fn first_pass_file(
             }
         },
     );
-    (bytes.into_iter().collect(), whole)
+    (bytes.into_iter().collect(), seqs, whole)
 }
 
 /// A first pass over one byte stream `r`: every frame's header goes to
@@ -202,5 +270,44 @@ mod tests {
         let mut out = Vec::new();
         first_pass_in(Cursor::new(&bytes), &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    /// Files holding the same frame numbers of one worker stream are named
+    /// (a file given twice, a copy); a stream's frames split between files
+    /// without overlap, the same numbers in another stream, and a process's
+    /// own frames (numbered apart) are not.
+    #[test]
+    fn the_same_frames_of_a_stream_in_two_files_are_found() {
+        let dir = std::env::temp_dir().join(format!("sidecar-repeated-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let w0 = StreamId { host: 3, process: 40, worker: 0 };
+        let w1 = StreamId { host: 3, process: 40, worker: 1 };
+        let process = StreamId { worker: PROCESS_WIDE, ..w0 };
+        let file = |name: &str, frames: &[(StreamId, u64)]| {
+            let mut enc = Encoder::new();
+            let mut bytes = Vec::new();
+            for &(s, seq) in frames {
+                enc.metadata(s, seq, ringlog::ClockDomain::MonotonicNs, &[], &mut bytes);
+            }
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let a = file("a", &[(process, 0), (w0, 0), (w0, 1), (w0, 2), (w1, 0)]);
+        let rest = file("rest", &[(process, 0), (w0, 3), (w0, 4), (w1, 1)]);
+        let other = file("other", &[(w1, 2), (w0, 5)]);
+        assert_eq!(first_pass_of(&[a.clone(), rest.clone(), other.clone()]).repeated, None);
+        let overlap = file("overlap", &[(w0, 4), (w1, 7), (w0, 6)]);
+        let r = first_pass_of(&[a.clone(), rest.clone(), overlap.clone()]).repeated;
+        assert_eq!(r, Some(RepeatedFrames { stream: w0, files: (rest.clone(), overlap.clone()), seq: (4, 4) }));
+        let twice = first_pass_of(&[a.clone(), a.clone()]).repeated.unwrap();
+        assert_eq!((twice.stream, twice.seq), (w0, (0, 2)));
+        assert!(twice.to_string().contains("is given twice"), "{twice}");
+        let named = first_pass_of(&[rest.clone(), overlap.clone()]).repeated.unwrap().to_string();
+        assert!(
+            named.contains("rest and ") && named.contains("overlap both hold frames #4..#4 of worker 0"),
+            "{named}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -38,7 +38,7 @@ mod split;
 mod unpack;
 
 pub use connections::spawn_listener;
-pub use exchanges::{first_pass_in, first_pass_of, FirstPass};
+pub use exchanges::{first_pass_in, first_pass_of, FirstPass, RepeatedFrames};
 pub use limits::{raise_open_files_limit, ConnCounts, Limits, RateLimited};
 pub use listener::{bind_unix, Listen, Listener, Socket};
 pub use names::{names_in, names_in_stream, Named};
