@@ -19,6 +19,18 @@ fn kill(pid: i32, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
+/// A command that never connects a probe ran untraced: watch says so,
+/// naming it, and prints no summary of zeros; the status is the command's.
+#[test]
+fn an_untraced_command_is_named_without_a_summary_of_zeros() {
+    let o = Command::new(BIN).args(["watch", "-q", "--", "sh", "-c", "exit 3"]).output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("sidecar: no probe connected: `sh -c exit 3` ran untraced"), "{err}");
+    assert!(out.starts_with("sidecar watch: `sh -c exit 3` exited with status 3"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+}
+
 /// of its outputs failed"; `--summary-json` is one of its outputs.
 #[test]
 fn a_summary_json_that_cannot_be_written_is_status_2() {

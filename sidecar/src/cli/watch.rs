@@ -312,7 +312,13 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     let cost = Cost::new(&st.totals, pl, args.ns_per_record, args.ns_per_elided);
     let no_figures = cost.source == "none";
     let summary = Summary::new(&args.command, ended.exit, ended.wall.as_secs_f64() * 1e3, &st.totals, cost);
-    let text = summary.text();
+    let untraced = st.totals.streams.is_empty();
+    let mut text = summary.text();
+    if untraced {
+        // (No stream: the summary's figures would all be zeros. Its first
+        // line, the command's end, is what there is to say.)
+        text.truncate(text.find('\n').map_or(text.len(), |n| n + 1));
+    }
     if args.common.json.as_deref() == Some("-") {
         sidecar::detached::say_line(text.trim_end_matches('\n').to_string());
     } else {
@@ -325,8 +331,12 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
              thread's CPU is unknown"
         );
     }
-    if st.totals.streams.is_empty() {
-        sidecar::say!("sidecar: no probe connected (does the program read PROBE_SINK?)");
+    if untraced {
+        sidecar::say!(
+            "sidecar: no probe connected: `{}` ran untraced, nothing was analyzed (a program is traced when it \
+             links the probe and its adapter reads PROBE_SINK: docs/probe.md)",
+            args.command.join(" ")
+        );
     }
     if let Some(feed) = &ended.feed {
         feed.summary(serde_json::to_string(&summary).unwrap_or_default());
