@@ -127,12 +127,41 @@ pub(crate) fn open(sink: &Sink, fresh_file: bool) -> io::Result<Conn> {
             Err(last)
         }
         Sink::File(p) => {
-            let f = std::fs::OpenOptions::new().write(true).create(true).truncate(fresh_file).open(p)?;
+            // A regular file is locked before it is cut: one another
+            // process's probe is writing (one PROBE_SINK given to every
+            // process of a job) is left as it is, not truncated and
+            // interleaved with this one. (A device or a FIFO is neither
+            // locked nor cut.)
+            let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(p)?;
+            if f.metadata()?.is_file() {
+                lock_exclusively(&f)?;
+                if fresh_file {
+                    f.set_len(0)?;
+                }
+            }
             let pos = f.metadata()?.len();
             Ok(Conn { fd: f.into(), is_file: true, pos })
         }
         Sink::Off | Sink::Invalid(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "no sink")),
     }
+}
+
+/// Takes the advisory lock of `f`'s file for this open file, without
+/// waiting: held until it is closed. A lock another open file holds is
+/// [`io::ErrorKind::ResourceBusy`], naming why.
+fn lock_exclusively(f: &std::fs::File) -> io::Result<()> {
+    // SAFETY: flock(2) on a descriptor `f` owns and keeps open for the call.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            "another process's probe is writing this file (each process needs a file of its own)",
+        ));
+    }
+    Err(e)
 }
 
 #[cfg(test)]

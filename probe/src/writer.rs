@@ -390,6 +390,17 @@ impl Writer {
                     }
                 }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
+                // Another process writes the file: retrying would cut its
+                // trace once it ends. This process runs untraced, its
+                // records counted lost.
+                let msg = format!("{}: {e}", self.cfg.sink);
+                log(format_args!("sink {msg}; this process is not traced (its records are counted lost)"));
+                self.stats.sink_errors += 1;
+                self.stats.last_error = Some(msg);
+                self.failing = true;
+                self.sink_disabled = true;
+            }
             Err(e) => self.sink_failed(e),
         }
     }

@@ -214,3 +214,38 @@ fn invalid_sink_is_a_clear_error() {
     let p = Probe::builder().sink(Sink::Off).start().unwrap();
     assert!(!p.is_enabled() && !p.worker(0).is_enabled());
 }
+
+/// One file given to two processes' probes (one PROBE_SINK for every
+/// process of a job): the second finds the first's lock, says so and runs
+/// untraced, its records counted lost, and never retries (a retry once the
+/// first ended would truncate its trace); the first's trace is whole.
+#[test]
+fn a_file_another_probe_is_writing_is_left_to_it() {
+    let p = tmp_path("shared.rlog");
+    let _ = std::fs::remove_file(&p);
+    let first = Probe::builder().sink(Sink::file(&p)).on_full(OnFull::Drop).start().unwrap();
+    let mut w = first.worker(0);
+    let mut seq = 0;
+    drive(&mut w, Duration::from_millis(100), &mut seq);
+    let second = run_into(Sink::file(&p), Duration::from_millis(1500));
+    assert_eq!((second.connects, second.sink_errors, second.written()), (0, 1, 0), "{second:?}");
+    assert_eq!(second.produced(), second.lost());
+    let err = second.last_error.unwrap();
+    assert!(err.contains("shared.rlog") && err.contains("another process's probe is writing this file"), "{err}");
+    drive(&mut w, Duration::from_millis(100), &mut seq);
+    drop(w);
+    let stats = first.shutdown().unwrap();
+    assert_eq!((stats.connects, stats.sink_errors), (1, 0), "{stats:?}");
+    let t = read_trace(&std::fs::read(&p).unwrap());
+    assert_eq!(t.error, None);
+    assert!(t.process_end && t.hello.is_some());
+    let w0 = &t.workers[&0];
+    assert_eq!(w0.seq_gaps, 0);
+    assert_eq!(w0.records.len() as u64, stats.written(), "every record the first probe wrote is in the file");
+    // Once the first is done, the file is free: a new probe truncates it
+    // and writes its own trace.
+    let third = run_into(Sink::file(&p), Duration::from_millis(50));
+    assert_eq!((third.connects, third.sink_errors), (1, 0), "{third:?}");
+    let t = read_trace(&std::fs::read(&p).unwrap());
+    assert_eq!(t.workers[&0].records.len() as u64, third.written());
+}
