@@ -242,6 +242,12 @@ fn workers_and_windows_out_of_bounds_are_refused_with_the_limits() {
         (&["watch", "--window", "1", "--", "sh", "-c", started.as_str()][..], "a unit is needed"),
         (&["run", "--listen", sock.as_str(), "--revise-within", "100000000"][..], "0 to 1024 windows"),
         (&["watch", "--revise-within", "2000", "--", "sh", "-c", started.as_str()][..], "0 to 1024"),
+        (&["run", "--listen", sock.as_str(), "--max-buffered", "1"][..], "'1': a buffer limit is at least 64KB"),
+        (&["run", "--listen", sock.as_str(), "--max-buffered-total", "4KB"][..], "at least 64KB"),
+        (
+            &["relay", "--listen", sock.as_str(), "--to", "tcp:127.0.0.1:9", "--max-buffered", "100"][..],
+            "at least 64KB",
+        ),
     ] {
         let o = sidecar(args, &[]);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -197,6 +197,21 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The smallest buffer limit (`--max-buffered`, `--max-buffered-total`, a
+/// relay's `--max-buffered`): one read of a socket (64 KB). Below it every
+/// read pauses the connection (or, in a relay, closes it at its first
+/// frame), the probes' sockets fill and their records are lost at any rate.
+pub const MIN_BUFFER_LIMIT: u64 = 64 << 10;
+
+/// A buffer limit: a size ([`parse_bytes`]) of at least [`MIN_BUFFER_LIMIT`].
+pub fn parse_buffer_limit(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if n < MIN_BUFFER_LIMIT {
+        return Err(format!("'{s}': a buffer limit is at least 64KB (one read of a socket)"));
+    }
+    Ok(n)
+}
+
 /// Refuses input files that cannot be meant before anything is written:
 /// one that cannot be opened, a directory, or an empty regular file (a
 /// pipe or FIFO is read as it comes). The message names the file.
@@ -556,6 +571,8 @@ mod tests {
         assert!(parse_bytes("0MB").is_err());
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("99999999999GB").is_err());
+        assert_eq!(parse_buffer_limit("64KB"), Ok(64 << 10));
+        assert!(parse_buffer_limit("65535").unwrap_err().contains("at least 64KB"));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use sidecar::io::relay::{self as io_relay, Upstream};
 use sidecar::io::Listen;
 
-use super::common::{parse_bytes, parse_duration, stop_on_ctrl_c};
+use super::common::{parse_buffer_limit, parse_duration, stop_on_ctrl_c};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,7 +37,7 @@ pub struct Args {
     hello_timeout: u64,
     /// Bytes of one frame held before it is whole and forwarded, at most:
     /// a connection past it is closed. 64MB, 512KB, 1GB ...
-    #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "64MB", value_parser = parse_buffer_limit)]
     max_buffered: u64,
 }
 

@@ -12,7 +12,7 @@ use sidecar::pipeline::dataflow::Inputs;
 use sidecar::pipeline::grace::Grace;
 
 use super::common::{
-    live_settings, outputs, parse_bytes, parse_duration, run_dataflow_into, say_cost, stop_on_ctrl_c, Common,
+    live_settings, outputs, parse_buffer_limit, parse_duration, run_dataflow_into, say_cost, stop_on_ctrl_c, Common,
 };
 
 #[derive(clap::Args)]
@@ -76,12 +76,12 @@ struct LimitArgs {
     /// it the connection is not read until its analysis takes some (the
     /// probe's socket fills; the probe counts what it cannot send). 64MB,
     /// 512KB, 1GB ...
-    #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "64MB", value_parser = parse_buffer_limit)]
     max_buffered: u64,
     /// Bytes read off all connections together and not yet analyzed, at
     /// most: past it no connection is read until the analysis takes some
     /// (without it the worst case is --max-connections × --max-buffered).
-    #[arg(long, default_value = "256MB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256MB", value_parser = parse_buffer_limit)]
     max_buffered_total: u64,
 }
 
