@@ -245,6 +245,7 @@ impl Builder {
             None => keep_local_from(std::env::var("PROBE_LOCAL_MESSAGES").ok().as_deref())?,
         };
         let elide_below_ns = elide_below_ns(self.elide_below, std::env::var("PROBE_ELIDE_BELOW_NS").ok().as_deref())?;
+        let io = io_backend_from(self.io, std::env::var("PROBE_IO").ok().as_deref())?;
         let stats_frames = match self.stats_frames {
             Some(on) => on,
             None => stats_frames_from(std::env::var("PROBE_STATS").ok().as_deref())?,
@@ -254,7 +255,7 @@ impl Builder {
         let host_name = ringlog::host_name();
         let cfg = writer::Config {
             sink: self.sink,
-            io: self.io,
+            io,
             idle: self.idle,
             core: self.writer_core,
             clock,
@@ -496,6 +497,16 @@ fn keep_local_from(v: Option<&str>) -> Result<bool, Error> {
 
 /// Whether to send Stats frames, from `PROBE_STATS` (`on` or `off`;
 /// unset: on).
+/// The writer's I/O: `io` as the program set it, or write(2) when
+/// `PROBE_IO` (`v`) says `syscall`; `io_uring` (or unset) leaves it.
+fn io_backend_from(io: IoBackend, v: Option<&str>) -> Result<IoBackend, Error> {
+    match v {
+        None | Some("io_uring") => Ok(io),
+        Some("syscall") => Ok(IoBackend::Syscall),
+        Some(v) => Err(Error::Config(format!("PROBE_IO: {v:?} is neither `io_uring` nor `syscall`"))),
+    }
+}
+
 fn stats_frames_from(v: Option<&str>) -> Result<bool, Error> {
     match v {
         Some("on") | None => Ok(true),
@@ -507,6 +518,16 @@ fn stats_frames_from(v: Option<&str>) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_backend_setting() {
+        assert_eq!(io_backend_from(IoBackend::Auto, None).unwrap(), IoBackend::Auto);
+        assert_eq!(io_backend_from(IoBackend::Auto, Some("io_uring")).unwrap(), IoBackend::Auto);
+        assert_eq!(io_backend_from(IoBackend::Syscall, Some("io_uring")).unwrap(), IoBackend::Syscall);
+        assert_eq!(io_backend_from(IoBackend::Auto, Some("syscall")).unwrap(), IoBackend::Syscall);
+        let e = io_backend_from(IoBackend::Auto, Some("uring")).unwrap_err().to_string();
+        assert!(e.contains("PROBE_IO: \"uring\" is neither `io_uring` nor `syscall`"), "{e}");
+    }
 
     #[test]
     fn stats_frames_setting() {
