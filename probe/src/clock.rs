@@ -67,16 +67,26 @@ pub enum Source {
 }
 
 impl Source {
+    /// The clock `PROBE_CLOCK` (`v`) names, or the detected one when unset;
+    /// a value that names no clock is an error naming it.
+    pub fn with_setting(v: Option<&str>) -> Result<Source, String> {
+        match v {
+            Some("monotonic") => Ok(Source::Monotonic),
+            Some("tsc") => Ok(Source::Tsc),
+            None => Ok(Source::detected()),
+            Some(v) => Err(format!("PROBE_CLOCK: {v:?} is neither `tsc` nor `monotonic`")),
+        }
+    }
+
     /// The TSC where CPUID says it is invariant, else CLOCK_MONOTONIC.
-    /// `PROBE_CLOCK=monotonic` or `=tsc` overrides the detection (the latter
-    /// for hosts, such as some hypervisors and valgrind, that hide the flag
-    /// on a TSC that is in fact invariant).
-    pub fn detect() -> Source {
-        match std::env::var("PROBE_CLOCK").as_deref() {
-            Ok("monotonic") => Source::Monotonic,
-            Ok("tsc") => Source::Tsc,
-            _ if invariant_tsc() => Source::Tsc,
-            _ => Source::Monotonic,
+    /// (`PROBE_CLOCK=monotonic` or `=tsc` overrides the detection, the
+    /// latter for hosts, such as some hypervisors and valgrind, that hide
+    /// the flag on a TSC that is in fact invariant.)
+    fn detected() -> Source {
+        if invariant_tsc() {
+            Source::Tsc
+        } else {
+            Source::Monotonic
         }
     }
 
@@ -138,7 +148,7 @@ mod tests {
 
     #[test]
     fn calibration_matches_the_system_clock() {
-        let src = Source::detect();
+        let src = Source::detected();
         let a = src.sample();
         std::thread::sleep(std::time::Duration::from_millis(30));
         let b = src.sample();
@@ -152,8 +162,17 @@ mod tests {
     }
 
     #[test]
+    fn the_clock_setting_names_a_clock_or_is_refused() {
+        assert_eq!(Source::with_setting(Some("tsc")), Ok(Source::Tsc));
+        assert_eq!(Source::with_setting(Some("monotonic")), Ok(Source::Monotonic));
+        assert_eq!(Source::with_setting(None), Ok(Source::detected()));
+        let e = Source::with_setting(Some("rdtsc")).unwrap_err();
+        assert_eq!(e, "PROBE_CLOCK: \"rdtsc\" is neither `tsc` nor `monotonic`");
+    }
+
+    #[test]
     fn threshold_conversion() {
-        let src = Source::detect();
+        let src = Source::detected();
         assert_eq!(src.ns_to_ticks(0), 0);
         let t = src.ns_to_ticks(1_000_000);
         // 1 ms at 0.1 to 10 GHz.

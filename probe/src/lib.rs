@@ -250,7 +250,7 @@ impl Builder {
             Some(on) => on,
             None => stats_frames_from(std::env::var("PROBE_STATS").ok().as_deref())?,
         };
-        let clock = clock::Source::detect();
+        let clock = clock::Source::with_setting(std::env::var("PROBE_CLOCK").ok().as_deref()).map_err(Error::Config)?;
         let elide_below = clock.ns_to_ticks(elide_below_ns);
         let host_name = ringlog::host_name();
         let cfg = writer::Config {
