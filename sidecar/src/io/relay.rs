@@ -49,6 +49,15 @@ impl std::str::FromStr for Upstream {
     }
 }
 
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Upstream::Tcp(a) => write!(f, "tcp:{a}"),
+            Upstream::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
 /// The reference's clock responder: `udp:HOST:PORT`.
 pub fn parse_udp(s: &str) -> Result<SocketAddr, String> {
     let a = s.strip_prefix("udp:").ok_or_else(|| format!("'{s}': expected udp:HOST:PORT"))?;
@@ -335,7 +344,7 @@ fn serve(
         match connect(&cfg.to) {
             Ok(u) => up = Some(u),
             Err(e) if t0.elapsed() > Duration::from_secs(5) || stop.load(Ordering::Relaxed) => {
-                let msg = format!("{name}: cannot connect upstream to {:?}: {e}; connection dropped", cfg.to);
+                let msg = format!("{name}: cannot connect upstream to {}: {e}; connection dropped", cfg.to);
                 crate::say!("sidecar relay: error: {msg}");
                 totals.lock().unwrap().errors.push(msg);
                 return;
@@ -573,6 +582,10 @@ mod tests {
     fn specs_parse() {
         assert_eq!("tcp:h:1".parse::<Upstream>(), Ok(Upstream::Tcp("h:1".into())));
         assert_eq!("unix:/x".parse::<Upstream>(), Ok(Upstream::Unix("/x".into())));
+        // Said as it was given (in the error for an upstream it cannot reach).
+        for spec in ["tcp:h:1", "unix:/x"] {
+            assert_eq!(spec.parse::<Upstream>().map(|u| u.to_string()), Ok(spec.to_string()));
+        }
         assert!("tcp:1".parse::<Upstream>().is_err());
         assert_eq!(parse_udp("udp:127.0.0.1:9").unwrap(), "127.0.0.1:9".parse().unwrap());
         assert!(parse_udp("127.0.0.1:9").is_err());
