@@ -495,8 +495,6 @@ fn keep_local_from(v: Option<&str>) -> Result<bool, Error> {
     }
 }
 
-/// Whether to send Stats frames, from `PROBE_STATS` (`on` or `off`;
-/// unset: on).
 /// The writer's I/O: `io` as the program set it, or write(2) when
 /// `PROBE_IO` (`v`) says `syscall`; `io_uring` (or unset) leaves it.
 fn io_backend_from(io: IoBackend, v: Option<&str>) -> Result<IoBackend, Error> {
@@ -507,6 +505,8 @@ fn io_backend_from(io: IoBackend, v: Option<&str>) -> Result<IoBackend, Error> {
     }
 }
 
+/// Whether to send Stats frames, from `PROBE_STATS` (`on` or `off`;
+/// unset: on).
 fn stats_frames_from(v: Option<&str>) -> Result<bool, Error> {
     match v {
         Some("on") | None => Ok(true),

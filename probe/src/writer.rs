@@ -394,23 +394,25 @@ impl Writer {
                 // Another process writes the file: retrying would cut its
                 // trace once it ends. This process runs untraced, its
                 // records counted lost.
-                let msg = format!("{}: {e}", self.cfg.sink);
-                log(format_args!("sink {msg}; this process is not traced (its records are counted lost)"));
-                self.stats.sink_errors += 1;
-                self.stats.last_error = Some(msg);
-                self.failing = true;
                 self.sink_disabled = true;
+                self.sink_failed_so(e, "this process is not traced (its records are counted lost)");
             }
             Err(e) => self.sink_failed(e),
         }
     }
 
     fn sink_failed(&mut self, e: std::io::Error) {
+        self.sink_failed_so(e, "dropping records (counted) and retrying with backoff");
+    }
+
+    /// A failed sink: counted, said (with `so`, what follows) once per
+    /// outage, and tried again after the backoff unless disabled.
+    fn sink_failed_so(&mut self, e: std::io::Error, so: &str) {
         self.stats.sink_errors += 1;
         let msg = format!("{}: {e}", self.cfg.sink);
         if !self.failing {
             // One line per outage, not per retry.
-            log(format_args!("sink {msg}; dropping records (counted) and retrying with backoff"));
+            log(format_args!("sink {msg}; {so}"));
         }
         self.stats.last_error = Some(msg);
         self.failing = true;

@@ -102,19 +102,16 @@ pub fn first_pass_of(files: &[PathBuf]) -> FirstPass {
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
         let file = regular.then(|| File::open(path).ok()).flatten();
         out.whole &= file.is_some();
-        let bytes = file
+        let (bytes, ranges) = file
             .map(|f| {
                 let r = BufReader::with_capacity(1 << 16, f);
                 let (bytes, ranges, whole) = first_pass_file(r, &mut out.clock_sync, &mut out.processes);
                 out.whole &= whole;
-                seqs.push(ranges);
-                bytes
+                (bytes, ranges)
             })
-            .unwrap_or_else(|| {
-                seqs.push(SeqRanges::new());
-                Vec::new()
-            });
+            .unwrap_or_default();
         out.stream_bytes.push(bytes);
+        seqs.push(ranges);
     }
     out.repeated = repeated_frames(files, &seqs);
     out
