@@ -133,13 +133,15 @@ pub(crate) fn open(sink: &Sink, fresh_file: bool) -> io::Result<Conn> {
             // interleaved with this one. (A device or a FIFO is neither
             // locked nor cut.)
             let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(p)?;
-            if f.metadata()?.is_file() {
+            let meta = f.metadata()?;
+            let cut = meta.is_file() && fresh_file;
+            if meta.is_file() {
                 lock_exclusively(&f)?;
-                if fresh_file {
+                if cut {
                     f.set_len(0)?;
                 }
             }
-            let pos = f.metadata()?.len();
+            let pos = if cut { 0 } else { meta.len() };
             Ok(Conn { fd: f.into(), is_file: true, pos })
         }
         Sink::Off | Sink::Invalid(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "no sink")),

@@ -395,24 +395,25 @@ impl Writer {
                 // trace once it ends. This process runs untraced, its
                 // records counted lost.
                 self.sink_disabled = true;
-                self.sink_failed_so(e, "this process is not traced (its records are counted lost)");
+                self.sink_failed_saying(e, "this process is not traced (its records are counted lost)");
             }
             Err(e) => self.sink_failed(e),
         }
     }
 
     fn sink_failed(&mut self, e: std::io::Error) {
-        self.sink_failed_so(e, "dropping records (counted) and retrying with backoff");
+        self.sink_failed_saying(e, "dropping records (counted) and retrying with backoff");
     }
 
-    /// A failed sink: counted, said (with `so`, what follows) once per
-    /// outage, and tried again after the backoff unless disabled.
-    fn sink_failed_so(&mut self, e: std::io::Error, so: &str) {
+    /// A failed sink: counted, said once per outage with `next` (what the
+    /// writer does about it), and tried again after the backoff unless
+    /// disabled.
+    fn sink_failed_saying(&mut self, e: std::io::Error, next: &str) {
         self.stats.sink_errors += 1;
         let msg = format!("{}: {e}", self.cfg.sink);
         if !self.failing {
             // One line per outage, not per retry.
-            log(format_args!("sink {msg}; {so}"));
+            log(format_args!("sink {msg}; {next}"));
         }
         self.stats.last_error = Some(msg);
         self.failing = true;

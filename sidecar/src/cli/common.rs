@@ -355,14 +355,14 @@ pub fn check_paths(inputs: &[PathBuf], outputs: &[(&str, &Path)]) -> Result<(), 
             }
         }
     };
+    let keys: Vec<_> = outputs.iter().map(|(_, p)| key(p)).collect();
     for (i, (flag, out)) in outputs.iter().enumerate() {
-        for (other, path) in &outputs[i + 1..] {
-            if key(out).is_some_and(|k| key(path) == Some(k)) {
-                return Err(format!(
-                    "{flag} and {other} both name {}: each output needs a file of its own",
-                    out.display()
-                ));
-            }
+        if let Some(j) = (i + 1..outputs.len()).find(|&j| keys[i].is_some() && keys[j] == keys[i]) {
+            return Err(format!(
+                "{flag} and {} both name {}: each output needs a file of its own",
+                outputs[j].0,
+                out.display()
+            ));
         }
     }
     Ok(())

@@ -313,12 +313,9 @@ fn summarize(args: &Args, ended: &Ended, st: &RunStats) -> i32 {
     let no_figures = cost.source == "none";
     let summary = Summary::new(&args.command, ended.exit, ended.wall.as_secs_f64() * 1e3, &st.totals, cost);
     let untraced = st.totals.streams.is_empty();
-    let mut text = summary.text();
-    if untraced {
-        // (No stream: the summary's figures would all be zeros. Its first
-        // line, the command's end, is what there is to say.)
-        text.truncate(text.find('\n').map_or(text.len(), |n| n + 1));
-    }
+    // (No stream: the summary's figures would all be zeros; its first line,
+    // the command's end, is what there is to say.)
+    let text = if untraced { summary.headline() } else { summary.text() };
     if args.common.json.as_deref() == Some("-") {
         sidecar::detached::say_line(text.trim_end_matches('\n').to_string());
     } else {

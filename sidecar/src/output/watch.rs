@@ -586,14 +586,19 @@ impl Summary {
     }
 
     /// The terminal form.
-    pub fn text(&self) -> String {
-        let c = &self.cost;
-        let mut s = format!(
+    /// The summary's first line: the command and how it ended.
+    pub fn headline(&self) -> String {
+        format!(
             "sidecar watch: `{}` exited with status {} after {:.2} s\n",
             self.command.join(" "),
             self.exit_status,
             self.wall_ms / 1e3
-        );
+        )
+    }
+
+    pub fn text(&self) -> String {
+        let c = &self.cost;
+        let mut s = self.headline();
         let starting = match self.starting_windows {
             0 => String::new(),
             n => format!(", {n} of them before every process had started, kept out of the figures below"),
