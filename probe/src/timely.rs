@@ -174,8 +174,9 @@ impl TimelyMark {
 
 /// Registers the probe on `worker`'s loggers: the `"timely"` log and the
 /// progress logs of a fixed list of timestamp types: `()`, `usize`, `u64`,
-/// `u32`, `i64`, `i32`, `isize`, and seven `Product`s of two of `usize`,
-/// `u64`, `u32` (listed at [`Adapter::register_common_progress`]). Call it
+/// `u32`, `i64`, `i32`, `isize`, and `Product`s of `u32`, `u64` and
+/// `usize` nested up to three deep (listed at
+/// [`Adapter::register_common_progress`]). Call it
 /// first thing in the worker closure, before building dataflows. Does
 /// nothing when the probe is disabled or the worker has no log registry.
 ///
@@ -305,9 +306,9 @@ impl Adapter {
     /// Registers on the progress logs of the timestamp types timely and
     /// differential programs use: `()`, `usize`, `u64`, `u32`, `i64`,
     /// `i32`, `isize`, and `Product<A, B>` nested to the left (as
-    /// `iterative` and differential's `iterate` nest scopes) with `B` in
-    /// `u32`, `u64`, `usize`: every such type up to four levels deep over
-    /// `u32` and `u64`, and two levels with `usize` (the list:
+    /// `iterative` and differential's `iterate` nest scopes) over `A` in
+    /// `u32`, `u64`, `usize` with `B` in the same three: every such type up
+    /// to three `Product`s deep, 117 of them (the list:
     /// [`common_progress_names`]).
     ///
     /// A log no scope uses still costs a flush call at every worker step,
@@ -656,23 +657,49 @@ fn short_type_name(full: &str) -> String {
     full.replace("timely::order::product::", "").replace("timely::order::", "").replace(' ', "")
 }
 
-/// The common list (see [`Adapter::register_common_progress`]).
+/// The common list (see [`Adapter::register_common_progress`]): the plain
+/// types, then over each of `u32`, `u64` and `usize` every `Product` nested
+/// to the left up to three deep with `u32`, `u64` or `usize` inside.
+/// (`iterate` nests `u64`, timely's `iterative` what the program asks, and
+/// differential's graph algorithms `usize` inside each other: its `scc`
+/// over a `u32` dataflow builds `Product<Product<u32,usize>,usize>`.)
 fn candidates() -> Vec<Candidate> {
-    type P<A, B> = Product<A, B>;
-    macro_rules! list {
-        ($($t:ty),* $(,)?) => { vec![$(candidate::<$t>()),*] };
-    }
-    list![
-        (), usize, u64, u32, i64, i32, isize,
-        P<usize, usize>, P<u64, u64>, P<u32, u32>, P<usize, u64>, P<usize, u32>, P<u64, u32>, P<u64, usize>,
-        P<u32, u64>, P<u32, usize>,
-        P<P<u32, u32>, u32>, P<P<u32, u32>, u64>, P<P<u32, u64>, u32>, P<P<u32, u64>, u64>,
-        P<P<u64, u32>, u32>, P<P<u64, u32>, u64>, P<P<u64, u64>, u32>, P<P<u64, u64>, u64>,
-        P<P<P<u32, u32>, u32>, u32>, P<P<P<u32, u32>, u32>, u64>, P<P<P<u32, u32>, u64>, u32>, P<P<P<u32, u32>, u64>, u64>,
-        P<P<P<u32, u64>, u32>, u32>, P<P<P<u32, u64>, u32>, u64>, P<P<P<u32, u64>, u64>, u32>, P<P<P<u32, u64>, u64>, u64>,
-        P<P<P<u64, u32>, u32>, u32>, P<P<P<u64, u32>, u32>, u64>, P<P<P<u64, u32>, u64>, u32>, P<P<P<u64, u32>, u64>, u64>,
-        P<P<P<u64, u64>, u32>, u32>, P<P<P<u64, u64>, u32>, u64>, P<P<P<u64, u64>, u64>, u32>, P<P<P<u64, u64>, u64>, u64>,
-    ]
+    let mut out = vec![
+        candidate::<()>(),
+        candidate::<usize>(),
+        candidate::<u64>(),
+        candidate::<u32>(),
+        candidate::<i64>(),
+        candidate::<i32>(),
+        candidate::<isize>(),
+    ];
+    nested_up_to_3::<u32>(&mut out);
+    nested_up_to_3::<u64>(&mut out);
+    nested_up_to_3::<usize>(&mut out);
+    out
+}
+
+/// `Product<U, B>` for each inner `B` of the common list.
+fn nested_1<U: ::timely::progress::Timestamp>(out: &mut Vec<Candidate>) {
+    out.push(candidate::<Product<U, u32>>());
+    out.push(candidate::<Product<U, u64>>());
+    out.push(candidate::<Product<U, usize>>());
+}
+
+/// [`nested_1`], and each of those nested once more.
+fn nested_up_to_2<U: ::timely::progress::Timestamp>(out: &mut Vec<Candidate>) {
+    nested_1::<U>(out);
+    nested_1::<Product<U, u32>>(out);
+    nested_1::<Product<U, u64>>(out);
+    nested_1::<Product<U, usize>>(out);
+}
+
+/// [`nested_1`], and each of those nested up to twice more.
+fn nested_up_to_3<U: ::timely::progress::Timestamp>(out: &mut Vec<Candidate>) {
+    nested_1::<U>(out);
+    nested_up_to_2::<Product<U, u32>>(out);
+    nested_up_to_2::<Product<U, u64>>(out);
+    nested_up_to_2::<Product<U, usize>>(out);
 }
 
 /// The names `PROBE_TIMELY_PROGRESS` takes, in the order
@@ -1232,7 +1259,9 @@ mod tests {
         assert_eq!(progress_selection(Some("")).unwrap(), Some(vec![false; n]));
         let c = progress_selection(Some(" u64 , Product<u64, u32>,, Product<Product<u32,u64>,u64>")).unwrap().unwrap();
         let on: Vec<String> = common_progress_names().zip(c).filter(|(_, on)| *on).map(|(n, _)| n).collect();
-        assert_eq!(on, ["u64", "Product<u64,u32>", "Product<Product<u32,u64>,u64>"]);
+        // (In the list's order: the plain types, then the nestings over u32,
+        // over u64, over usize.)
+        assert_eq!(on, ["u64", "Product<Product<u32,u64>,u64>", "Product<u64,u32>"]);
         let e = progress_selection(Some("u64,u128")).unwrap_err();
         assert!(
             e.contains("PROBE_TIMELY_PROGRESS") && e.contains("\"u128\"") && e.contains("Product<u64,usize>"),
@@ -1245,9 +1274,20 @@ mod tests {
         let names: Vec<String> = common_progress_names().collect();
         let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
         assert_eq!(distinct.len(), names.len(), "{names:?}");
-        // Every nesting over u32 and u64, four levels deep: 2 + 4 + 8 + 16.
-        let over = |n: &str| !n.contains("size") && !n.contains('i') && n != "()";
-        assert_eq!(names.iter().filter(|n| over(n)).count(), 30, "{names:?}");
+        // Every nesting of u32, u64 and usize to the left, up to three
+        // Products deep: over each of the three, 3 + 9 + 27.
+        let ints = ["u32", "u64", "usize"];
+        let products: Vec<&String> = names.iter().filter(|n| n.starts_with("Product<")).collect();
+        assert_eq!(products.len(), 3 * (3 + 9 + 27), "{names:?}");
+        for n in &products {
+            // `Product<Product<A,B>,C>` → the base and each inner type.
+            let depth = n.matches("Product<").count();
+            let parts: Vec<&str> = n.split(|c| c == '<' || c == '>' || c == ',').filter(|p| !p.is_empty()).collect();
+            assert!(depth <= 3 && parts.len() == 2 * depth + 1, "{n}");
+            assert!(parts.iter().filter(|p| **p != "Product").all(|p| ints.contains(p)), "{n}");
+        }
+        // (Differential's `scc` over a u32 dataflow.)
+        assert!(names.iter().any(|n| n == "Product<Product<u32,usize>,usize>"));
         assert!(names.iter().any(|n| n == "Product<Product<Product<u64,u32>,u64>,u32>"));
     }
 
