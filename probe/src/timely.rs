@@ -174,8 +174,8 @@ impl TimelyMark {
 
 /// Registers the probe on `worker`'s loggers: the `"timely"` log and the
 /// progress logs of a fixed list of timestamp types: `()`, `usize`, `u64`,
-/// `u32`, `i64`, `i32`, `isize`, and `Product`s of `u32`, `u64` and
-/// `usize` nested up to three deep (listed at
+/// `u32`, `i64`, `i32`, `isize`, `Duration`, and `Product`s over `()`,
+/// `u32`, `u64` and `usize` nested up to three deep (listed at
 /// [`Adapter::register_common_progress`]). Call it
 /// first thing in the worker closure, before building dataflows. Does
 /// nothing when the probe is disabled or the worker has no log registry.
@@ -305,10 +305,10 @@ impl Adapter {
 
     /// Registers on the progress logs of the timestamp types timely and
     /// differential programs use: `()`, `usize`, `u64`, `u32`, `i64`,
-    /// `i32`, `isize`, and `Product<A, B>` nested to the left (as
-    /// `iterative` and differential's `iterate` nest scopes) over `A` in
-    /// `u32`, `u64`, `usize` with `B` in the same three: every such type up
-    /// to three `Product`s deep, 117 of them (the list:
+    /// `i32`, `isize`, `Duration`, and `Product<A, B>` nested to the left
+    /// (as `iterative` and differential's `iterate` nest scopes) over `A` in
+    /// `()`, `u32`, `u64`, `usize` with `B` in `u32`, `u64`, `usize`: every
+    /// such type up to three `Product`s deep, 156 of them (the list:
     /// [`common_progress_names`]).
     ///
     /// A log no scope uses still costs a flush call at every worker step,
@@ -658,11 +658,12 @@ fn short_type_name(full: &str) -> String {
 }
 
 /// The common list (see [`Adapter::register_common_progress`]): the plain
-/// types, then over each of `u32`, `u64` and `usize` every `Product` nested
-/// to the left up to three deep with `u32`, `u64` or `usize` inside.
+/// types, then over each of `()`, `u32`, `u64` and `usize` every `Product`
+/// nested to the left up to three deep with `u32`, `u64` or `usize` inside.
 /// (`iterate` nests `u64`, timely's `iterative` what the program asks, and
 /// differential's graph algorithms `usize` inside each other: its `scc`
-/// over a `u32` dataflow builds `Product<Product<u32,usize>,usize>`.)
+/// over a `u32` dataflow builds `Product<Product<u32,usize>,usize>`; a
+/// dataflow over `()` is an `iterate` over nothing else.)
 fn candidates() -> Vec<Candidate> {
     let mut out = vec![
         candidate::<()>(),
@@ -672,7 +673,9 @@ fn candidates() -> Vec<Candidate> {
         candidate::<i64>(),
         candidate::<i32>(),
         candidate::<isize>(),
+        candidate::<std::time::Duration>(),
     ];
+    nested_up_to_3::<()>(&mut out);
     nested_up_to_3::<u32>(&mut out);
     nested_up_to_3::<u64>(&mut out);
     nested_up_to_3::<usize>(&mut out);
@@ -1275,16 +1278,18 @@ mod tests {
         let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
         assert_eq!(distinct.len(), names.len(), "{names:?}");
         // Every nesting of u32, u64 and usize to the left, up to three
-        // Products deep: over each of the three, 3 + 9 + 27.
+        // Products deep: over each of (), u32, u64 and usize, 3 + 9 + 27.
         let ints = ["u32", "u64", "usize"];
         let products: Vec<&String> = names.iter().filter(|n| n.starts_with("Product<")).collect();
-        assert_eq!(products.len(), 3 * (3 + 9 + 27), "{names:?}");
+        assert_eq!(products.len(), 4 * (3 + 9 + 27), "{names:?}");
         for n in &products {
             // `Product<Product<A,B>,C>` → the base and each inner type.
             let depth = n.matches("Product<").count();
             let parts: Vec<&str> = n.split(|c| c == '<' || c == '>' || c == ',').filter(|p| !p.is_empty()).collect();
             assert!(depth <= 3 && parts.len() == 2 * depth + 1, "{n}");
-            assert!(parts.iter().filter(|p| **p != "Product").all(|p| ints.contains(p)), "{n}");
+            let leaves: Vec<&str> = parts.iter().copied().filter(|p| *p != "Product").collect();
+            assert!(leaves[0] == "()" || ints.contains(&leaves[0]), "{n}");
+            assert!(leaves[1..].iter().all(|p| ints.contains(p)), "{n}");
         }
         // (Differential's `scc` over a u32 dataflow.)
         assert!(names.iter().any(|n| n == "Product<Product<u32,usize>,usize>"));

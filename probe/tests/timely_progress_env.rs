@@ -115,3 +115,31 @@ fn each_name_registers_its_own_type() {
         assert_eq!(progress, [name.clone()], "{name}: {got:?}");
     }
 }
+
+/// A scope nested as differential's graph algorithms nest theirs (`scc`:
+/// `usize` rounds inside `usize` rounds inside the dataflow's time) has
+/// its progress log kept once the first dataflow is built: its waits are
+/// not read as waiting for input.
+#[test]
+fn scopes_nested_as_differentials_scc_nests_them_are_traced() {
+    use timely::dataflow::operators::Inspect;
+    use timely::dataflow::Scope;
+    use timely::order::Product;
+    let got = names_after(None, |worker| {
+        worker.dataflow::<u32, _, _>(|scope| {
+            scope.scoped::<Product<u32, usize>, _, _>("StronglyConnected", |outer| {
+                outer.scoped::<Product<Product<u32, usize>, usize>, _, _>("Propagate", |inner| {
+                    timely::dataflow::operators::vec::ToStream::to_stream(0..3u8, inner).inspect(|_| {});
+                });
+            });
+        });
+    });
+    let progress: Vec<String> = got
+        .iter()
+        .filter_map(|n| n.strip_prefix("timely/progress/"))
+        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
+        .collect();
+    for used in ["u32", "Product<u32,usize>", "Product<Product<u32,usize>,usize>"] {
+        assert!(progress.iter().any(|p| p == used), "{used}: {got:?}");
+    }
+}
