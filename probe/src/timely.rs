@@ -144,9 +144,11 @@ use ringlog::{Event, MARK_TAG};
 use crate::{AdapterCost, Probe, WorkerProbe};
 
 /// Tag of the Mark written for timely's `PushProgress { op_id }` (the mark
-/// id is `MARK_PUSH_PROGRESS | op_id`) and for its `Shutdown { id }`
-/// (`MARK_SHUTDOWN | id`): the wire's (ringlog FORMAT.md).
-pub use ringlog::{MARK_PUSH_PROGRESS, MARK_SHUTDOWN};
+/// id is `MARK_PUSH_PROGRESS | op_id`), for its `Shutdown { id }`
+/// (`MARK_SHUTDOWN | id`), and for a scope whose progress this adapter
+/// cannot record (`MARK_UNTRACED_PROGRESS | id`): the wire's (ringlog
+/// FORMAT.md).
+pub use ringlog::{MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_UNTRACED_PROGRESS};
 
 /// What a Mark written by this adapter means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +157,9 @@ pub enum TimelyMark {
     PushProgress(u32),
     /// This operator (or dataflow) shut down.
     Shutdown(u32),
+    /// This scope's progress messages are not recorded: its timestamp type
+    /// has no progress log the adapter listens to.
+    UntracedProgress(u32),
 }
 
 impl TimelyMark {
@@ -167,6 +172,7 @@ impl TimelyMark {
         match id & MARK_TAG {
             MARK_PUSH_PROGRESS => Some(TimelyMark::PushProgress(op)),
             MARK_SHUTDOWN => Some(TimelyMark::Shutdown(op)),
+            MARK_UNTRACED_PROGRESS => Some(TimelyMark::UntracedProgress(op)),
             _ => None,
         }
     }
@@ -554,7 +560,7 @@ impl Adapter {
         s.work_ends(timing);
         drop(s);
         if safe_point {
-            self.prune();
+            self.prune(*time);
         }
     }
 
@@ -562,8 +568,10 @@ impl Adapter {
     /// (and one level of nesting more), removes the rest and every summary
     /// log, and names the scopes of types outside the list. Called where
     /// timely does not hold its log registry: right after it built a
-    /// dataflow. Once.
-    fn prune(&self) {
+    /// dataflow, at `time`, where each such scope gets a Mark
+    /// ([`MARK_UNTRACED_PROGRESS`]) so that a reader of the stream knows
+    /// too. Once.
+    fn prune(&self, time: Duration) {
         let Some(worker) = PRUNER.with(|p| p.borrow_mut().take()) else { return };
         self.lazy.learning.set(false);
         let regs = std::mem::take(&mut *self.lazy.regs.borrow_mut());
@@ -592,8 +600,14 @@ impl Adapter {
             // others.
             s.frontiers[src] = Duration::MAX;
         }
+        let untraced = untraced_scopes(&self.lazy, &seen);
+        for &op in &untraced {
+            s.push(0, time, Ev::Untraced(op));
+        }
+        let mut timing = None;
+        s.advance(0, time, &mut timing);
+        s.work_ends(timing);
         drop(s);
-        warn_untraced_scopes(&self.lazy, &seen);
     }
 
     /// A snapshot of this adapter's counters.
@@ -741,14 +755,16 @@ fn progress_selection(list: Option<&str>) -> Result<Option<Vec<bool>>, String> {
     Ok(Some(chosen))
 }
 
-/// Names, on standard error, each scope built while learning whose
-/// timestamp type has no progress log registered (no summary log saw an
-/// operator in it): once per scope name in the process.
-fn warn_untraced_scopes(lazy: &Lazy, seen: &[(usize, usize)]) {
+/// The scopes built while learning whose timestamp type has no progress
+/// log registered (no summary log saw an operator in them), as their
+/// operators' ids; each named on standard error, once per scope name in the
+/// process.
+fn untraced_scopes(lazy: &Lazy, seen: &[(usize, usize)]) -> Vec<u32> {
     use std::collections::BTreeSet;
     let ops = std::mem::take(&mut *lazy.operators.borrow_mut());
     let addr_of: HashMap<usize, &[usize]> = ops.iter().map(|(id, a, _)| (*id, a.as_slice())).collect();
     let name_at: HashMap<&[usize], &str> = ops.iter().map(|(_, a, n)| (a.as_slice(), n.as_str())).collect();
+    let id_at: HashMap<&[usize], usize> = ops.iter().map(|(id, a, _)| (a.as_slice(), *id)).collect();
     let parent = |a: &[usize]| a.len().checked_sub(1).map(|n| a[..n].to_vec());
     // A scope: an operator with operators inside it.
     let scopes: BTreeSet<Vec<usize>> =
@@ -756,8 +772,10 @@ fn warn_untraced_scopes(lazy: &Lazy, seen: &[(usize, usize)]) {
     let known: BTreeSet<Vec<usize>> =
         seen.iter().filter_map(|(_, id)| addr_of.get(id).and_then(|a| parent(a))).collect();
     static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut untraced = Vec::new();
     for scope in scopes.difference(&known) {
         let name = name_at[scope.as_slice()];
+        untraced.push(id_at[scope.as_slice()] as u32);
         let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
         if warned.iter().any(|n| n == name) {
             continue;
@@ -770,6 +788,7 @@ fn warn_untraced_scopes(lazy: &Lazy, seen: &[(usize, usize)]) {
              timestamp type (see docs/timely.md)"
         );
     }
+    untraced
 }
 
 /// Timely's own cost of logging, per event and per flush call of a logger,
@@ -868,6 +887,7 @@ enum Ev {
     PRecv { channel: u32, from: u32, seq: u64 },
     Push(u32),
     Shutdown(u32),
+    Untraced(u32),
     Park(Option<Duration>),
     Unpark,
     Step,
@@ -1191,6 +1211,7 @@ impl State {
             Ev::PRecv { channel, from, seq } => w.event_at(ts, Event::ProgressRecv { channel, from, seq }),
             Ev::Push(op) => self.push_pending = Some(op),
             Ev::Shutdown(op) => w.event_at(ts, Event::Mark { id: MARK_SHUTDOWN | op as u64 }),
+            Ev::Untraced(op) => w.event_at(ts, Event::Mark { id: MARK_UNTRACED_PROGRESS | op as u64 }),
             Ev::Park(hint) => {
                 let hint = hint.map_or(0, |h| self.ticks_of(nanos(h)));
                 self.w.event_at(ts, Event::Park { hint })

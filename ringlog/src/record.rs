@@ -302,3 +302,9 @@ pub const MARK_PUSH_PROGRESS: u64 = 1 << 56;
 /// no more), or, if `op` is a dataflow, the dataflow and every operator in
 /// it (by address: FORMAT.md).
 pub const MARK_SHUTDOWN: u64 = 2 << 56;
+/// A Mark whose id is `MARK_UNTRACED_PROGRESS | op`: the scope that is
+/// operator `op` exchanges progress messages this stream does not carry
+/// (the engine could not record them: timely logs them under the scope's
+/// timestamp type, which the adapter did not know), so the waits they end
+/// cannot be told from waiting for input.
+pub const MARK_UNTRACED_PROGRESS: u64 = 3 << 56;

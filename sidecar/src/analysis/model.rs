@@ -315,6 +315,12 @@ pub struct StreamMeta {
     pub op_addrs: FxHashMap<u32, Vec<u32>>,
     pub channels: Vec<ChannelMeta>,
     pub spans: FxHashMap<u64, String>,
+    /// The scopes (by operator) whose progress messages the stream does not
+    /// carry (a Mark `MARK_UNTRACED_PROGRESS`: the engine could not record
+    /// them), in the order said: the waits they end look like waiting for
+    /// input.
+    #[serde(default)]
+    pub untraced: Vec<u32>,
     /// `ops` by name, made the first time a window asks (`sidecar whatif`
     /// and the ranking name operators): once per version of the metadata,
     /// not once per window and speedup.
@@ -370,6 +376,15 @@ impl StreamMeta {
         self.changed();
     }
 
+    /// Scope `op`'s progress is not in the stream (an operator it declared:
+    /// what it holds stays bounded by its operators).
+    pub fn untraced_scope(&mut self, op: u32) {
+        if self.ops.contains_key(&op) && !self.untraced.contains(&op) {
+            self.untraced.push(op);
+            self.changed();
+        }
+    }
+
     /// A new version: what was made of the old one is made again.
     fn changed(&mut self) {
         self.ops_by_name = OnceLock::new();
@@ -384,7 +399,8 @@ impl StreamMeta {
             let ops: usize = self.ops.values().map(|n| 4 + n.len()).sum();
             let addrs: usize = self.op_addrs.values().map(|a| 4 + std::mem::size_of_val(&a[..])).sum();
             let spans: usize = self.spans.values().map(|n| 8 + n.len()).sum();
-            (ops + addrs + spans + std::mem::size_of_val(&self.channels[..])) as u64
+            let untraced = std::mem::size_of_val(&self.untraced[..]);
+            (ops + addrs + spans + untraced + std::mem::size_of_val(&self.channels[..])) as u64
         })
     }
 
@@ -440,6 +456,7 @@ impl StreamMeta {
             self.ops.remove(op);
             self.op_addrs.remove(op);
         }
+        self.untraced.retain(|op| !gone.contains(op));
         let ops = &self.ops;
         self.channels.retain(|&(_, (src, _), (dst, _))| {
             !(gone.contains(&src) || gone.contains(&dst)) || ops.contains_key(&src) || ops.contains_key(&dst)

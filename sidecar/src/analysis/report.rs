@@ -67,6 +67,22 @@ pub struct WindowReport {
     /// when it ends (then the window is revised). Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inside_execution: Vec<InsideExecution>,
+    /// Scopes whose progress messages the streams do not carry (the probe
+    /// could not record them: timely logs them under the scope's timestamp
+    /// type, and the adapter did not know it), by worker: the waits they
+    /// ended read as waiting for input, and the what-if keeps those waits.
+    /// Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untraced_progress: Vec<UntracedScope>,
+}
+
+/// A scope whose progress is not traced (see
+/// `WindowReport::untraced_progress`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UntracedScope {
+    pub worker: u32,
+    pub operator: u32,
+    pub name: String,
 }
 
 /// A worker silent inside one step (see `WindowReport::inside_execution`).
@@ -527,6 +543,9 @@ impl WindowReport {
             };
             s += &format!("  what-if: {words}");
         }
+        if !self.untraced_progress.is_empty() {
+            s += &format!("  (progress not traced in {})", self.untraced_scope_names());
+        }
         s += &format!("  {} streams, {} events", self.streams.len(), self.events);
         if self.lost_records > 0 {
             s += &format!(", {} records lost", self.lost_records);
@@ -545,6 +564,19 @@ impl WindowReport {
             s += &format!("  property violations: {}", failed.join(", "));
         }
         s
+    }
+
+    /// The names of the scopes of `untraced_progress`, each once, sorted.
+    pub fn untraced_scopes(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.untraced_progress.iter().map(|u| u.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// [`WindowReport::untraced_scopes`] in backquotes, for a line.
+    pub fn untraced_scope_names(&self) -> String {
+        self.untraced_scopes().iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
     }
 
     /// Worker `w` as the line names it: `w0`, or in a window with streams
@@ -750,6 +782,10 @@ pub struct RunTotals {
     /// Windows whose top operator tied across workers, by the tie in words
     /// (`ArrangeByKey on w0, w1 (tie)`).
     pub ties: std::collections::BTreeMap<String, u64>,
+    /// Windows whose streams did not carry a scope's progress, by the
+    /// scope's name (`WindowReport::untraced_progress`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub untraced_progress: std::collections::BTreeMap<String, u64>,
     /// Differential arrangements by (worker, operator id): the last level
     /// of records they held (before a drop to nothing, which is the trace
     /// going away) and the most they ever held, the
@@ -896,6 +932,12 @@ impl RunTotals {
                 *self.ties.entry(t).or_default() += 1;
             }
         }
+        for name in r.untraced_scopes() {
+            // (Bounded like the ties.)
+            if self.untraced_progress.len() < Self::STREAMS_KEPT || self.untraced_progress.contains_key(name) {
+                *self.untraced_progress.entry(name.to_string()).or_default() += 1;
+            }
+        }
         for w in &r.what_if {
             let e = self.what_if.entry(w.speedup.clone()).or_insert_with(|| (0, 0, w.clone()));
             e.0 += w.saved_ns;
@@ -983,6 +1025,14 @@ impl RunTotals {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
                     self.ties.remove(&t);
+                }
+            }
+        }
+        for name in r.untraced_scopes() {
+            if let Some(n) = self.untraced_progress.get_mut(name) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.untraced_progress.remove(name);
                 }
             }
         }
@@ -1202,6 +1252,28 @@ mod tests {
         }
         assert_eq!(t.streams.len(), RunTotals::STREAMS_KEPT);
         assert_eq!((t.windows, t.worker_ns), (jobs as u64, 10 * jobs as u64));
+    }
+
+    /// The run counts each scope whose progress was untraced once per window
+    /// whatever the workers that say so, and a revised window's old report
+    /// taken out leaves no trace of it.
+    #[test]
+    fn run_totals_count_the_windows_of_an_untraced_scope() {
+        let scope = |w: u32, name: &str| UntracedScope { worker: w, operator: 2, name: name.into() };
+        let a = WindowReport {
+            untraced_progress: vec![scope(0, "Iterative"), scope(1, "Iterative")],
+            ..Default::default()
+        };
+        let b = WindowReport { untraced_progress: vec![scope(0, "Iterative"), scope(0, "Odd")], ..Default::default() };
+        assert_eq!(b.untraced_scope_names(), "`Iterative`, `Odd`");
+        let mut t = RunTotals::default();
+        t.add(&a);
+        t.add(&b);
+        let counts: Vec<(&str, u64)> = t.untraced_progress.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        assert_eq!(counts, [("Iterative", 2), ("Odd", 1)]);
+        t.remove(&b);
+        let counts: Vec<(&str, u64)> = t.untraced_progress.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        assert_eq!(counts, [("Iterative", 1)]);
     }
 }
 

@@ -59,6 +59,10 @@ struct Prediction {
     predicted_ns: u64,
     saved_share: f64,
     naive_saved_ns: u64,
+    /// Scopes whose progress the files do not carry: the waits it ended
+    /// are kept as measured.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    untraced_progress: Vec<String>,
 }
 
 /// Analyzes the files with the speedup, prints the prediction: 0; 1 with
@@ -139,9 +143,16 @@ fn check_speedup(speedup: &[Speedup], named: &Named) -> Result<(), String> {
 
 /// The reports' JSON lines gathered into the prediction.
 fn predict(speedup: &[Speedup], json_lines: &str) -> Prediction {
-    let mut windows: Vec<WindowPrediction> = json_lines
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let reports: Vec<Value> = json_lines.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let mut untraced_progress: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r["untraced_progress"].as_array().into_iter().flatten())
+        .filter_map(|u| Some(u["name"].as_str()?.to_string()))
+        .collect();
+    untraced_progress.sort();
+    untraced_progress.dedup();
+    let mut windows: Vec<WindowPrediction> = reports
+        .iter()
         .filter_map(|r| {
             let w = r["what_if"].get(0)?;
             Some(WindowPrediction {
@@ -164,6 +175,7 @@ fn predict(speedup: &[Speedup], json_lines: &str) -> Prediction {
         windows,
         measured_ns,
         predicted_ns,
+        untraced_progress,
     }
 }
 
@@ -189,6 +201,14 @@ fn describe(p: &Prediction) -> String {
         100.0 * p.saved_share,
         pct(p.naive_saved_ns, p.measured_ns)
     );
+    if !p.untraced_progress.is_empty() {
+        let names: Vec<String> = p.untraced_progress.iter().map(|n| format!("`{n}`")).collect();
+        s += &format!(
+            "  progress not traced in {}: the waits it ended are kept as measured, so the prediction can be too \
+             small (register the scope's timestamp type with the probe: docs/timely.md)\n",
+            names.join(", ")
+        );
+    }
     s
 }
 

@@ -501,6 +501,10 @@ pub struct Summary {
     /// Windows whose top operator tied across workers: (the tie in words,
     /// windows), the most frequent first (at most 3).
     pub ties: Vec<(String, u64)>,
+    /// Scopes whose progress the streams did not carry, by name (at most
+    /// 5): the what-if keeps the waits their progress ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub untraced_progress: Vec<String>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
     /// The largest differential arrangements: (worker, operator, records
@@ -566,6 +570,7 @@ impl Summary {
         ties.truncate(3);
         Summary {
             ties,
+            untraced_progress: t.untraced_progress.keys().take(5).cloned().collect(),
             command: command.to_vec(),
             exit_status,
             wall_ms,
@@ -639,6 +644,14 @@ impl Summary {
         s += &arrangements_line(&self.arrangements);
         for (_, words, _) in &self.what_if {
             s += &format!("  what-if: {words}\n");
+        }
+        if !self.untraced_progress.is_empty() {
+            let names: Vec<String> = self.untraced_progress.iter().map(|n| format!("`{n}`")).collect();
+            s += &format!(
+                "  progress not traced in {}: the waits it ended read as waiting for input, and the what-if keeps \
+                 them (register the scope's timestamp type with the probe: docs/timely.md)\n",
+                names.join(", ")
+            );
         }
         s += &c.text();
         s
@@ -847,6 +860,20 @@ mod tests {
             "{text}"
         );
         assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), Cost::default()).text().contains("arrangements"));
+    }
+
+    #[test]
+    fn a_scope_whose_progress_was_not_traced_is_named_with_what_it_means() {
+        use crate::analysis::report::{UntracedScope, WindowReport};
+        let mut t = RunTotals::default();
+        let u = UntracedScope { worker: 1, operator: 2, name: "Propagate".into() };
+        t.add(&WindowReport { untraced_progress: vec![u], ..Default::default() });
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0)).text();
+        assert!(
+            text.contains("  progress not traced in `Propagate`: the waits it ended read as waiting for input, and the what-if keeps them"),
+            "{text}"
+        );
+        assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), Cost::default()).text().contains("not traced"));
     }
 
     #[test]

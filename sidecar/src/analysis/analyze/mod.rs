@@ -114,6 +114,7 @@ pub fn analyze_detail(
         ..Default::default()
     };
     rep.inside_execution = inside_execution(&frags);
+    rep.untraced_progress = untraced_progress(&frags);
     let merged = fragments::merge_fragments(index, width, frags);
     let mut frags = merged.frags;
     let streams = Arc::new(Streams::new(host, &frags));
@@ -205,6 +206,24 @@ fn inside_execution(frags: &[Fragment]) -> Vec<crate::analysis::report::InsideEx
         .collect();
     v.sort_by_key(|i| (i.worker, i.since_ns));
     v.dedup_by_key(|i| i.worker);
+    v
+}
+
+/// The scopes whose progress the streams do not carry, by worker.
+fn untraced_progress(frags: &[Fragment]) -> Vec<crate::analysis::report::UntracedScope> {
+    let mut v: Vec<_> = frags
+        .iter()
+        .filter_map(|f| Some((f.stream?.worker, &*f.meta)))
+        .flat_map(|(worker, meta)| {
+            meta.untraced.iter().map(move |&operator| crate::analysis::report::UntracedScope {
+                worker,
+                operator,
+                name: meta.op_name(operator).unwrap_or_default().to_string(),
+            })
+        })
+        .collect();
+    v.sort();
+    v.dedup();
     v
 }
 

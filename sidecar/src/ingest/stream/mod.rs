@@ -92,6 +92,14 @@ impl Stream {
         }
     }
 
+    /// Scope `op`'s progress messages are not in the stream (from now on:
+    /// the stream's metadata says so to every window after).
+    fn note_untraced(&mut self, op: u32) {
+        if !self.meta.untraced.contains(&op) {
+            Arc::make_mut(&mut self.meta).untraced_scope(op);
+        }
+    }
+
     /// Forgets the operators that shut down in windows handed over for
     /// good (none can still be revised): their names, addresses, and the
     /// channels between operators no longer known. A program that builds and

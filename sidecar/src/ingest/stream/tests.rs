@@ -466,3 +466,43 @@ fn dataflows_built_and_dropped_keep_the_metadata_bounded() {
         assert!(f.meta.ops.len() <= 8, "window {}: {} operators", f.window, f.meta.ops.len());
     }
 }
+
+/// A Mark `MARK_UNTRACED_PROGRESS | scope` (the probe could not record that
+/// scope's progress) is kept in the stream's metadata, once, for a scope the
+/// stream declared, from the windows of the frame that has it on (the
+/// scope's progress was never traced: the probe writes the mark once it
+/// knows); a mark naming no declared operator changes nothing; a scope that
+/// shuts down is forgotten with its name. The window's report lists it, and
+/// its line says so.
+#[test]
+fn a_scope_whose_progress_is_not_traced_is_said_from_its_mark_on() {
+    let (mut e, mut out, w0, d) = one_worker();
+    let op = |id: u32, name: &str, addr: Vec<u32>| Meta::Operator { id, name: name.into(), addr };
+    let meta = [op(0, "Dataflow", vec![0]), op(2, "Iterative", vec![0, 2]), op(3, "Work", vec![0, 2, 1])];
+    e.metadata(w0, 1, d, &meta, &mut out);
+    let mark = |t: u64, id: u64| Record::from_event(t, Event::Mark { id });
+    let mut first = executions(0);
+    first.insert(3, mark(120, ringlog::MARK_UNTRACED_PROGRESS | 77));
+    first.insert(5, mark(320, ringlog::MARK_UNTRACED_PROGRESS | 2));
+    first.insert(7, mark(330, ringlog::MARK_UNTRACED_PROGRESS | 2));
+    e.records(w0, 2, 0, d, &[&first], &mut out);
+    let mut second = executions(10);
+    second.insert(10, mark(1_520, ringlog::MARK_SHUTDOWN | 2));
+    e.records(w0, 3, 0, d, &[&second], &mut out);
+    e.records(w0, 4, 0, d, &[&executions(20)], &mut out);
+    e.end(w0, 5, 0, d, &EndStats { produced: 65, lost: 0, elided: 0 }, &mut out);
+    let ing = run(&out);
+    let at = |ix: u64| ing.out.iter().find(|f| f.window == ix && !f.marker).expect("window");
+    for ix in 0..7 {
+        assert_eq!(at(ix).meta.untraced, [2], "window {ix}");
+    }
+    for ix in 7..12 {
+        assert!(at(ix).meta.untraced.is_empty(), "window {ix}: the scope shut down");
+    }
+    let rep = crate::analysis::analyze::analyze(7, 3, 250, vec![at(3).clone()]);
+    let want = crate::analysis::report::UntracedScope { worker: 0, operator: 2, name: "Iterative".into() };
+    assert_eq!(rep.untraced_progress, [want]);
+    assert!(rep.readable_line().contains("(progress not traced in `Iterative`)"), "{}", rep.readable_line());
+    let rep = crate::analysis::analyze::analyze(7, 8, 250, vec![at(8).clone()]);
+    assert!(rep.untraced_progress.is_empty() && !rep.readable_line().contains("not traced"));
+}
