@@ -150,8 +150,10 @@ use crate::{AdapterCost, Probe, WorkerProbe};
 /// FORMAT.md).
 pub use ringlog::{MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_UNTRACED_PROGRESS};
 
-/// What a Mark written by this adapter means.
+/// What a Mark written by this adapter means. (More may come: match with
+/// a wildcard arm.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimelyMark {
     /// Timely pushed progress (frontier changes) to this operator.
     PushProgress(u32),
@@ -1323,6 +1325,7 @@ mod tests {
         assert_eq!(TimelyMark::decode(MARK_SHUTDOWN | 0xffff_ffff), Some(TimelyMark::Shutdown(u32::MAX)));
         assert_eq!(TimelyMark::decode(7), None);
         assert_eq!(TimelyMark::decode(MARK_SHUTDOWN | 1 << 40), None);
-        assert_eq!(TimelyMark::decode(3 << 56), None);
+        assert_eq!(TimelyMark::decode(MARK_UNTRACED_PROGRESS | 2), Some(TimelyMark::UntracedProgress(2)));
+        assert_eq!(TimelyMark::decode(4 << 56), None);
     }
 }

@@ -370,6 +370,9 @@ fn check_trace(keep_local: bool) {
                         assert_eq!(prev, Some(Event::ScheduleStart { op }), "worker {w}: push-progress mark")
                     }
                     Some(TimelyMark::Shutdown(op)) => assert!(ops.contains_key(&op)),
+                    // (Every scope here is of a type the adapter knows.)
+                    Some(TimelyMark::UntracedProgress(op)) => panic!("worker {w}: scope {op} said untraced"),
+                    Some(other) => panic!("worker {w}: unexpected mark {other:?}"),
                     None => panic!("worker {w}: unknown mark {id:#x}"),
                 },
                 _ => {}
