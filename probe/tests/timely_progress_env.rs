@@ -11,6 +11,16 @@ use std::sync::{Arc, Mutex};
 use common::tmp_path;
 use probe::{Probe, Sink};
 
+/// The timestamp types of the progress logs among log `names`, as
+/// `PROBE_TIMELY_PROGRESS` names them (`Product<u32,u64>`).
+fn progress_types(names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|n| n.strip_prefix("timely/progress/"))
+        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
+        .collect()
+}
+
 /// The log names a worker has after `attach`, with `PROBE_TIMELY_PROGRESS`
 /// set to `list` (or unset).
 fn names_after_attach(list: Option<&str>) -> Vec<String> {
@@ -77,11 +87,7 @@ fn after_the_first_dataflow_only_the_types_its_scopes_use_are_left() {
             });
         });
     });
-    let progress: Vec<String> = got
-        .iter()
-        .filter_map(|n| n.strip_prefix("timely/progress/"))
-        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
-        .collect();
+    let progress = progress_types(&got);
     // The dataflow is u32, its iterative scope Product<u32,u64>; kept one
     // level deeper: Product<u32,B> and Product<Product<u32,u64>,B> for B in
     // u32, u64, usize. No other plain type: no scope uses one.
@@ -107,11 +113,7 @@ fn after_the_first_dataflow_only_the_types_its_scopes_use_are_left() {
 fn each_name_registers_its_own_type() {
     for name in probe::timely::common_progress_names() {
         let got = names_after_attach(Some(&name));
-        let progress: Vec<String> = got
-            .iter()
-            .filter_map(|n| n.strip_prefix("timely/progress/"))
-            .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
-            .collect();
+        let progress = progress_types(&got);
         assert_eq!(progress, [name.clone()], "{name}: {got:?}");
     }
 }
@@ -134,11 +136,7 @@ fn scopes_nested_as_differentials_scc_nests_them_are_traced() {
             });
         });
     });
-    let progress: Vec<String> = got
-        .iter()
-        .filter_map(|n| n.strip_prefix("timely/progress/"))
-        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
-        .collect();
+    let progress = progress_types(&got);
     for used in ["u32", "Product<u32,usize>", "Product<Product<u32,usize>,usize>"] {
         assert!(progress.iter().any(|p| p == used), "{used}: {got:?}");
     }
