@@ -668,9 +668,13 @@ fn candidate<T: ::timely::progress::Timestamp>() -> Candidate {
     }
 }
 
-/// `timely::order::product::Product<u64, u32>` → `Product<u64,u32>`.
+/// `timely::order::product::Product<u64, u32>` → `Product<u64,u32>`,
+/// `core::time::Duration` → `Duration`.
 fn short_type_name(full: &str) -> String {
-    full.replace("timely::order::product::", "").replace("timely::order::", "").replace(' ', "")
+    full.replace("timely::order::product::", "")
+        .replace("timely::order::", "")
+        .replace("core::time::", "")
+        .replace(' ', "")
 }
 
 /// The common list (see [`Adapter::register_common_progress`]): the plain
@@ -751,7 +755,17 @@ fn progress_selection(list: Option<&str>) -> Result<Option<Vec<bool>>, String> {
         }
         match names.iter().position(|k| *k == name) {
             Some(i) => chosen[i] = true,
-            None => return Err(format!("PROBE_TIMELY_PROGRESS: {name:?} is not one of {}", names.join(", "))),
+            None => {
+                // (The Products are too many to list: 156.)
+                let plain: Vec<&str> =
+                    names.iter().map(String::as_str).filter(|n| !n.starts_with("Product<")).collect();
+                return Err(format!(
+                    "PROBE_TIMELY_PROGRESS: {name:?} is not one of {}, or a Product nested to the left up to three \
+                     deep over (), u32, u64 or usize with u32, u64 or usize inside (e.g. Product<u64,u32>, \
+                     Product<Product<u32,usize>,usize>)",
+                    plain.join(", ")
+                ));
+            }
         }
     }
     Ok(Some(chosen))
@@ -1290,7 +1304,10 @@ mod tests {
         assert_eq!(on, ["u64", "Product<Product<u32,u64>,u64>", "Product<u64,u32>"]);
         let e = progress_selection(Some("u64,u128")).unwrap_err();
         assert!(
-            e.contains("PROBE_TIMELY_PROGRESS") && e.contains("\"u128\"") && e.contains("Product<u64,usize>"),
+            e.contains("PROBE_TIMELY_PROGRESS")
+                && e.contains("\"u128\"")
+                && e.contains("Duration")
+                && e.contains("Product<u64,u32>"),
             "{e}"
         );
     }

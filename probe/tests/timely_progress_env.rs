@@ -17,7 +17,7 @@ fn progress_types(names: &[String]) -> Vec<String> {
     names
         .iter()
         .filter_map(|n| n.strip_prefix("timely/progress/"))
-        .map(|t| t.replace("timely::order::product::", "").replace(' ', ""))
+        .map(|t| t.replace("timely::order::product::", "").replace("core::time::", "").replace(' ', ""))
         .collect()
 }
 
