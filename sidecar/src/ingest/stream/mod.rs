@@ -92,10 +92,12 @@ impl Stream {
         }
     }
 
-    /// Scope `op`'s progress messages are not in the stream (from now on:
-    /// the stream's metadata says so to every window after).
+    /// Scope `op`'s progress messages are not in the stream: the stream's
+    /// metadata says so from now on. (Checked before the metadata is made
+    /// a new version: a mark said again, or of no operator the stream
+    /// declared, changes nothing.)
     fn note_untraced(&mut self, op: u32) {
-        if !self.meta.untraced.contains(&op) {
+        if self.meta.ops.contains_key(&op) && !self.meta.untraced.contains(&op) {
             Arc::make_mut(&mut self.meta).untraced_scope(op);
         }
     }
