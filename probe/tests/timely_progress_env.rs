@@ -125,7 +125,6 @@ fn each_name_registers_its_own_type() {
 #[test]
 fn scopes_nested_as_differentials_scc_nests_them_are_traced() {
     use timely::dataflow::operators::Inspect;
-    use timely::dataflow::Scope;
     use timely::order::Product;
     let got = names_after(None, |worker| {
         worker.dataflow::<u32, _, _>(|scope| {

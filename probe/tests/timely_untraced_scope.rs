@@ -14,7 +14,6 @@ use probe::{OnFull, Probe, Sink};
 use ringlog::{Event, Meta, MARK_UNTRACED_PROGRESS};
 
 use timely::dataflow::operators::{Inspect, Probe as _};
-use timely::dataflow::Scope;
 use timely::order::Product;
 
 #[test]
