@@ -92,6 +92,12 @@ pub struct InsideExecution {
     pub since_ns: Ns,
 }
 
+/// Names in backquotes, comma-separated, as the lines name scopes and
+/// operators: `` `Iterative`, `Odd` ``.
+pub fn quoted_names(names: &[impl AsRef<str>]) -> String {
+    names.iter().map(|n| format!("`{}`", n.as_ref())).collect::<Vec<_>>().join(", ")
+}
+
 fn is_first(n: &u32) -> bool {
     *n == 0
 }
@@ -576,7 +582,7 @@ impl WindowReport {
 
     /// [`WindowReport::untraced_scopes`] in backquotes, for a line.
     pub fn untraced_scope_names(&self) -> String {
-        self.untraced_scopes().iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        quoted_names(&self.untraced_scopes())
     }
 
     /// Worker `w` as the line names it: `w0`, or in a window with streams

@@ -202,11 +202,10 @@ fn describe(p: &Prediction) -> String {
         pct(p.naive_saved_ns, p.measured_ns)
     );
     if !p.untraced_progress.is_empty() {
-        let names: Vec<String> = p.untraced_progress.iter().map(|n| format!("`{n}`")).collect();
         s += &format!(
             "  progress not traced in {}: the waits it ended are kept as measured, so the prediction can be too \
              small (register the scope's timestamp type with the probe: docs/timely.md)\n",
-            names.join(", ")
+            crate::analysis::report::quoted_names(&p.untraced_progress)
         );
     }
     s

@@ -646,11 +646,10 @@ impl Summary {
             s += &format!("  what-if: {words}\n");
         }
         if !self.untraced_progress.is_empty() {
-            let names: Vec<String> = self.untraced_progress.iter().map(|n| format!("`{n}`")).collect();
             s += &format!(
                 "  progress not traced in {}: the waits it ended read as waiting for input, and the what-if keeps \
                  them (register the scope's timestamp type with the probe: docs/timely.md)\n",
-                names.join(", ")
+                crate::analysis::report::quoted_names(&self.untraced_progress)
             );
         }
         s += &c.text();
