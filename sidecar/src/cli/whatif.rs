@@ -205,7 +205,7 @@ fn describe(p: &Prediction) -> String {
         s += &format!(
             "  progress not traced in {}: the waits it ended are kept as measured, so the prediction can be too \
              small (register the scope's timestamp type with the probe: docs/timely.md)\n",
-            crate::analysis::report::quoted_names(&p.untraced_progress)
+            sidecar::analysis::report::quoted_names(&p.untraced_progress)
         );
     }
     s
