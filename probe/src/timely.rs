@@ -146,9 +146,10 @@ use crate::{AdapterCost, Probe, WorkerProbe};
 /// Tag of the Mark written for timely's `PushProgress { op_id }` (the mark
 /// id is `MARK_PUSH_PROGRESS | op_id`), for its `Shutdown { id }`
 /// (`MARK_SHUTDOWN | id`), and for a scope whose progress this adapter
-/// cannot record (`MARK_UNTRACED_PROGRESS | id`): the wire's (ringlog
+/// cannot record (`MARK_UNTRACED_PROGRESS | id`), and where the program
+/// took the `"timely"` log from it (`MARK_DETACHED`): the wire's (ringlog
 /// FORMAT.md).
-pub use ringlog::{MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_UNTRACED_PROGRESS};
+pub use ringlog::{MARK_DETACHED, MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_UNTRACED_PROGRESS};
 
 /// What a Mark written by this adapter means. (More may come: match with
 /// a wildcard arm.)
@@ -162,6 +163,9 @@ pub enum TimelyMark {
     /// This scope's progress messages are not recorded: its timestamp type
     /// has no progress log the adapter listens to.
     UntracedProgress(u32),
+    /// The program bound its own logger to the `"timely"` log in place of
+    /// the adapter's: nothing more of this worker follows.
+    Detached,
 }
 
 impl TimelyMark {
@@ -175,6 +179,7 @@ impl TimelyMark {
             MARK_PUSH_PROGRESS => Some(TimelyMark::PushProgress(op)),
             MARK_SHUTDOWN => Some(TimelyMark::Shutdown(op)),
             MARK_UNTRACED_PROGRESS => Some(TimelyMark::UntracedProgress(op)),
+            MARK_DETACHED if op == 0 => Some(TimelyMark::Detached),
             _ => None,
         }
     }
@@ -282,6 +287,7 @@ impl Adapter {
             activity: false,
             src0_parked: false,
             drop_local: !w_keeps_local,
+            detached: false,
             after_start: false,
             local_uncounted: 0,
             push_pending: None,
@@ -302,13 +308,99 @@ impl Adapter {
 
     /// Registers on the `"timely"` log and on the progress logs of the
     /// timestamp types scopes use ([`Adapter::register_common_progress`]).
-    /// Replaces any logger already bound to those names.
+    /// Replaces any logger already bound to those names (saying so on
+    /// standard error for `"timely"`: that logger receives nothing more; to
+    /// keep it, bind it with [`Adapter::register_with`] instead).
+    ///
+    /// A program that binds its own logger to `"timely"` after this, before
+    /// its first dataflow (where a program sets up its logging), takes the
+    /// log from the adapter: the adapter says so on standard error and ends
+    /// the worker's stream with a Mark ([`MARK_DETACHED`]) that the sidecar
+    /// reports, instead of leaving a stream that stops without a word.
     pub fn register(&self, worker: &Worker) {
-        if let Some(mut reg) = worker.log_register() {
-            let me = self.clone();
-            reg.insert::<TimelyEventBuilder, _>("timely", move |time, data| me.on_timely(time, data));
-        }
+        self.bind_timely(worker, None::<fn(&Duration, &mut Option<Vec<(Duration, TimelyEvent)>>)>);
         self.register_common_progress(worker);
+    }
+
+    /// [`Adapter::register`], sharing the `"timely"` log with the program's
+    /// own logger: `action` sees each batch (and each flush) first, then
+    /// the adapter takes the events. Leave the batch in place (read it, do
+    /// not drain it). This is how to keep a logger of your own on
+    /// `"timely"` together with the probe: timely binds one logger to a
+    /// name, and a second binding replaces the first.
+    pub fn register_with<F>(&self, worker: &Worker, action: F)
+    where
+        F: FnMut(&Duration, &mut Option<Vec<(Duration, TimelyEvent)>>) + 'static,
+    {
+        self.bind_timely(worker, Some(action));
+        self.register_common_progress(worker);
+    }
+
+    /// Binds the adapter (after `action`, if any) to the `"timely"` log.
+    fn bind_timely<F>(&self, worker: &Worker, mut action: Option<F>)
+    where
+        F: FnMut(&Duration, &mut Option<Vec<(Duration, TimelyEvent)>>) + 'static,
+    {
+        let Some(mut reg) = worker.log_register() else { return };
+        let binding = TimelyBinding(self.clone());
+        let before = reg.insert::<TimelyEventBuilder, _>("timely", move |time, data| {
+            if let Some(a) = action.as_mut() {
+                a(time, data);
+            }
+            binding.0.on_timely(time, data)
+        });
+        if before.is_some() {
+            eprintln!(
+                "probe: worker {}: a logger was bound to timely's `timely` log before the probe's, which replaced it: \
+                 that logger receives nothing more. To keep both, bind yours with \
+                 `probe::timely::Adapter::register_with` (see docs/timely.md)",
+                worker.index()
+            );
+        }
+        // (A binding of an earlier adapter is dropped here, and takes the
+        // handle below if it was set: so it is set after.)
+        drop(before);
+        // Until the first dataflow is built (`prune`): while it is held, the
+        // registry is alive, so a drop of the binding is the program's own
+        // logger taking its place.
+        PRUNER.with(|p| *p.borrow_mut() = Some(worker.clone()));
+    }
+
+    /// The logger bound to `"timely"` by [`Adapter::register`] was dropped.
+    /// While the adapter learns the scopes' types, this thread's `PRUNER`
+    /// holds a handle on the worker, so its log registry is alive: the
+    /// program bound another logger to the name (or removed it), and the
+    /// adapter receives nothing more of this worker. Otherwise the registry
+    /// was dropped with the worker: the normal end. (A logger bound in the
+    /// adapter's place after the first dataflow is not told apart: the
+    /// dataflows built before keep the adapter's logger, and their events
+    /// keep coming, until they end.)
+    fn timely_binding_dropped(&self) {
+        // (`try_with`: during the thread's exit `PRUNER` may be gone, or be
+        // dropping the worker that held this logger.)
+        let Ok(Some(worker)) = PRUNER.try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.take())) else {
+            return;
+        };
+        let index = worker.index();
+        // The prune cannot come (it waits for this log's flush): without
+        // this handle the worker's registry, and with it the adapter, is
+        // dropped when the worker ends, which ends the stream.
+        drop(worker);
+        self.lazy.learning.set(false);
+        let mut s = self.state.borrow_mut();
+        s.detached = true;
+        let now = s.epoch.elapsed();
+        for f in s.frontiers.iter_mut() {
+            *f = Duration::MAX;
+        }
+        s.push(0, now, Ev::Detached);
+        s.write_until(Duration::MAX);
+        drop(s);
+        eprintln!(
+            "probe: worker {index}: the program bound its own logger to timely's `timely` log, replacing the \
+             probe's: this worker is not traced from here on (its stream ends with a mark saying so). To keep \
+             both, bind yours with `probe::timely::Adapter::register_with` instead (see docs/timely.md)"
+        );
     }
 
     /// Registers on the progress logs of the timestamp types timely and
@@ -387,6 +479,9 @@ impl Adapter {
         let progress_log = format!("timely/progress/{full}");
         reg.insert::<TimelyProgressEventBuilder<T>, _>(&progress_log, move |time, data| {
             let mut s = me.state.borrow_mut();
+            if s.detached {
+                return;
+            }
             let mut timing = s.work_starts(data.as_ref().map(Vec::len));
             if let Some(batch) = data {
                 for (d, ev) in batch.drain(..) {
@@ -433,6 +528,9 @@ impl Adapter {
         let me = self.clone();
         reg.insert::<DifferentialEventBuilder, _>("differential/arrange", move |time, data| {
             let mut s = me.state.borrow_mut();
+            if s.detached {
+                return;
+            }
             let mut timing = s.work_starts(data.as_ref().map(Vec::len));
             if let Some(batch) = data {
                 let s = &mut *s;
@@ -452,10 +550,17 @@ impl Adapter {
     }
 
     /// Handles one call of the `"timely"` log's action: a batch of events
-    /// (`Some`) or a flush (`None`). [`Adapter::register`] binds this; call
-    /// it yourself from your own `"timely"` action to share the log.
+    /// (`Some`) or a flush (`None`); it takes the batch's events.
+    /// [`Adapter::register`] and [`Adapter::register_with`] bind it (the
+    /// latter after your own action: the way to share the log). A program
+    /// that binds its own action instead and calls this from it must not
+    /// call `register` first: replacing the adapter's binding before the
+    /// first dataflow detaches the adapter (see [`Adapter::register`]).
     pub fn on_timely(&self, time: &Duration, data: &mut Option<Vec<(Duration, TimelyEvent)>>) {
         let mut s = self.state.borrow_mut();
+        if s.detached {
+            return;
+        }
         if s.frontiers.is_empty() {
             s.new_source();
         }
@@ -510,10 +615,10 @@ impl Adapter {
                         TimelyEvent::Park(ParkEvent::Unpark) => Ev::Unpark,
                         TimelyEvent::Operates(o) => {
                             s.w.operator(o.id, &o.name, &o.addr);
+                            // A dataflow's own Operates: timely logs it once
+                            // the dataflow is built, and flushes.
+                            safe_point |= o.addr.len() == 1;
                             if self.lazy.learning.get() {
-                                // A dataflow's own Operates: timely logs it
-                                // once the dataflow is built, and flushes.
-                                safe_point |= o.addr.len() == 1;
                                 self.lazy.operators.borrow_mut().push((o.id, o.addr.clone(), o.name.clone()));
                             }
                             s.addr_to_id.insert(o.addr, o.id);
@@ -575,7 +680,11 @@ impl Adapter {
     /// too. Once.
     fn prune(&self, time: Duration) {
         let Some(worker) = PRUNER.with(|p| p.borrow_mut().take()) else { return };
-        self.lazy.learning.set(false);
+        if !self.lazy.learning.replace(false) {
+            // A fixed list: nothing to learn. The handle was kept to tell a
+            // program's own `"timely"` logger (`timely_binding_dropped`).
+            return;
+        }
         let regs = std::mem::take(&mut *self.lazy.regs.borrow_mut());
         let Some(mut reg) = worker.log_register() else { return };
         // Removing a summary log drops its logger (no scope keeps one),
@@ -619,6 +728,17 @@ impl Adapter {
     }
 }
 
+/// Held by the logger [`Adapter::register`] binds to `"timely"`: when
+/// timely drops that logger, the adapter learns it
+/// ([`Adapter::timely_binding_dropped`]).
+struct TimelyBinding(Adapter);
+
+impl Drop for TimelyBinding {
+    fn drop(&mut self) {
+        self.0.timely_binding_dropped();
+    }
+}
+
 /// What [`Adapter::register_common_progress`] learns from (see there).
 #[derive(Default)]
 struct Lazy {
@@ -647,8 +767,9 @@ struct Registration {
 }
 
 thread_local! {
-    /// The worker whose registry the adapter prunes, from
-    /// `register_common_progress` to the first dataflow built. Not in the
+    /// The worker whose registry the adapter prunes, from `register` to the
+    /// first dataflow built (and which tells a program's own `"timely"`
+    /// logger bound meanwhile: `timely_binding_dropped`). Not in the
     /// adapter's state: the registry holds the adapter, and a worker held
     /// there would hold the registry, and neither would ever be dropped
     /// (nor the stream end). Here it goes at the prune, or with the thread.
@@ -897,17 +1018,40 @@ fn nanos(d: Duration) -> u64 {
 enum Ev {
     Start(u32),
     Stop(u32),
-    Send { channel: u32, to: u32, seq: u64, records: u32 },
-    Recv { channel: u32, from: u32, seq: u64, records: u32 },
-    PSend { channel: u32, seq: u64 },
-    PRecv { channel: u32, from: u32, seq: u64 },
+    Send {
+        channel: u32,
+        to: u32,
+        seq: u64,
+        records: u32,
+    },
+    Recv {
+        channel: u32,
+        from: u32,
+        seq: u64,
+        records: u32,
+    },
+    PSend {
+        channel: u32,
+        seq: u64,
+    },
+    PRecv {
+        channel: u32,
+        from: u32,
+        seq: u64,
+    },
     Push(u32),
     Shutdown(u32),
     Untraced(u32),
+    /// The program took the `"timely"` log: nothing follows.
+    Detached,
     Park(Option<Duration>),
     Unpark,
     Step,
-    Arrange { op: u32, figure: u32, value: u64 },
+    Arrange {
+        op: u32,
+        figure: u32,
+        value: u64,
+    },
 }
 
 type PendingChannel = (usize, Vec<usize>, (usize, usize), (usize, usize));
@@ -931,6 +1075,9 @@ struct State {
     pending: Vec<VecDeque<(Duration, Ev)>>,
     pending_len: usize,
     /// A non-metadata event arrived since the last Step.
+    /// The program took the `"timely"` log from the adapter (see
+    /// [`Adapter::timely_binding_dropped`]): nothing more is written.
+    detached: bool,
     activity: bool,
     /// The `"timely"` log's last event was a Park (its next flush is the
     /// one before parking).
@@ -1228,6 +1375,7 @@ impl State {
             Ev::Push(op) => self.push_pending = Some(op),
             Ev::Shutdown(op) => w.event_at(ts, Event::Mark { id: MARK_SHUTDOWN | op as u64 }),
             Ev::Untraced(op) => w.event_at(ts, Event::Mark { id: MARK_UNTRACED_PROGRESS | op as u64 }),
+            Ev::Detached => w.event_at(ts, Event::Mark { id: MARK_DETACHED }),
             Ev::Park(hint) => {
                 let hint = hint.map_or(0, |h| self.ticks_of(nanos(h)));
                 self.w.event_at(ts, Event::Park { hint })
@@ -1343,6 +1491,8 @@ mod tests {
         assert_eq!(TimelyMark::decode(7), None);
         assert_eq!(TimelyMark::decode(MARK_SHUTDOWN | 1 << 40), None);
         assert_eq!(TimelyMark::decode(MARK_UNTRACED_PROGRESS | 2), Some(TimelyMark::UntracedProgress(2)));
-        assert_eq!(TimelyMark::decode(4 << 56), None);
+        assert_eq!(TimelyMark::decode(MARK_DETACHED), Some(TimelyMark::Detached));
+        assert_eq!(TimelyMark::decode(MARK_DETACHED | 3), None);
+        assert_eq!(TimelyMark::decode(5 << 56), None);
     }
 }

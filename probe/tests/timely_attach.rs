@@ -100,9 +100,8 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
         // What `attach` does, with the "timely" log shared with a counter
         // that sees timely's events before the adapter does.
         let adapter = Adapter::new(worker, &p).expect("enabled probe");
-        adapter.register(worker);
-        let (l2, fwd) = (l.clone(), adapter.clone());
-        worker.log_register().unwrap().insert::<TimelyEventBuilder, _>("timely", move |time, data| {
+        let l2 = l.clone();
+        adapter.register_with(worker, move |_, data: &mut Option<Vec<(Duration, TimelyEvent)>>| {
             if let Some(batch) = data {
                 let mut l = l2.lock().unwrap();
                 let me = l.entry(index).or_default();
@@ -119,7 +118,6 @@ fn run(name: &str, monotonic: bool, keep_local: bool) -> Run {
                     }
                 }
             }
-            fwd.on_timely(time, data);
         });
 
         let mut input = InputHandle::new();

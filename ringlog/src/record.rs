@@ -308,3 +308,9 @@ pub const MARK_SHUTDOWN: u64 = 2 << 56;
 /// timestamp type, which the adapter did not know), so the waits they end
 /// cannot be told from waiting for input.
 pub const MARK_UNTRACED_PROGRESS: u64 = 3 << 56;
+/// A Mark whose id is `MARK_DETACHED` (no operator): from this mark on the
+/// probe receives none of this worker's engine events (the program bound
+/// another consumer to the engine's log the probe read), so the stream
+/// carries nothing more of what the worker does; a reader treats the
+/// worker as ended there.
+pub const MARK_DETACHED: u64 = 4 << 56;

@@ -11,7 +11,7 @@ use ringlog::{Body, DecodeError, Frame, FrameHeader, Meta, Payload, Record, PROC
 use super::faults::Fault;
 use super::records::take_records;
 use super::Ingest;
-use crate::analysis::model::{Counters, Sid};
+use crate::analysis::model::{Counters, Ns, Sid};
 use crate::analysis::report::{ProbeFigures, ProcessFigures};
 
 impl Ingest {
@@ -175,7 +175,43 @@ impl Ingest {
         self.records += pass.taken;
         st.close_records_frame(&h, bytes, pass, faults, [sync_fault, clock_fault]);
         Self::flush(st, &mut self.out, false);
+        if let Some(t) = st.detached_at {
+            self.detached(sid, t);
+        }
         recs
+    }
+
+    /// The probe receives nothing more of this stream's worker from `t` on
+    /// (its Mark `MARK_DETACHED`: the program bound its own logger to the
+    /// engine's log in the probe's place): the stream ends there, said in
+    /// its last window and among the input's errors (the run did not trace
+    /// what the program did after it). Its later frames are ignored.
+    #[cold]
+    fn detached(&mut self, sid: Sid, t: Ns) {
+        let why = "the program bound its own logger to the engine's log in the probe's place: nothing of this \
+                   worker is traced from here on (docs/timely.md)";
+        self.fault(format!("stream {sid}: {why}"));
+        let st = self.streams.get_mut(&sid).expect("a stream of the frame");
+        st.windower.fault(t, t, why);
+        self.end_stream(sid, Vec::new());
+    }
+
+    /// The stream `sid` is over (its End frame, or what ended it): its
+    /// windows are handed over, with `faults`, and it counts as ended.
+    fn end_stream(&mut self, sid: Sid, faults: Vec<Fault>) {
+        let st = self.streams.get_mut(&sid).expect("a stream of the frame");
+        st.builder.finish();
+        st.done = true;
+        for (a, b, why) in faults {
+            st.windower.fault(a, b, &why);
+        }
+        let before = self.out.len();
+        Self::flush(st, &mut self.out, true);
+        st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
+        let unplaced = st.windower.unplaced_faults();
+        self.report_unplaced(sid, unplaced);
+        self.mark_ended(sid);
+        self.finish_batch(before);
     }
 
     /// A Records frame of a process with no clock sample yet: its records
@@ -241,18 +277,7 @@ impl Ingest {
                     st.windower.count(t, &Counters { lost: h.lost, ..Default::default() });
                     st.windower.fault(t, t, &format!("{} records lost", h.lost));
                 }
-                st.builder.finish();
-                st.done = true;
-                for (a, b, why) in faults.drain(..) {
-                    st.windower.fault(a, b, &why);
-                }
-                let before = self.out.len();
-                Self::flush(st, &mut self.out, true);
-                st.windower.finish(true, None, &mut st.builder.out, &mut self.out);
-                let unplaced = st.windower.unplaced_faults();
-                self.report_unplaced(sid, unplaced);
-                self.mark_ended(sid);
-                self.finish_batch(before);
+                self.end_stream(sid, faults);
                 return;
             }
         }

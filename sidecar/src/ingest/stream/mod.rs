@@ -76,6 +76,9 @@ struct Stream {
     shut_down: Vec<(Ns, u32)>,
     /// Last record time (ns): where lost records would have been.
     last_ts: Option<Ns>,
+    /// When the probe said it receives nothing more of this worker (a Mark
+    /// `MARK_DETACHED`): the stream is ended there, after its frame.
+    detached_at: Option<Ns>,
     done: bool,
     elided_seen: u64,
     /// Its process's `stats_frames` at its last Records frame.
@@ -214,6 +217,7 @@ impl Ingest {
             metadata_refused: 0,
             shut_down: Vec::new(),
             last_ts: None,
+            detached_at: None,
             done: false,
             elided_seen: 0,
             stats_seen: 0,

@@ -309,6 +309,7 @@ pub(super) fn take_event(st: &mut Stream, c: &mut Counters, clock: &Clock, t: Ns
         // (A shutdown's id is its tag and an operator: nothing between.)
         Mark { id } if id & !0xffff_ffff == ringlog::MARK_SHUTDOWN => st.note_shut_down(t, id as u32),
         Mark { id } if id & !0xffff_ffff == ringlog::MARK_UNTRACED_PROGRESS => st.note_untraced(id as u32),
+        Mark { id } if id == ringlog::MARK_DETACHED => st.detached_at = st.detached_at.or(Some(t)),
         _ => {}
     }
     st.builder.push_ordered(t, ev);

@@ -506,3 +506,33 @@ fn a_scope_whose_progress_is_not_traced_is_said_from_its_mark_on() {
     let rep = crate::analysis::analyze::analyze(7, 8, 250, vec![at(8).clone()]);
     assert!(rep.untraced_progress.is_empty() && !rep.readable_line().contains("not traced"));
 }
+
+/// A Mark `MARK_DETACHED` (the program bound its own logger to the engine's
+/// log in the probe's place) ends the worker's stream at its frame: its
+/// window carries the fault, the input's errors name the stream, nothing
+/// after it is taken (the next frame's executions are ignored, the End
+/// frame too), and the stream is not reported as cut off at the end of
+/// input.
+#[test]
+fn a_stream_whose_engine_log_the_program_took_ends_at_its_mark() {
+    let (mut e, mut out, w0, d) = one_worker();
+    e.metadata(w0, 1, d, &[Meta::Operator { id: 3, name: "Map".into(), addr: vec![0, 3] }], &mut out);
+    let mut first = executions(0);
+    first.push(Record::from_event(1_020, Event::Mark { id: ringlog::MARK_DETACHED }));
+    e.records(w0, 2, 0, d, &[&first], &mut out);
+    e.records(w0, 3, 0, d, &[&executions(20)], &mut out);
+    e.end(w0, 4, 0, d, &EndStats { produced: 41, lost: 0, elided: 0 }, &mut out);
+    let ing = run(&out);
+    assert_eq!(ing.errors.len(), 1, "{:?}", ing.errors);
+    assert!(ing.errors[0].contains("worker 0: the program bound its own logger"), "{:?}", ing.errors);
+    let windows: Vec<u64> = ing.out.iter().filter(|f| !f.marker).map(|f| f.window).collect();
+    assert_eq!(windows.iter().max(), Some(&4), "nothing after the mark's window: {windows:?}");
+    let last = ing.out.iter().find(|f| f.window == 4 && !f.marker).expect("the mark's window");
+    assert!(
+        last.faults.iter().any(|x| x.contains("nothing of this worker is traced from here on")),
+        "{:?}",
+        last.faults
+    );
+    let rep = crate::analysis::analyze::analyze(7, 4, 250, vec![last.clone()]);
+    assert!(!rep.complete && rep.readable_line().contains("in the probe's place"), "{}", rep.readable_line());
+}
