@@ -535,9 +535,17 @@ impl WindowReport {
         if tr >= 0.05 {
             s += &format!(" (transit between processes {:.0}%)", tr * 100.0);
         }
-        let wfi = if cp.length_ns == 0 { 0.0 } else { cp.by_kind.waiting_for_input as f64 / cp.length_ns as f64 };
+        let share = |ns: Ns| if cp.length_ns == 0 { 0.0 } else { ns as f64 / cp.length_ns as f64 };
+        let wfi = share(cp.by_kind.waiting_for_input);
         if wfi >= 0.1 {
             s += &format!(" (waiting for input {:.0}%)", wfi * 100.0);
+        }
+        // The path's `unknown` time: a worker neither in an operator nor
+        // waiting (timely's own work between operators, the program's code
+        // between steps; docs/analysis.md).
+        let outside = share(cp.by_kind.unknown);
+        if outside >= 0.1 {
+            s += &format!(" (outside operators {:.0}%)", outside * 100.0);
         }
         s += &format!("  waits: {}", self.top_waits(2));
         if let Some(w) = self.best_what_if() {
@@ -1223,6 +1231,25 @@ mod tests {
         assert!(line.contains("waits: hostB/w1→hostA/w0 249 ms"), "{line}");
         // One host: plain `w0` (no names are filled in then).
         assert!(skewed().readable_line().contains("waits: w1→w0 249 ms"));
+    }
+
+    /// The path's time outside operators is said from a tenth of it on,
+    /// as waiting for input is: the skewed window's path is all
+    /// operator (nothing said); with 60 of its 250 ms moved to `unknown`,
+    /// 60 / 250 = 24 %; with 20 ms, 8 %: below the tenth.
+    #[test]
+    fn the_paths_time_outside_operators_is_said_from_a_tenth() {
+        let line = skewed().readable_line();
+        assert!(!line.contains("outside operators"), "{line}");
+        let moved = |ns: Ns| {
+            let mut r = skewed();
+            assert_eq!(r.critical_path.length_ns, 250_000_000);
+            r.critical_path.by_kind.operator -= ns;
+            r.critical_path.by_kind.unknown += ns;
+            r.readable_line()
+        };
+        assert!(moved(60_000_000).contains("(outside operators 24%)"), "{}", moved(60_000_000));
+        assert!(!moved(20_000_000).contains("outside operators"), "{}", moved(20_000_000));
     }
 
     /// A wait for a worker that was not running yet reads as such, not as
