@@ -783,6 +783,9 @@ pub struct RunTotals {
     pub critical_path_ns: Ns,
     /// Of it, messages in transit between processes, ns.
     pub transit_ns: Ns,
+    /// Of it, waiting for input, and time outside operators (`unknown`), ns.
+    pub input_ns: Ns,
+    pub outside_ns: Ns,
     /// Critical path time per (worker, operator name), ns.
     pub operators: std::collections::BTreeMap<(u32, String), Ns>,
     /// Waiting time per (worker, worker waited on; None: not visible), ns.
@@ -923,6 +926,8 @@ impl RunTotals {
         self.critical_path_ns += r.critical_path.length_ns;
         let k = &r.critical_path.by_kind;
         self.transit_ns += k.data_message + k.progress_message;
+        self.input_ns += k.waiting_for_input;
+        self.outside_ns += k.unknown;
         // Only the top operators travel in the report: the sums are of those.
         for o in &r.critical_path.top_operators {
             *self.operators.entry((o.worker, o.name.clone())).or_default() += o.ns;
@@ -1021,6 +1026,8 @@ impl RunTotals {
         self.critical_path_ns = self.critical_path_ns.saturating_sub(r.critical_path.length_ns);
         let k = &r.critical_path.by_kind;
         self.transit_ns = self.transit_ns.saturating_sub(k.data_message + k.progress_message);
+        self.input_ns = self.input_ns.saturating_sub(k.waiting_for_input);
+        self.outside_ns = self.outside_ns.saturating_sub(k.unknown);
         for o in &r.critical_path.top_operators {
             sub(&mut self.operators, (o.worker, o.name.clone()), o.ns);
         }

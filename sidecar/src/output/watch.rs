@@ -491,6 +491,10 @@ pub struct Summary {
     /// Share of the critical path that is messages in transit between
     /// processes.
     pub transit_share: f64,
+    /// Shares of the critical path waiting for input, and outside operators
+    /// (a worker neither in an operator nor waiting: docs/analysis.md).
+    pub input_share: f64,
+    pub outside_share: f64,
     /// (worker, operator, share of the critical path), largest first.
     pub top_operators: Vec<(u32, String, f64)>,
     /// (worker, waited on, ms), largest first.
@@ -581,6 +585,8 @@ impl Summary {
             workers: t.streams.len(),
             critical_path_ms: t.critical_path_ns as f64 / 1e6,
             transit_share: t.transit_ns as f64 / t.critical_path_ns.max(1) as f64,
+            input_share: t.input_ns as f64 / t.critical_path_ns.max(1) as f64,
+            outside_share: t.outside_ns as f64 / t.critical_path_ns.max(1) as f64,
             top_operators: ops,
             waits,
             what_if,
@@ -619,13 +625,20 @@ impl Summary {
                 .filter(|(_, _, sh)| sh * 1000.0 >= 0.5)
                 .map(|(w, n, sh)| format!("w{w} {n} {:.1}%", sh * 100.0))
                 .collect();
-        let transit = if self.transit_share >= 0.005 {
+        let mut shares = if self.transit_share >= 0.005 {
             format!("; transit between processes {:.1}%", self.transit_share * 100.0)
         } else {
             String::new()
         };
+        // (From a tenth on, as the window line says them.)
+        if self.input_share >= 0.1 {
+            shares += &format!("; waiting for input {:.1}%", self.input_share * 100.0);
+        }
+        if self.outside_share >= 0.1 {
+            shares += &format!("; outside operators {:.1}%", self.outside_share * 100.0);
+        }
         s += &format!(
-            "  critical path: {:.1} ms; top: {}{transit}\n",
+            "  critical path: {:.1} ms; top: {}{shares}\n",
             self.critical_path_ms,
             if ops.is_empty() { "-".into() } else { ops.join(", ") }
         );
@@ -859,6 +872,33 @@ mod tests {
             "{text}"
         );
         assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), Cost::default()).text().contains("arrangements"));
+    }
+
+    /// The run's path shares waiting for input and outside operators are
+    /// the windows' summed over their summed lengths: (0 + 30) of
+    /// (100 + 100) ms is 15 % waiting for input; (50 + 0) of 200 ms is
+    /// 25 % outside operators; one of 5 of 200 ms (2.5 %) is not said.
+    #[test]
+    fn the_runs_path_says_its_shares_waiting_for_input_and_outside_operators() {
+        use crate::analysis::report::{ByKind, CpSummary, WindowReport};
+        let window = |operator, waiting_for_input, unknown| WindowReport {
+            critical_path: CpSummary {
+                length_ns: 100_000_000,
+                by_kind: ByKind { operator, waiting_for_input, unknown, ..Default::default() },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut t = RunTotals::default();
+        t.add(&window(50_000_000, 0, 50_000_000));
+        t.add(&window(70_000_000, 30_000_000, 0));
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0)).text();
+        assert!(text.contains("; waiting for input 15.0%; outside operators 25.0%\n"), "{text}");
+        let mut t = RunTotals::default();
+        t.add(&window(95_000_000, 0, 5_000_000));
+        t.add(&window(100_000_000, 0, 0));
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0)).text();
+        assert!(!text.contains("outside operators") && !text.contains("waiting for input"), "{text}");
     }
 
     #[test]
