@@ -282,6 +282,7 @@ impl Adapter {
             slope_q32: 0,
             last_ts: 0,
             frontiers: Vec::new(),
+            live: Vec::new(),
             pending: Vec::new(),
             pending_len: 0,
             activity: false,
@@ -711,6 +712,7 @@ impl Adapter {
             // others.
             s.frontiers[src] = Duration::MAX;
         }
+        s.retire_closed();
         let untraced = untraced_scopes(&self.lazy, &seen);
         for &op in &untraced {
             s.push(0, time, Ev::Untraced(op));
@@ -1068,16 +1070,24 @@ struct State {
     /// Probe ticks per nanosecond between `p0` and `pn`, Q32.32.
     slope_q32: u128,
     last_ts: u64,
-    /// Per attached log: a lower bound on the time of its next event.
+    /// Per attached log: a lower bound on the time of its next event
+    /// (`Duration::MAX`: the log is closed).
     frontiers: Vec<Duration>,
+    /// The logs that still count: open, or closed with events not yet
+    /// written. Only these are read at each call: a worker registers up to
+    /// 328 logs while it learns the scopes' types and keeps a few, and
+    /// reading every log's frontier and queue at each of its calls cost
+    /// more than everything else the adapter does (on timely's `barrier`
+    /// example, a call per log per step).
+    live: Vec<usize>,
     /// Events not yet written, per attached log (each log's events come in
     /// time order; they are merged when written).
     pending: Vec<VecDeque<(Duration, Ev)>>,
     pending_len: usize,
-    /// A non-metadata event arrived since the last Step.
     /// The program took the `"timely"` log from the adapter (see
     /// [`Adapter::timely_binding_dropped`]): nothing more is written.
     detached: bool,
+    /// A non-metadata event arrived since the last Step.
     activity: bool,
     /// The `"timely"` log's last event was a Park (its next flush is the
     /// one before parking).
@@ -1157,10 +1167,18 @@ impl State {
         if self.frontiers.is_empty() {
             self.frontiers.push(Duration::ZERO);
             self.pending.push(VecDeque::new());
+            self.live.push(0);
         }
         self.frontiers.push(Duration::ZERO);
         self.pending.push(VecDeque::new());
+        self.live.push(self.frontiers.len() - 1);
         self.frontiers.len() - 1
+    }
+
+    /// Forgets the closed logs with nothing left to write.
+    fn retire_closed(&mut self) {
+        let (f, p) = (&self.frontiers, &self.pending);
+        self.live.retain(|&i| f[i] != Duration::MAX || !p[i].is_empty());
     }
 
     fn push(&mut self, src: usize, d: Duration, e: Ev) {
@@ -1246,10 +1264,10 @@ impl State {
         if self.pending_len == 0 {
             return;
         }
-        let wm = self.frontiers.iter().copied().min().unwrap_or(Duration::ZERO);
+        let wm = self.live.iter().map(|&i| self.frontiers[i]).min().unwrap_or(Duration::MAX);
         // Most calls are flushes of the progress logs that still wait for
         // another log: nothing pending is old enough to go out yet.
-        if self.pending.iter().all(|q| q.front().is_none_or(|e| e.0 > wm)) {
+        if self.live.iter().all(|&i| self.pending[i].front().is_none_or(|e| e.0 > wm)) {
             return;
         }
         if timing.is_none_or(|t| t.scale != 1) {
@@ -1264,8 +1282,12 @@ impl State {
             return;
         }
         // The newest event to write decides whether a fresh clock pair is due.
-        let newest =
-            self.pending.iter().filter_map(|q| q.partition_point(|e| e.0 <= wm).checked_sub(1).map(|n| q[n].0)).max();
+        let newest = self
+            .live
+            .iter()
+            .map(|&i| &self.pending[i])
+            .filter_map(|q| q.partition_point(|e| e.0 <= wm).checked_sub(1).map(|n| q[n].0))
+            .max();
         let Some(newest) = newest else { return };
         if nanos(newest) > self.pn.t {
             self.new_pair();
@@ -1278,8 +1300,8 @@ impl State {
         loop {
             let mut best: Option<(Duration, usize)> = None;
             let mut upto = wm;
-            for (i, q) in self.pending.iter().enumerate() {
-                let Some(&(d, _)) = q.front() else { continue };
+            for &i in &self.live {
+                let Some(&(d, _)) = self.pending[i].front() else { continue };
                 if d > wm {
                     continue;
                 }
@@ -1299,6 +1321,7 @@ impl State {
                 self.write(d, e);
             }
         }
+        self.retire_closed();
     }
 
     fn new_pair(&mut self) {
