@@ -25,6 +25,11 @@ pub(super) struct Streams {
     /// Per process: the workers it announced (Hello; 0: none seen) and the
     /// base of its block of global worker indices.
     pub blocks: Vec<(u32, u32)>,
+    /// Per process: the global worker indices its streams here span
+    /// (lowest, highest + 1), and its program's name: what tells a cluster's
+    /// processes apart when they announced no worker count (a probe built
+    /// without `workers(n)`, as timely programs build it).
+    spans: Vec<(u32, u32, String)>,
     by_pw: FxHashMap<(u32, u32), usize>,
     by_w: FxHashMap<u32, Vec<usize>>,
 }
@@ -58,7 +63,16 @@ impl Streams {
                 (expected, lo / e * e)
             })
             .collect();
-        Streams { sids, proc_keys, pk, procs, blocks, by_pw, by_w }
+        let spans = procs
+            .iter()
+            .map(|members| {
+                let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
+                let hi = members.iter().map(|&i| sids[i].worker).max().map_or(0, |w| w.saturating_add(1));
+                let program = members.first().map(|&i| frags[i].program.clone()).unwrap_or_default();
+                (lo, hi, program)
+            })
+            .collect();
+        Streams { sids, proc_keys, pk, procs, blocks, spans, by_pw, by_w }
     }
 
     pub fn len(&self) -> usize {
@@ -82,12 +96,37 @@ impl Streams {
         (e > 0).then(|| (base, base.saturating_add(e)))
     }
 
-    /// Whether `p` and `q` are processes of one timely cluster: each
-    /// announced its worker count (Hello) and their blocks of global worker
-    /// indices do not overlap.
+    /// Whether `p` and `q` are processes of one timely cluster: their
+    /// blocks of global worker indices do not overlap. A process that
+    /// announced its worker count (Hello) has its block; one that did not,
+    /// the span of its streams here, and is a peer only of a process of the
+    /// same program (independent programs number their workers from 0
+    /// alike, so their spans overlap anyway; a cluster's processes are one
+    /// program).
     #[inline]
     pub fn peers(&self, p: u32, q: u32) -> bool {
-        p != q && matches!((self.block(p), self.block(q)), (Some(a), Some(b)) if a.1 <= b.0 || b.1 <= a.0)
+        if p == q {
+            return false;
+        }
+        let (a, b) = (self.block(p), self.block(q));
+        let program = |k: u32| self.spans.get(k as usize).map(|s| &s.2);
+        let same_program = || program(p).is_some() && program(p) == program(q);
+        if (a.is_none() || b.is_none()) && !same_program() {
+            return false;
+        }
+        match (self.cluster_block(p), self.cluster_block(q)) {
+            (Some(a), Some(b)) => a.1 <= b.0 || b.1 <= a.0,
+            _ => false,
+        }
+    }
+
+    /// Process `p`'s block of global worker indices: announced, or else the
+    /// span of its streams here (see [`Streams::peers`]).
+    pub fn cluster_block(&self, p: u32) -> Option<(u32, u32)> {
+        self.block(p).or_else(|| {
+            let (lo, hi, _) = self.spans.get(p as usize)?;
+            (lo < hi).then_some((*lo, *hi))
+        })
     }
 
     /// Worker index → local index, from `process`: its own stream, else the
@@ -317,13 +356,13 @@ pub(super) fn not_started(
     let mut wanted: Vec<(u32, u32)> = Vec::new();
     let mut running: Vec<(u32, u32)> = Vec::new();
     for p in streams.processes() {
-        if let Some((base, hi)) = streams.block(p) {
+        if let Some((base, hi)) = streams.cluster_block(p) {
             wanted.push((0, base));
             running.push((base, hi));
         }
     }
     for &(p, w) in strangers.by_worker.keys() {
-        if streams.block(p).is_some() {
+        if streams.cluster_block(p).is_some() {
             wanted.push((w, w.saturating_add(1)));
         }
     }
@@ -382,4 +421,59 @@ fn subtract(a: Vec<(u32, u32)>, b: &[(u32, u32)]) -> Vec<(u32, u32)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream of `program`'s process `process`, worker `worker`, which
+    /// announced `expected` workers (0: none).
+    fn stream(process: u32, worker: u32, program: &str, expected: u32) -> Fragment {
+        let stream = Some(Sid { host: 1, process, worker });
+        Fragment { stream, program: program.into(), workers_expected: expected, ..Default::default() }
+    }
+
+    /// A timely cluster's processes that announced no worker count (a
+    /// probe built without `workers(n)`) are still peers: their streams'
+    /// spans of global worker indices, 0–1 and 2–3, do not overlap, and
+    /// they are one program. So worker 0, named by process 1's streams,
+    /// resolves to process 0's stream (before, no process had a block and
+    /// every message between them was "not on this timeline").
+    #[test]
+    fn a_clusters_processes_without_a_worker_count_are_peers_by_their_streams() {
+        let frags: Vec<Fragment> = [(10, 0), (10, 1), (11, 2), (11, 3)].map(|(p, w)| stream(p, w, "job", 0)).into();
+        let s = Streams::new(1, &frags);
+        let (p0, p1) = (s.key_of(frags[0].stream.unwrap()), s.key_of(frags[2].stream.unwrap()));
+        assert_eq!((s.block(p0), s.cluster_block(p0), s.cluster_block(p1)), (None, Some((0, 2)), Some((2, 4))));
+        assert!(s.peers(p0, p1) && s.peers(p1, p0) && !s.peers(p0, p0));
+        assert_eq!(s.resolve(p1, 0), Some(0));
+        assert_eq!(s.resolve(p0, 3), Some(3));
+        assert_eq!(s.resolve(p0, 7), None);
+        // (Announced blocks still decide when there are: process 11 says
+        // 4 workers, so its block is 0–3, which overlaps process 10's.)
+        let mut announced = frags.clone();
+        announced[2].workers_expected = 4;
+        announced[3].workers_expected = 4;
+        let s = Streams::new(1, &announced);
+        assert_eq!(s.cluster_block(p1), Some((0, 4)));
+        assert!(!s.peers(p0, p1));
+    }
+
+    /// Two programs, or two runs of one program, are not peers: another
+    /// program's workers 2–3 are not this one's; two runs number their
+    /// workers from 0 alike, so their spans overlap.
+    #[test]
+    fn independent_programs_are_not_peers_by_their_streams() {
+        let other: Vec<Fragment> =
+            [(10, 0, "a"), (10, 1, "a"), (11, 2, "b"), (11, 3, "b")].map(|(p, w, prog)| stream(p, w, prog, 0)).into();
+        let s = Streams::new(1, &other);
+        assert!(!s.peers(0, 1));
+        assert_eq!(s.resolve(1, 0), None);
+        let twice: Vec<Fragment> = [(10, 0), (10, 1), (11, 0), (11, 1)].map(|(p, w)| stream(p, w, "a", 0)).into();
+        let s = Streams::new(1, &twice);
+        assert!(!s.peers(0, 1));
+        assert_eq!(s.resolve(0, 1), Some(1));
+        assert_eq!(s.resolve(1, 0), Some(2));
+    }
 }
