@@ -409,7 +409,9 @@ impl Adapter {
     /// `i32`, `isize`, `Duration`, and `Product<A, B>` nested to the left
     /// (as `iterative` and differential's `iterate` nest scopes) over `A` in
     /// `()`, `u32`, `u64`, `usize` with `B` in `u32`, `u64`, `usize`: every
-    /// such type up to three `Product`s deep, 156 of them (the list:
+    /// such type up to three `Product`s deep, 156 of them, and with the
+    /// `differential` feature `Product<A, PointStamp<B>>` for the same `A`
+    /// and `B` (differential's dynamic scopes; the list:
     /// [`common_progress_names`]).
     ///
     /// A log no scope uses still costs a flush call at every worker step,
@@ -796,6 +798,7 @@ fn candidate<T: ::timely::progress::Timestamp>() -> Candidate {
 fn short_type_name(full: &str) -> String {
     full.replace("timely::order::product::", "")
         .replace("timely::order::", "")
+        .replace("differential_dataflow::dynamic::pointstamp::", "")
         .replace("core::time::", "")
         .replace(' ', "")
 }
@@ -822,7 +825,26 @@ fn candidates() -> Vec<Candidate> {
     nested_up_to_3::<u32>(&mut out);
     nested_up_to_3::<u64>(&mut out);
     nested_up_to_3::<usize>(&mut out);
+    #[cfg(feature = "differential")]
+    {
+        dynamic_scopes::<()>(&mut out);
+        dynamic_scopes::<u32>(&mut out);
+        dynamic_scopes::<u64>(&mut out);
+        dynamic_scopes::<usize>(&mut out);
+    }
     out
+}
+
+/// `Product<U, PointStamp<B>>` for each inner `B` of the common list:
+/// differential's dynamic scopes (`dynamic::feedback_summary`; its
+/// `dynamic` example builds `iterative::<PointStamp<usize>>` in a `u32`
+/// dataflow).
+#[cfg(feature = "differential")]
+fn dynamic_scopes<U: ::timely::progress::Timestamp>(out: &mut Vec<Candidate>) {
+    use differential_dataflow::dynamic::pointstamp::PointStamp;
+    out.push(candidate::<Product<U, PointStamp<u32>>>());
+    out.push(candidate::<Product<U, PointStamp<u64>>>());
+    out.push(candidate::<Product<U, PointStamp<usize>>>());
 }
 
 /// `Product<U, B>` for each inner `B` of the common list.
@@ -885,8 +907,13 @@ fn progress_selection(list: Option<&str>) -> Result<Option<Vec<bool>>, String> {
                 return Err(format!(
                     "PROBE_TIMELY_PROGRESS: {name:?} is not one of {}, or a Product nested to the left up to three \
                      deep over (), u32, u64 or usize with u32, u64 or usize inside (e.g. Product<u64,u32>, \
-                     Product<Product<u32,usize>,usize>)",
-                    plain.join(", ")
+                     Product<Product<u32,usize>,usize>){}",
+                    plain.join(", "),
+                    if cfg!(feature = "differential") {
+                        ", or Product<A,PointStamp<B>> with A and B as there (differential's dynamic scopes)"
+                    } else {
+                        ""
+                    }
                 ));
             }
         }
@@ -1491,8 +1518,18 @@ mod tests {
         // Every nesting of u32, u64 and usize to the left, up to three
         // Products deep: over each of (), u32, u64 and usize, 3 + 9 + 27.
         let ints = ["u32", "u64", "usize"];
-        let products: Vec<&String> = names.iter().filter(|n| n.starts_with("Product<")).collect();
+        let products: Vec<&String> =
+            names.iter().filter(|n| n.starts_with("Product<") && !n.contains("PointStamp")).collect();
         assert_eq!(products.len(), 4 * (3 + 9 + 27), "{names:?}");
+        // With differential: its dynamic scopes over each base, with each
+        // inner type: 4 × 3, `Product<u32,PointStamp<usize>>` among them
+        // (its `dynamic` example).
+        let dynamic: Vec<&String> = names.iter().filter(|n| n.contains("PointStamp")).collect();
+        let want = if cfg!(feature = "differential") { 12 } else { 0 };
+        assert_eq!(dynamic.len(), want, "{dynamic:?}");
+        if cfg!(feature = "differential") {
+            assert!(dynamic.iter().any(|n| n.starts_with("Product<u32,PointStamp<usize")), "{dynamic:?}");
+        }
         for n in &products {
             // `Product<Product<A,B>,C>` → the base and each inner type.
             let depth = n.matches("Product<").count();

@@ -17,7 +17,12 @@ fn progress_types(names: &[String]) -> Vec<String> {
     names
         .iter()
         .filter_map(|n| n.strip_prefix("timely/progress/"))
-        .map(|t| t.replace("timely::order::product::", "").replace("core::time::", "").replace(' ', ""))
+        .map(|t| {
+            t.replace("timely::order::product::", "")
+                .replace("differential_dataflow::dynamic::pointstamp::", "")
+                .replace("core::time::", "")
+                .replace(' ', "")
+        })
         .collect()
 }
 
