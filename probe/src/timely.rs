@@ -1076,6 +1076,8 @@ enum Ev {
     Park(Option<Duration>),
     Unpark,
     Step,
+    /// (Made only by the `differential` feature's arrangement log.)
+    #[cfg_attr(not(feature = "differential"), allow(dead_code))]
     Arrange {
         op: u32,
         figure: u32,
