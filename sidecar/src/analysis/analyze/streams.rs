@@ -26,10 +26,11 @@ pub(super) struct Streams {
     /// base of its block of global worker indices.
     pub blocks: Vec<(u32, u32)>,
     /// Per process: the global worker indices its streams here span
-    /// (lowest, highest + 1), and its program's name: what tells a cluster's
-    /// processes apart when they announced no worker count (a probe built
-    /// without `workers(n)`, as timely programs build it).
-    spans: Vec<(u32, u32, String)>,
+    /// (lowest, highest + 1), and its program (the same number for the same
+    /// name): what tells a cluster's processes apart when they announced no
+    /// worker count (a probe built without `workers(n)`, as timely programs
+    /// build it).
+    spans: Vec<(u32, u32, u32)>,
     by_pw: FxHashMap<(u32, u32), usize>,
     by_w: FxHashMap<u32, Vec<usize>>,
 }
@@ -63,13 +64,18 @@ impl Streams {
                 (expected, lo / e * e)
             })
             .collect();
+        let mut programs: Vec<&str> = Vec::new();
         let spans = procs
             .iter()
             .map(|members| {
                 let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
                 let hi = members.iter().map(|&i| sids[i].worker).max().map_or(0, |w| w.saturating_add(1));
-                let program = members.first().map(|&i| frags[i].program.clone()).unwrap_or_default();
-                (lo, hi, program)
+                let name = members.first().map_or("", |&i| frags[i].program.as_str());
+                let program = programs.iter().position(|p| *p == name).unwrap_or_else(|| {
+                    programs.push(name);
+                    programs.len() - 1
+                });
+                (lo, hi, program as u32)
             })
             .collect();
         Streams { sids, proc_keys, pk, procs, blocks, spans, by_pw, by_w }
@@ -109,7 +115,7 @@ impl Streams {
             return false;
         }
         let (a, b) = (self.block(p), self.block(q));
-        let program = |k: u32| self.spans.get(k as usize).map(|s| &s.2);
+        let program = |k: u32| self.spans.get(k as usize).map(|s| s.2);
         let same_program = || program(p).is_some() && program(p) == program(q);
         if (a.is_none() || b.is_none()) && !same_program() {
             return false;
