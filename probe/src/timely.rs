@@ -391,9 +391,8 @@ impl Adapter {
         let mut s = self.state.borrow_mut();
         s.detached = true;
         let now = s.epoch.elapsed();
-        for f in s.frontiers.iter_mut() {
-            *f = Duration::MAX;
-        }
+        // (Everything queued goes out now, the mark last; nothing is read
+        // after it, so no log's frontier matters any more.)
         s.push(0, now, Ev::Detached);
         s.write_until(Duration::MAX);
         drop(s);
