@@ -139,7 +139,7 @@ use ::timely::logging::{
 };
 use ::timely::order::Product;
 use ::timely::worker::Worker;
-use ringlog::{Event, MARK_TAG};
+use ringlog::Event;
 
 use crate::{AdapterCost, Probe, WorkerProbe};
 
@@ -151,39 +151,10 @@ use crate::{AdapterCost, Probe, WorkerProbe};
 /// FORMAT.md).
 pub use ringlog::{MARK_DETACHED, MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_UNTRACED_PROGRESS};
 
-/// What a Mark written by this adapter means. (More may come: match with
-/// a wildcard arm.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TimelyMark {
-    /// Timely pushed progress (frontier changes) to this operator.
-    PushProgress(u32),
-    /// This operator (or dataflow) shut down.
-    Shutdown(u32),
-    /// This scope's progress messages are not recorded: its timestamp type
-    /// has no progress log the adapter listens to.
-    UntracedProgress(u32),
-    /// The program bound its own logger to the `"timely"` log in place of
-    /// the adapter's: nothing more of this worker follows.
-    Detached,
-}
-
-impl TimelyMark {
-    /// Reads a Mark id written by this adapter; `None` for any other mark.
-    pub fn decode(id: u64) -> Option<TimelyMark> {
-        let op = (id & 0xffff_ffff) as u32;
-        if id & !MARK_TAG & !0xffff_ffff != 0 {
-            return None;
-        }
-        match id & MARK_TAG {
-            MARK_PUSH_PROGRESS => Some(TimelyMark::PushProgress(op)),
-            MARK_SHUTDOWN => Some(TimelyMark::Shutdown(op)),
-            MARK_UNTRACED_PROGRESS => Some(TimelyMark::UntracedProgress(op)),
-            MARK_DETACHED if op == 0 => Some(TimelyMark::Detached),
-            _ => None,
-        }
-    }
-}
+/// What a Mark written by this adapter means: the wire's reading of its
+/// tags ([`ringlog::Mark`]: [`TimelyMark::decode`] reads an id, `None` for
+/// any other mark; more may come: match with a wildcard arm).
+pub use ringlog::Mark as TimelyMark;
 
 /// Registers the probe on `worker`'s loggers: the `"timely"` log and the
 /// progress logs of a fixed list of timestamp types: `()`, `usize`, `u64`,
@@ -191,7 +162,9 @@ impl TimelyMark {
 /// `u32`, `u64` and `usize` nested up to three deep (listed at
 /// [`Adapter::register_common_progress`]). Call it
 /// first thing in the worker closure, before building dataflows. Does
-/// nothing when the probe is disabled or the worker has no log registry.
+/// nothing when the probe is disabled; says so on standard error, and does
+/// nothing else, when the worker has no log registry (a worker made by
+/// `Worker::new(config, allocator, None)`: timely logs nothing for it).
 ///
 /// Timely logs a scope's progress messages to a log named after its
 /// timestamp type (`"timely/progress/{type_name}"`). For a scope whose type
@@ -219,7 +192,20 @@ impl TimelyMark {
 pub fn attach(worker: &Worker, probe: &Probe) {
     if let Some(a) = Adapter::new(worker, probe) {
         a.register(worker);
+    } else if probe.is_enabled() {
+        // (Timely keeps a log registry only for a worker given a start
+        // time: `timely::execute` gives one, `Worker::new(.., None)` not.)
+        eprintln!("{}", no_registry(worker.index()));
     }
+}
+
+/// What `attach` says of a worker without a log registry.
+fn no_registry(index: usize) -> String {
+    format!(
+        "probe: worker {index} keeps no log registry (built with `Worker::new(config, allocator, None)`): timely \
+         logs nothing for it, so nothing of it is traced; give it a start time, \
+         `Worker::new(config, allocator, Some(std::time::Instant::now()))`"
+    )
 }
 
 /// Counters of one worker's adapter (for tests and diagnostics).
@@ -1404,7 +1390,7 @@ impl State {
         if let Some(op) = self.push_pending {
             if !matches!(e, Ev::Start(o) if o == op) {
                 self.push_pending = None;
-                self.w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });
+                self.w.event_at(ts, Event::Mark { id: TimelyMark::PushProgress(op).id() });
             }
         }
         let w = &mut self.w;
@@ -1413,7 +1399,7 @@ impl State {
                 w.schedule_start_at(ts, op as usize);
                 if self.push_pending == Some(op) {
                     self.push_pending = None;
-                    w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });
+                    w.event_at(ts, Event::Mark { id: TimelyMark::PushProgress(op).id() });
                 }
             }
             Ev::Stop(op) => w.schedule_stop_at(ts, op as usize),
@@ -1424,9 +1410,9 @@ impl State {
             Ev::PSend { channel, seq } => w.event_at(ts, Event::ProgressSend { channel, seq }),
             Ev::PRecv { channel, from, seq } => w.event_at(ts, Event::ProgressRecv { channel, from, seq }),
             Ev::Push(op) => self.push_pending = Some(op),
-            Ev::Shutdown(op) => w.event_at(ts, Event::Mark { id: MARK_SHUTDOWN | op as u64 }),
-            Ev::Untraced(op) => w.event_at(ts, Event::Mark { id: MARK_UNTRACED_PROGRESS | op as u64 }),
-            Ev::Detached => w.event_at(ts, Event::Mark { id: MARK_DETACHED }),
+            Ev::Shutdown(op) => w.event_at(ts, Event::Mark { id: TimelyMark::Shutdown(op).id() }),
+            Ev::Untraced(op) => w.event_at(ts, Event::Mark { id: TimelyMark::UntracedProgress(op).id() }),
+            Ev::Detached => w.event_at(ts, Event::Mark { id: TimelyMark::Detached.id() }),
             Ev::Park(hint) => {
                 let hint = hint.map_or(0, |h| self.ticks_of(nanos(h)));
                 self.w.event_at(ts, Event::Park { hint })
@@ -1479,7 +1465,7 @@ impl Drop for State {
         self.work_ends(t);
         if let Some(op) = self.push_pending.take() {
             let ts = self.last_ts;
-            self.w.event_at(ts, Event::Mark { id: MARK_PUSH_PROGRESS | op as u64 });
+            self.w.event_at(ts, Event::Mark { id: TimelyMark::PushProgress(op).id() });
         }
         self.w.count_local_messages(std::mem::take(&mut self.local_uncounted));
         self.report_cost();
@@ -1543,17 +1529,5 @@ mod tests {
         // (Differential's `scc` over a u32 dataflow.)
         assert!(names.iter().any(|n| n == "Product<Product<u32,usize>,usize>"));
         assert!(names.iter().any(|n| n == "Product<Product<Product<u64,u32>,u64>,u32>"));
-    }
-
-    #[test]
-    fn marks_decode() {
-        assert_eq!(TimelyMark::decode(MARK_PUSH_PROGRESS | 7), Some(TimelyMark::PushProgress(7)));
-        assert_eq!(TimelyMark::decode(MARK_SHUTDOWN | 0xffff_ffff), Some(TimelyMark::Shutdown(u32::MAX)));
-        assert_eq!(TimelyMark::decode(7), None);
-        assert_eq!(TimelyMark::decode(MARK_SHUTDOWN | 1 << 40), None);
-        assert_eq!(TimelyMark::decode(MARK_UNTRACED_PROGRESS | 2), Some(TimelyMark::UntracedProgress(2)));
-        assert_eq!(TimelyMark::decode(MARK_DETACHED), Some(TimelyMark::Detached));
-        assert_eq!(TimelyMark::decode(MARK_DETACHED | 3), None);
-        assert_eq!(TimelyMark::decode(5 << 56), None);
     }
 }

@@ -39,7 +39,8 @@ pub use frame::{
 };
 pub use host::{host_id, host_id_of, host_name, parse_host_id};
 pub use record::{
-    Event, Figure, Kind, Record, MARK_DETACHED, MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_TAG, MARK_UNTRACED_PROGRESS,
+    Event, Figure, Kind, Mark, Record, MARK_DETACHED, MARK_PUSH_PROGRESS, MARK_SHUTDOWN, MARK_TAG,
+    MARK_UNTRACED_PROGRESS,
 };
 
 /// Why bytes could not be read as frames. Every variant names the fault.

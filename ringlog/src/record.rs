@@ -314,3 +314,84 @@ pub const MARK_UNTRACED_PROGRESS: u64 = 3 << 56;
 /// carries nothing more of what the worker does; a reader treats the
 /// worker as ended there.
 pub const MARK_DETACHED: u64 = 4 << 56;
+
+/// What a Mark's id means, for the tags this format defines
+/// ([`MARK_PUSH_PROGRESS`], [`MARK_SHUTDOWN`], [`MARK_UNTRACED_PROGRESS`],
+/// [`MARK_DETACHED`]); the one reading of them that writers and readers
+/// share. (More may come: match with a wildcard arm.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mark {
+    /// Progress (frontier changes) was pushed to this operator.
+    PushProgress(u32),
+    /// This operator (or dataflow) shut down.
+    Shutdown(u32),
+    /// This scope's progress messages are not in the stream.
+    UntracedProgress(u32),
+    /// Nothing more of this worker's engine events follows.
+    Detached,
+}
+
+impl Mark {
+    /// Reads a Mark's id; `None` for a tag of the engine's own, or an id
+    /// with bits set between its tag and its operator (or, for
+    /// [`Mark::Detached`], with an operator).
+    pub fn decode(id: u64) -> Option<Mark> {
+        let op = (id & 0xffff_ffff) as u32;
+        if id & !MARK_TAG & !0xffff_ffff != 0 {
+            return None;
+        }
+        match id & MARK_TAG {
+            MARK_PUSH_PROGRESS => Some(Mark::PushProgress(op)),
+            MARK_SHUTDOWN => Some(Mark::Shutdown(op)),
+            MARK_UNTRACED_PROGRESS => Some(Mark::UntracedProgress(op)),
+            MARK_DETACHED if op == 0 => Some(Mark::Detached),
+            _ => None,
+        }
+    }
+
+    /// The Mark's id, as [`Mark::decode`] reads it.
+    pub fn id(self) -> u64 {
+        match self {
+            Mark::PushProgress(op) => MARK_PUSH_PROGRESS | u64::from(op),
+            Mark::Shutdown(op) => MARK_SHUTDOWN | u64::from(op),
+            Mark::UntracedProgress(op) => MARK_UNTRACED_PROGRESS | u64::from(op),
+            Mark::Detached => MARK_DETACHED,
+        }
+    }
+}
+
+#[cfg(test)]
+mod mark_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn marks_read_by_their_tags() {
+        assert_eq!(Mark::decode(MARK_PUSH_PROGRESS | 7), Some(Mark::PushProgress(7)));
+        assert_eq!(Mark::decode(MARK_SHUTDOWN | 0xffff_ffff), Some(Mark::Shutdown(u32::MAX)));
+        assert_eq!(Mark::decode(MARK_SHUTDOWN | 1 << 40), None);
+        assert_eq!(Mark::decode(MARK_UNTRACED_PROGRESS | 2), Some(Mark::UntracedProgress(2)));
+        assert_eq!(Mark::decode(MARK_DETACHED), Some(Mark::Detached));
+        assert_eq!(Mark::decode(MARK_DETACHED | 3), None);
+        assert_eq!(Mark::decode(5 << 56), None);
+        assert_eq!(Mark::decode(42), None);
+    }
+
+    proptest! {
+        /// Whatever a Mark's id, decoding it and writing it back gives it
+        /// again, or it was not one of this format's marks.
+        #[test]
+        fn a_decoded_mark_writes_back_its_id(id: u64) {
+            if let Some(m) = Mark::decode(id) {
+                prop_assert_eq!(m.id(), id);
+            }
+        }
+
+        #[test]
+        fn a_marks_id_decodes_to_it(op: u32, tag in 0u8..4) {
+            let m = [Mark::PushProgress(op), Mark::Shutdown(op), Mark::UntracedProgress(op), Mark::Detached][tag as usize];
+            prop_assert_eq!(Mark::decode(m.id()), Some(m));
+        }
+    }
+}

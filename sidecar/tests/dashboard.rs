@@ -476,6 +476,10 @@ const PROBE_DOM: &str = r##"JSON.stringify({
   properties: document.getElementById("properties").textContent,
   lateIsNoFault: !faulty({streams: [{faults: ["late data for a window already analyzed"]}]}) &&
     faulty({streams: [{faults: ["decode error: bad checksum"]}]}),
+  notes: selectedNotes({complete: false, incomplete_reasons: ["worker 1: the program bound its own logger"],
+    critical_path: {length_ns: 200, by_kind: {unknown: 60, waiting_for_input: 10, data_message: 12, progress_message: 0}},
+    untraced_progress: [{worker: 0, operator: 3, name: "Iterative"}, {worker: 1, operator: 3, name: "Iterative"}]}),
+  quietNotes: document.getElementById("selected-notes").textContent,
   errors: document.getElementById("js-errors").textContent,
 })"##;
 
@@ -555,6 +559,20 @@ fn the_dashboard_renders_skew_in_a_real_browser() {
             text.as_str().and_then(|t| t.strip_prefix("window ")?.split([':', ' ']).next()?.parse().ok()).unwrap();
         assert!(n < 100, "window numbered from the run's start: {text}");
     }
+    // What the window's line says beside its operators, under its title:
+    // of a 200 ns path, 60 outside operators (30 %, from 10 %), 12 in
+    // transit (6 %, from 5 %), 10 waiting for input (5 %: below 10 %, not
+    // said); the scope named once for its two workers.
+    assert_eq!(
+        dom["notes"],
+        json!(
+            "incomplete: worker 1: the program bound its own logger · transit between processes 6% of the path · \
+             outside operators 30% of the path · progress not traced in Iterative (its waits read as waiting for input)"
+        ),
+        "{dom}"
+    );
+    // (skew's windows: complete, all of the path in its operators.)
+    assert_eq!(dom["quietNotes"], json!(""), "{dom}");
     assert_eq!(dom["errors"], json!(""), "errors caught by the page");
     assert_eq!(page.errors(), Vec::<String>::new(), "errors on the console");
 }

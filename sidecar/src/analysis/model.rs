@@ -497,6 +497,11 @@ pub struct Fragment {
     pub faults: Vec<String>,
     /// Workers the process said it runs (0 = unknown).
     pub workers_expected: u32,
+    /// The global worker indices of the streams of this stream's process
+    /// that the sidecar knows of (their Hello seen; offline, every stream
+    /// of the process in the files), lowest and highest + 1; (0, 0): none
+    /// known. What a process that announced no worker count runs.
+    pub process_workers: (u32, u32),
     /// The stream ended cleanly inside this window.
     pub ended: bool,
     /// The program name from the process's Hello.

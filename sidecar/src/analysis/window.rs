@@ -73,6 +73,8 @@ pub struct Windower {
     /// stays inside that window needs no copy.
     lent: Option<(u64, usize)>,
     pub workers_expected: u32,
+    /// [`Fragment::process_workers`].
+    pub process_workers: (u32, u32),
     pub program: String,
     /// The host's name (its Hello).
     pub host_name: String,
@@ -164,6 +166,7 @@ impl Windower {
             started: false,
             lent: None,
             workers_expected: 0,
+            process_workers: (0, 0),
             program: String::new(),
             host_name: String::new(),
             msgs: Messages::default(),
@@ -367,6 +370,7 @@ impl Windower {
             stream: Some(self.stream),
             window: k,
             workers_expected: self.workers_expected,
+            process_workers: self.process_workers,
             program: self.program.clone(),
             host_name: self.host_name.clone(),
             ..Default::default()

@@ -46,4 +46,4 @@ pub use os_clock::now_unix_ns;
 pub use queues::{queues, Live, Queues, WorkerQueue};
 pub use reader::{Polled, Reader};
 pub use split::Splitter;
-pub use split::{Share, StreamBytes, StreamPlan};
+pub use split::{known_workers, Share, StreamBytes, StreamPlan};

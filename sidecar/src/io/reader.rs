@@ -152,6 +152,12 @@ impl Reader {
         self
     }
 
+    /// The streams of every process in the files ([`Ingest::know_workers`]).
+    pub fn with_known_workers(mut self, known: &crate::ingest::stream::KnownWorkers) -> Reader {
+        self.ingest.know_workers(known);
+        self
+    }
+
     /// Reads only the streams `share` assigns to this worker.
     pub fn shared(mut self, share: Share) -> Reader {
         if share.peers > 1 {

@@ -28,6 +28,21 @@ use ringlog::{frame::parse_header, DecodeError, StreamError, HEADER_LEN};
 /// [`crate::io::first_pass_of`]).
 pub type StreamBytes = Vec<Vec<(ringlog::StreamId, u64)>>;
 
+/// Per process (host, pid), the span of global worker indices of its
+/// streams in the files' first pass: what each fragment says its process
+/// runs, whichever worker reads the stream ([`Ingest::know_workers`]).
+///
+/// [`Ingest::know_workers`]: crate::ingest::stream::Ingest::know_workers
+pub fn known_workers(bytes: &StreamBytes) -> crate::ingest::stream::KnownWorkers {
+    let mut known = crate::ingest::stream::KnownWorkers::default();
+    for s in bytes.iter().flatten().map(|(s, _)| s).filter(|s| !s.is_process_wide()) {
+        let (lo, hi) = (s.worker, s.worker.saturating_add(1));
+        let e = known.entry((s.host, s.process)).or_insert((lo, hi));
+        *e = (e.0.min(lo), e.1.max(hi));
+    }
+    known
+}
+
 /// Which worker decodes each stream of the files, dealt out by their bytes:
 /// the largest first, each to the worker with the fewest bytes so far (the
 /// lowest of those tied), over all the files. Graham's rule for scheduling
@@ -513,5 +528,19 @@ mod tests {
         }
         let total: u64 = first.stream_bytes[0].iter().map(|x| x.1).sum();
         assert_eq!(per_worker.iter().sum::<u64>(), total);
+    }
+
+    /// Each process's workers from the first pass, over every file: worker
+    /// 0 in one file and worker 3 in another are one process's 0–3; the
+    /// process-wide stream and other processes' streams are not its.
+    #[test]
+    fn the_first_pass_says_each_process_s_workers() {
+        let id = |process, worker| ringlog::StreamId { host: 7, process, worker };
+        let bytes: StreamBytes =
+            vec![vec![(id(1, 0), 10), (id(1, ringlog::PROCESS_WIDE), 5)], vec![(id(1, 3), 10), (id(2, 9), 10)]];
+        let known = known_workers(&bytes);
+        assert_eq!(known.len(), 2);
+        assert_eq!(known[&(7, 1)], (0, 4));
+        assert_eq!(known[&(7, 2)], (9, 10));
     }
 }

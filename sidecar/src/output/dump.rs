@@ -101,15 +101,15 @@ pub fn dump(path: &Path, max_records: usize, out: &mut dyn Write) -> std::io::Re
 
 /// What a Mark's id says, by its tag (ringlog FORMAT.md), in words.
 fn mark_meaning(id: u64) -> String {
-    let op = id & 0xffff_ffff;
-    let rest = id & !ringlog::MARK_TAG & !0xffff_ffff;
-    match id & ringlog::MARK_TAG {
-        _ if rest != 0 => format!("tag {}, not a known mark", id >> 56),
-        ringlog::MARK_PUSH_PROGRESS => format!("progress pushed to operator {op}"),
-        ringlog::MARK_SHUTDOWN => format!("operator {op} shut down"),
-        ringlog::MARK_UNTRACED_PROGRESS => format!("scope {op}: its progress not traced"),
-        ringlog::MARK_DETACHED if op == 0 => "detached: the program took the engine's log".to_string(),
-        tag => format!("tag {}, the engine's own", tag >> 56),
+    use ringlog::Mark;
+    match Mark::decode(id) {
+        Some(Mark::PushProgress(op)) => format!("progress pushed to operator {op}"),
+        Some(Mark::Shutdown(op)) => format!("operator {op} shut down"),
+        Some(Mark::UntracedProgress(op)) => format!("scope {op}: its progress not traced"),
+        Some(Mark::Detached) => "detached: the program took the engine's log".to_string(),
+        // (A tag this format defines, with bits its marks never set.)
+        _ if (1..=4).contains(&(id >> 56)) => format!("tag {}, not a known mark", id >> 56),
+        _ => format!("tag {}, the engine's own", id >> 56),
     }
 }
 
@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(mark_meaning(ringlog::MARK_PUSH_PROGRESS | 2), "progress pushed to operator 2");
         assert_eq!(mark_meaning(ringlog::MARK_UNTRACED_PROGRESS | 9), "scope 9: its progress not traced");
         assert_eq!(mark_meaning(ringlog::MARK_DETACHED), "detached: the program took the engine's log");
-        assert_eq!(mark_meaning(ringlog::MARK_DETACHED | 1), "tag 4, the engine's own");
+        assert_eq!(mark_meaning(ringlog::MARK_DETACHED | 1), "tag 4, not a known mark");
         assert_eq!(mark_meaning(9 << 56 | 3), "tag 9, the engine's own");
         assert_eq!(mark_meaning(ringlog::MARK_SHUTDOWN | 1 << 40), "tag 2, not a known mark");
         assert_eq!(mark_meaning(1), "tag 0, the engine's own");

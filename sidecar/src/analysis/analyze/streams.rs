@@ -31,6 +31,10 @@ pub(super) struct Streams {
     /// worker count (a probe built without `workers(n)`, as timely programs
     /// build it).
     spans: Vec<(u32, u32, u32)>,
+    /// Per process: the span of global worker indices of its streams known
+    /// to the sidecar, here or not ([`Fragment::process_workers`]; None:
+    /// not said).
+    known: Vec<Option<(u32, u32)>>,
     by_pw: FxHashMap<(u32, u32), usize>,
     by_w: FxHashMap<u32, Vec<usize>>,
 }
@@ -64,12 +68,24 @@ impl Streams {
                 (expected, lo / e * e)
             })
             .collect();
+        let known: Vec<Option<(u32, u32)>> = procs
+            .iter()
+            .map(|members| {
+                let said = members.iter().map(|&i| frags[i].process_workers).filter(|(lo, hi)| lo < hi);
+                said.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+            })
+            .collect();
         let mut programs: Vec<&str> = Vec::new();
         let spans = procs
             .iter()
-            .map(|members| {
-                let lo = members.iter().map(|&i| sids[i].worker).min().unwrap_or(0);
-                let hi = members.iter().map(|&i| sids[i].worker).max().map_or(0, |w| w.saturating_add(1));
+            .zip(&known)
+            .map(|(members, known)| {
+                let (mut lo, mut hi) = known.unwrap_or((u32::MAX, 0));
+                for &i in members {
+                    lo = lo.min(sids[i].worker);
+                    hi = hi.max(sids[i].worker.saturating_add(1));
+                }
+                let lo = lo.min(hi);
                 let name = members.first().map_or("", |&i| frags[i].program.as_str());
                 let program = programs.iter().position(|p| *p == name).unwrap_or_else(|| {
                     programs.push(name);
@@ -78,7 +94,7 @@ impl Streams {
                 (lo, hi, program as u32)
             })
             .collect();
-        Streams { sids, proc_keys, pk, procs, blocks, spans, by_pw, by_w }
+        Streams { sids, proc_keys, pk, procs, blocks, spans, known, by_pw, by_w }
     }
 
     pub fn len(&self) -> usize {
@@ -153,8 +169,15 @@ impl Streams {
     /// stream ended).
     #[inline]
     pub fn own_worker(&self, i: usize, w: u32) -> bool {
-        let (e, b) = self.blocks[self.pk[i] as usize];
-        e > 0 && w >= b && w < b.saturating_add(e)
+        let p = self.pk[i] as usize;
+        let (e, b) = self.blocks[p];
+        (e > 0 && w >= b && w < b.saturating_add(e)) || self.known[p].is_some_and(|(lo, hi)| (lo..hi).contains(&w))
+    }
+
+    /// Process `p`'s workers: its announced block, else the span of its
+    /// streams known to the sidecar (None: neither).
+    fn workers_of(&self, p: u32) -> Option<(u32, u32)> {
+        self.block(p).or(self.known[p as usize])
     }
 }
 
@@ -217,8 +240,9 @@ fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport)
     reasons
 }
 
-/// Streams process `p` said it runs (workers=N in its Hello) that are not
-/// present in this window, with a reason naming them.
+/// Streams process `p` runs (workers=N in its Hello; else the streams of
+/// the process the sidecar knows of: [`Fragment::process_workers`]) that
+/// are not present in this window, with a reason naming them.
 ///
 /// A stream is present in a window when it sent a fragment for it: from its
 /// first record to its End the stream's windower hands over one for every
@@ -233,10 +257,10 @@ fn stream_reports(streams: &Streams, frags: &[Fragment], rep: &mut WindowReport)
 /// window is analyzed that cannot be told from a missing stream, and the
 /// window lacks that worker either way).
 fn missing_streams(streams: &Streams, p: u32, ended: &[u32], reasons: &mut Vec<String>) -> usize {
-    let (expected, base) = streams.blocks[p as usize];
-    if expected == 0 {
-        return 0; // no Hello seen: nothing to hold the streams against
-    }
+    // (Neither a worker count nor the streams known: nothing to hold the
+    // streams here against.)
+    let Some((base, hi)) = streams.workers_of(p) else { return 0 };
+    let expected = hi - base;
     let mut here: Vec<u32> = streams.procs[p as usize].iter().map(|&i| streams.sids[i].worker).collect();
     here.sort_unstable();
     here.dedup();
@@ -250,7 +274,6 @@ fn missing_streams(streams: &Streams, p: u32, ended: &[u32], reasons: &mut Vec<S
     // block's size comes from the Hello, and a bogus one (billions of
     // workers) must not be spelled out every window.
     const NAMED: usize = 16;
-    let hi = base.saturating_add(expected);
     let absent_of = |w: &u32| here.binary_search(w).is_err() && ended.binary_search(w).is_err();
     let absent: Vec<String> = (base..hi).filter(absent_of).take(NAMED).map(|w| w.to_string()).collect();
     let in_block = |w: &&u32| (base..hi).contains(*w);
@@ -481,5 +504,41 @@ mod tests {
         assert!(!s.peers(0, 1));
         assert_eq!(s.resolve(0, 1), Some(1));
         assert_eq!(s.resolve(1, 0), Some(2));
+    }
+
+    /// One process of four workers, announced by none (the one-line
+    /// attach), whose workers 1–3 have not recorded yet in this window
+    /// (they were in the program's own code before their first step): only
+    /// worker 0's fragment is here, and it says the process runs workers
+    /// 0–3. They are the process's own workers, not another process "not
+    /// started yet" (before, the process's block was worker 0's alone, and
+    /// its messages to them made the window say so), and the window names
+    /// them as a process with an announced count would.
+    #[test]
+    fn a_process_without_a_worker_count_runs_the_workers_of_its_known_streams() {
+        let mut alone = stream(10, 0, "job", 0);
+        alone.process_workers = (0, 4);
+        let frags = vec![alone];
+        let s = Streams::new(1, &frags);
+        assert_eq!(s.cluster_block(0), Some((0, 4)));
+        assert!(s.own_worker(0, 3) && !s.own_worker(0, 4));
+        let mut strangers = Strangers::default();
+        strangers.add(0, 2);
+        let nobody = not_started(&s, &FxHashMap::default(), &strangers, false);
+        assert!(nobody.workers.is_empty() && nobody.more == 0, "{:?}", nobody.workers);
+        let mut reasons = Vec::new();
+        assert_eq!(missing_streams(&s, 0, &[], &mut reasons), 3);
+        assert_eq!(
+            reasons,
+            ["process 10: 1 of 4 worker streams present (workers 1, 2, 3: no stream in this window: missing, or not started yet)"]
+        );
+        // (A stream of them that ended is not missing.)
+        let mut reasons = Vec::new();
+        assert_eq!(missing_streams(&s, 0, &[1], &mut reasons), 2);
+        // Without what its streams are, a process holds nothing against
+        // the window: worker 0 alone, nothing missing.
+        let s = Streams::new(1, &[stream(10, 0, "job", 0)]);
+        assert_eq!(missing_streams(&s, 0, &[], &mut Vec::new()), 0);
+        assert!(!s.own_worker(0, 1));
     }
 }

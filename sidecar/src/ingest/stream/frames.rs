@@ -106,8 +106,10 @@ impl Ingest {
             let p = self.proc(sid.host, sid.process, h.domain);
             (p.program.clone(), p.host_name.clone(), p.workers)
         };
+        let process_workers = self.know_worker(sid);
         let st = self.stream(sid);
         st.windower.workers_expected = workers;
+        st.windower.process_workers = process_workers;
         st.windower.program = program;
         st.windower.host_name = host_name;
         if st.done {

@@ -131,6 +131,10 @@ pub struct Ingest {
     max_metadata: usize,
     procs: FxHashMap<(u64, u32), Proc>,
     streams: BTreeMap<Sid, Stream>,
+    /// Per process (host, pid): the span of global worker indices of its
+    /// streams known, from their frames here and from the files' first
+    /// pass ([`Ingest::know_workers`]) ([`Fragment::process_workers`]).
+    known_workers: KnownWorkers,
     /// Fragments ready for their window's owner.
     pub out: Vec<Fragment>,
     /// Faults found (already attached to the windows they concern).
@@ -154,6 +158,10 @@ pub struct Ingest {
     revise: u64,
 }
 
+/// Per process (host, pid), the span of global worker indices of its
+/// streams known: lowest, highest + 1 ([`Fragment::process_workers`]).
+pub type KnownWorkers = FxHashMap<(u64, u32), (u32, u32)>;
+
 impl Ingest {
     pub fn new(name: impl Into<String>, width: Ns) -> Ingest {
         Ingest {
@@ -162,6 +170,7 @@ impl Ingest {
             max_metadata: MAX_METADATA,
             procs: FxHashMap::default(),
             streams: BTreeMap::new(),
+            known_workers: FxHashMap::default(),
             out: Vec::new(),
             errors: Vec::new(),
             records: 0,
@@ -189,6 +198,25 @@ impl Ingest {
     pub fn with_sync(mut self, shared: crate::ingest::sync::SharedSync) -> Ingest {
         self.sync = crate::ingest::sync::StreamSync::new(shared);
         self
+    }
+
+    /// Offline: the streams of every process in the files (the first pass
+    /// over them, `io::known_workers`), so that each fragment says what its
+    /// process runs even where this worker reads only some of its streams,
+    /// or before a stream's first frame.
+    pub fn know_workers(&mut self, known: &KnownWorkers) {
+        for (&k, &(lo, hi)) in known {
+            let e = self.known_workers.entry(k).or_insert((lo, hi));
+            *e = (e.0.min(lo), e.1.max(hi));
+        }
+    }
+
+    /// Notes stream `sid` among its process's workers; the span so far.
+    fn know_worker(&mut self, sid: Sid) -> (u32, u32) {
+        let (lo, hi) = (sid.worker, sid.worker.saturating_add(1));
+        let e = self.known_workers.entry((sid.host, sid.process)).or_insert((lo, hi));
+        *e = (e.0.min(lo), e.1.max(hi));
+        *e
     }
 
     fn proc(&mut self, host: u64, pid: u32, domain: ClockDomain) -> &mut Proc {

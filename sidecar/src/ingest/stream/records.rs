@@ -306,10 +306,12 @@ pub(super) fn take_event(st: &mut Stream, c: &mut Counters, clock: &Clock, t: Ns
             w.arrangement(t, op, figure, value);
             return;
         }
-        // (A shutdown's id is its tag and an operator: nothing between.)
-        Mark { id } if id & !0xffff_ffff == ringlog::MARK_SHUTDOWN => st.note_shut_down(t, id as u32),
-        Mark { id } if id & !0xffff_ffff == ringlog::MARK_UNTRACED_PROGRESS => st.note_untraced(id as u32),
-        Mark { id } if id == ringlog::MARK_DETACHED => st.detached_at = st.detached_at.or(Some(t)),
+        Mark { id } => match ringlog::Mark::decode(id) {
+            Some(ringlog::Mark::Shutdown(op)) => st.note_shut_down(t, op),
+            Some(ringlog::Mark::UntracedProgress(op)) => st.note_untraced(op),
+            Some(ringlog::Mark::Detached) => st.detached_at = st.detached_at.or(Some(t)),
+            _ => {}
+        },
         _ => {}
     }
     st.builder.push_ordered(t, ev);

@@ -62,6 +62,11 @@ fn run_width(b: &[u8], width: Ns) -> Ingest {
 fn run_limited(b: &[u8], width: Ns, max_metadata: usize) -> Ingest {
     let mut ing = Ingest::new("test", width);
     ing.max_metadata = max_metadata;
+    run_into(ing, b)
+}
+
+/// Ingests `b` whole into `ing`.
+fn run_into(mut ing: Ingest, b: &[u8]) -> Ingest {
     for f in Decoder::new(b) {
         match f {
             Ok(f) => {
@@ -535,4 +540,26 @@ fn a_stream_whose_engine_log_the_program_took_ends_at_its_mark() {
     );
     let rep = crate::analysis::analyze::analyze(7, 4, 250, vec![last.clone()]);
     assert!(!rep.complete && rep.readable_line().contains("in the probe's place"), "{}", rep.readable_line());
+}
+
+/// Each fragment says which workers its process runs, from the streams
+/// known so far: a worker's Hello is enough (worker 2 says hello before
+/// worker 0's records and records nothing itself), and, offline, the files'
+/// first pass adds streams this ingest does not read (worker 3, read by
+/// another sidecar worker). What a window's owner holds a process without
+/// a worker count against (`analyze::streams`).
+#[test]
+fn fragments_say_the_workers_their_process_runs() {
+    let (mut e, mut out, w0, d) = one_worker();
+    let w2 = StreamId { worker: 2, ..w0 };
+    e.hello(w2, 0, d, &hello(), &mut out);
+    e.records(w0, 1, 0, d, &[&executions(0)], &mut out);
+    let ing = run_into(Ingest::new("t", 250), &out);
+    assert!(!ing.out.is_empty());
+    assert!(ing.out.iter().all(|f| f.process_workers == (0, 3)), "{:?}", ing.out.iter().map(|f| f.process_workers));
+    let mut seeded = Ingest::new("t", 250);
+    let known: super::KnownWorkers = [((7, 1), (3, 4)), ((7, 2), (9, 10))].into_iter().collect();
+    seeded.know_workers(&known);
+    let seeded = run_into(seeded, &out);
+    assert!(seeded.out.iter().all(|f| f.process_workers == (0, 4)));
 }

@@ -181,6 +181,7 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
     let Inputs::Files(files) = &*shared.inputs else { return readers };
     let settings = &shared.settings;
     let plan = shared.stream_plan(peers);
+    let known = crate::io::known_workers(&settings.stream_bytes);
     for (i, p) in files.iter().enumerate() {
         let share = Share { peers, index, file: i, plan: plan.clone() };
         let name = p.display().to_string();
@@ -197,7 +198,7 @@ fn open_files(shared: &Shared, index: usize, peers: usize) -> Vec<Reader> {
             })
         };
         match opened {
-            Ok(r) => readers.push(r.with_sync(settings.sync.clone())),
+            Ok(r) => readers.push(r.with_sync(settings.sync.clone()).with_known_workers(&known)),
             // (The file's primary reader reports it.)
             Err(_) if !share.primary() => {}
             Err(e) => {
