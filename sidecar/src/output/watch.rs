@@ -655,7 +655,9 @@ impl Summary {
             .collect();
         s += &format!("  waiting: {}\n", if waits.is_empty() { "-".into() } else { waits.join(", ") });
         s += &arrangements_line(&self.arrangements);
-        for (_, words, _) in &self.what_if {
+        // (Not one that saves under the line's 1 %: "job −0 %" is no lead.
+        // The JSON keeps it.)
+        for (_, words, _) in self.what_if.iter().filter(|(_, _, job)| *job >= 0.005) {
             s += &format!("  what-if: {words}\n");
         }
         if !self.untraced_progress.is_empty() {
@@ -987,6 +989,16 @@ mod tests {
         let s = Summary::new(&["x".into()], 0, 1000.0, &t, c);
         assert_eq!(s.what_if, vec![("w0:Consume=2".into(), "w0 Consume 2× faster: job −25 %".into(), 0.25)]);
         assert!(s.text().contains("  what-if: w0 Consume 2× faster: job −25 %\n"), "{}", s.text());
+        // A job saving of 0.4 % (2 ns of 500) is in the JSON, not said.
+        let mut small = RunTotals::default();
+        for saved in [0, 2] {
+            let mut r = WindowReport { what_if: vec![w(saved)], ..Default::default() };
+            r.critical_path.span_ns = 250;
+            small.add(&r);
+        }
+        let s = Summary::new(&["x".into()], 0, 1000.0, &small, Cost::new(&small, None, 0.0, 0.0));
+        assert_eq!(s.what_if.len(), 1, "{:?}", s.what_if);
+        assert!(!s.text().contains("what-if"), "{}", s.text());
     }
 
     fn figures(written: u64, writer_cpu_ms: u64, last: bool) -> crate::analysis::report::ProbeFigures {
