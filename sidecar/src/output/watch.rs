@@ -874,6 +874,18 @@ mod tests {
             "{text}"
         );
         assert!(!Summary::new(&[], 0, 1.0, &RunTotals::default(), Cost::default()).text().contains("arrangements"));
+        // Two traces named alike on one worker (differential names every
+        // `arrange` "Arrange") are told apart by their operators; w1's one
+        // of that name is not.
+        t.add(&WindowReport {
+            arrangements: vec![a(0, 9, "Arrange", 100, 100), a(0, 11, "Arrange", 0, 90), a(1, 9, "Arrange", 80, 80)],
+            ..Default::default()
+        });
+        let text = Summary::new(&["x".into()], 0, 1000.0, &t, Cost::new(&t, None, 12.0, 10.0)).text();
+        assert!(
+            text.contains(", w0 Arrange (op 9) 100 records (peak 100), w0 Arrange (op 11) 0 records (peak 90)\n"),
+            "{text}"
+        );
     }
 
     /// The run's path shares waiting for input and outside operators are
