@@ -516,12 +516,16 @@ impl WindowReport {
             s += &format!("  INCOMPLETE ({})", self.incomplete_reasons.join("; "));
         }
         s += &format!("  critical path {}", human_ns(cp.length_ns));
-        let mut tops: Vec<String> = cp
-            .top_operators
+        let shown: Vec<&OpShare> = cp.top_operators.iter().take(2).filter(|o| o.share >= 0.05).collect();
+        // (Two of one name on one worker, as differential names every
+        // `arrange` "Arrange", told apart by their operators.)
+        let alike = shown.len() == 2 && (shown[0].worker, &shown[0].name) == (shown[1].worker, &shown[1].name);
+        let mut tops: Vec<String> = shown
             .iter()
-            .take(2)
-            .filter(|o| o.share >= 0.05)
-            .map(|o| format!("{} {} {:.0}%", self.who(o.worker), o.name, o.share * 100.0))
+            .map(|o| {
+                let op = if alike { format!(" (op {})", o.operator) } else { String::new() };
+                format!("{} {}{op} {:.0}%", self.who(o.worker), o.name, o.share * 100.0)
+            })
             .collect();
         if let (Some(t), Some(first)) = (cp.tie_words(), tops.first_mut()) {
             *first = t;
@@ -1270,6 +1274,25 @@ mod tests {
         };
         assert!(moved(60_000_000).contains("(outside operators 24%)"), "{}", moved(60_000_000));
         assert!(!moved(20_000_000).contains("outside operators"), "{}", moved(20_000_000));
+    }
+
+    /// Two operators of one name on one worker at the top of the path
+    /// are told apart by their ids; of different workers or names, not.
+    #[test]
+    fn two_top_operators_of_one_name_say_their_ids() {
+        let mut r = skewed();
+        let mut second = r.critical_path.top_operators[0].clone();
+        second.operator += 5;
+        second.share = 0.2;
+        r.critical_path.top_operators.insert(1, second.clone());
+        let line = r.readable_line();
+        let (a, b) = (r.critical_path.top_operators[0].operator, second.operator);
+        assert!(
+            line.contains(&format!("w0 Consume (op {a}) ")) && line.contains(&format!("w0 Consume (op {b}) 20%")),
+            "{line}"
+        );
+        r.critical_path.top_operators[1].worker = 1;
+        assert!(!r.readable_line().contains("(op "), "{}", r.readable_line());
     }
 
     /// The line's what-if: the best 2× saving, said to the line's 1 %. Of
