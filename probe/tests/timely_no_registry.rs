@@ -2,7 +2,8 @@
 //! allocator, None)`, as timely's `threadless` example builds one): timely
 //! logs nothing for it, so `attach` cannot trace it. It says so on standard
 //! error, naming the fix, instead of leaving an empty recording without a
-//! word; a worker given a start time is traced.
+//! word; a worker given a start time is traced, and so is a
+//! `timely::example` program written as docs/timely.md says.
 #![cfg(feature = "timely")]
 
 mod common;
@@ -71,4 +72,26 @@ fn a_worker_given_a_start_time_is_traced() {
     let t = read_trace(&std::fs::read(threadless("registry.rlog", Some(Instant::now()))).unwrap());
     let w = t.workers.get(&0).expect("worker 0's stream");
     assert!(!w.records.is_empty() && w.end.is_some(), "records and an End");
+}
+
+/// `timely::example(|scope| ...)` gives no worker to attach to; the same
+/// program through `timely::execute_directly`, the line before its
+/// dataflow (docs/timely.md), is traced: its operators and schedules.
+#[test]
+fn an_example_program_written_with_execute_directly_is_traced() {
+    use timely::dataflow::operators::vec::ToStream;
+    let path = tmp_path("example.rlog");
+    let probe = std::sync::Arc::new(Probe::builder().sink(Sink::file(&path)).start().unwrap());
+    let p = probe.clone();
+    timely::execute_directly(move |worker| {
+        probe::timely::attach(worker, &p);
+        worker.dataflow::<u64, _, _>(|scope| {
+            (0..10u64).to_stream(scope).inspect(|_| {});
+        })
+    });
+    std::sync::Arc::try_unwrap(probe).ok().expect("the worker is gone").shutdown().unwrap();
+    let t = read_trace(&std::fs::read(&path).unwrap());
+    let w = t.workers.get(&0).expect("worker 0's stream");
+    let starts = w.records.iter().filter(|r| matches!(r.event(), Some(ringlog::Event::ScheduleStart { .. }))).count();
+    assert!(starts > 0 && w.end.is_some(), "{starts} schedules");
 }
