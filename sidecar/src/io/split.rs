@@ -34,11 +34,10 @@ pub type StreamBytes = Vec<Vec<(ringlog::StreamId, u64)>>;
 ///
 /// [`Ingest::know_workers`]: crate::ingest::stream::Ingest::know_workers
 pub fn known_workers(bytes: &StreamBytes) -> crate::ingest::stream::KnownWorkers {
-    let mut known = crate::ingest::stream::KnownWorkers::default();
+    use crate::ingest::stream::{know_span, KnownWorkers};
+    let mut known = KnownWorkers::default();
     for s in bytes.iter().flatten().map(|(s, _)| s).filter(|s| !s.is_process_wide()) {
-        let (lo, hi) = (s.worker, s.worker.saturating_add(1));
-        let e = known.entry((s.host, s.process)).or_insert((lo, hi));
-        *e = (e.0.min(lo), e.1.max(hi));
+        know_span(&mut known, (s.host, s.process), (s.worker, s.worker.saturating_add(1)));
     }
     known
 }

@@ -162,6 +162,13 @@ pub struct Ingest {
 /// streams known: lowest, highest + 1 ([`Fragment::process_workers`]).
 pub type KnownWorkers = FxHashMap<(u64, u32), (u32, u32)>;
 
+/// Widens process `key`'s span in `known` to take in `span`; the span now.
+pub fn know_span(known: &mut KnownWorkers, key: (u64, u32), (lo, hi): (u32, u32)) -> (u32, u32) {
+    let e = known.entry(key).or_insert((lo, hi));
+    *e = (e.0.min(lo), e.1.max(hi));
+    *e
+}
+
 impl Ingest {
     pub fn new(name: impl Into<String>, width: Ns) -> Ingest {
         Ingest {
@@ -205,18 +212,14 @@ impl Ingest {
     /// process runs even where this worker reads only some of its streams,
     /// or before a stream's first frame.
     pub fn know_workers(&mut self, known: &KnownWorkers) {
-        for (&k, &(lo, hi)) in known {
-            let e = self.known_workers.entry(k).or_insert((lo, hi));
-            *e = (e.0.min(lo), e.1.max(hi));
+        for (&key, &span) in known {
+            know_span(&mut self.known_workers, key, span);
         }
     }
 
     /// Notes stream `sid` among its process's workers; the span so far.
     fn know_worker(&mut self, sid: Sid) -> (u32, u32) {
-        let (lo, hi) = (sid.worker, sid.worker.saturating_add(1));
-        let e = self.known_workers.entry((sid.host, sid.process)).or_insert((lo, hi));
-        *e = (e.0.min(lo), e.1.max(hi));
-        *e
+        know_span(&mut self.known_workers, (sid.host, sid.process), (sid.worker, sid.worker.saturating_add(1)))
     }
 
     fn proc(&mut self, host: u64, pid: u32, domain: ClockDomain) -> &mut Proc {
