@@ -1101,20 +1101,10 @@ impl RunTotals {
     }
 
     /// The run's largest arrangements: (worker, name, last level held,
-    /// peak), the largest peak first, at most `n`.
-    pub fn largest_arrangements(&self, n: usize) -> Vec<(u32, String, u64, u64)> {
-        // (Two traces of one name on one worker, as differential names
-        // every `arrange` "Arrange", are told apart by their operators.)
-        let mut names: std::collections::BTreeMap<(u32, &str), u32> = Default::default();
-        for ((w, _), t) in &self.arrangements {
-            *names.entry((*w, t.name.as_str())).or_default() += 1;
-        }
-        let name = |w: u32, op: u32, t: &ArrangementTotal| match names[&(w, t.name.as_str())] {
-            1 => t.name.clone(),
-            _ => format!("{} (op {op})", t.name),
-        };
-        let mut v: Vec<(u32, String, u64, u64)> =
-            self.arrangements.iter().map(|((w, op), t)| (*w, name(*w, *op, t), t.records, t.peak_records)).collect();
+    /// peak, operator id), the largest peak first, at most `n`.
+    pub fn largest_arrangements(&self, n: usize) -> Vec<(u32, String, u64, u64, u32)> {
+        let mut v: Vec<(u32, String, u64, u64, u32)> =
+            self.arrangements.iter().map(|((w, op), t)| (*w, t.name.clone(), t.records, t.peak_records, *op)).collect();
         v.sort_by(|a, b| b.3.cmp(&a.3).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
         v.truncate(n);
         v
@@ -1161,7 +1151,7 @@ mod tests {
         assert!(t.arrangements.contains_key(&(0, 0)) && !t.arrangements.contains_key(&(0, kept)));
         t.add(&WindowReport { arrangements: vec![trace(kept + 10, 5_000)], ..Default::default() });
         assert_eq!(t.arrangements.len(), RunTotals::ARRANGEMENTS_KEPT);
-        assert_eq!(t.largest_arrangements(1), vec![(0, format!("q{}", kept + 10), 5_000, 5_000)]);
+        assert_eq!(t.largest_arrangements(1), vec![(0, format!("q{}", kept + 10), 5_000, 5_000, kept + 10)]);
     }
 
     fn skewed() -> WindowReport {

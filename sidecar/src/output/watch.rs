@@ -511,10 +511,11 @@ pub struct Summary {
     pub untraced_progress: Vec<String>,
     pub cost: Cost,
     pub probe_line: Option<ProbeLine>,
-    /// The largest differential arrangements: (worker, operator, records
-    /// at the last level held, peak), the largest peak first.
+    /// The largest differential arrangements: (worker, operator's name,
+    /// records at the last level held, peak, operator's id), the largest
+    /// peak first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub arrangements: Vec<(u32, String, u64, u64)>,
+    pub arrangements: Vec<(u32, String, u64, u64, u32)>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -532,14 +533,18 @@ pub fn count_words(n: u64) -> String {
 }
 
 /// The summary's arrangements line (empty without arrangements).
-fn arrangements_line(a: &[(u32, String, u64, u64)]) -> String {
+fn arrangements_line(a: &[(u32, String, u64, u64, u32)]) -> String {
     if a.is_empty() {
         return String::new();
     }
+    // (Two of one name on one worker, as differential names every
+    // `arrange` "Arrange", told apart by their operators.)
+    let alike = |w: u32, name: &str| a.iter().filter(|x| (x.0, x.1.as_str()) == (w, name)).count() > 1;
     let parts: Vec<String> = a
         .iter()
-        .map(|(w, name, records, peak)| {
-            format!("w{w} {name} {} records (peak {})", count_words(*records), count_words(*peak))
+        .map(|(w, name, records, peak, op)| {
+            let op = if alike(*w, name) { format!(" (op {op})") } else { String::new() };
+            format!("w{w} {name}{op} {} records (peak {})", count_words(*records), count_words(*peak))
         })
         .collect();
     format!("  arrangements: {}\n", parts.join(", "))
