@@ -195,17 +195,13 @@ pub fn attach(worker: &Worker, probe: &Probe) {
     } else if probe.is_enabled() {
         // (Timely keeps a log registry only for a worker given a start
         // time: `timely::execute` gives one, `Worker::new(.., None)` not.)
-        eprintln!("{}", no_registry(worker.index()));
+        eprintln!(
+            "probe: worker {} keeps no log registry (built with `Worker::new(config, allocator, None)`): timely \
+             logs nothing for it, so nothing of it is traced; give it a start time, \
+             `Worker::new(config, allocator, Some(std::time::Instant::now()))`",
+            worker.index()
+        );
     }
-}
-
-/// What `attach` says of a worker without a log registry.
-fn no_registry(index: usize) -> String {
-    format!(
-        "probe: worker {index} keeps no log registry (built with `Worker::new(config, allocator, None)`): timely \
-         logs nothing for it, so nothing of it is traced; give it a start time, \
-         `Worker::new(config, allocator, Some(std::time::Instant::now()))`"
-    )
 }
 
 /// Counters of one worker's adapter (for tests and diagnostics).

@@ -154,6 +154,11 @@ pub struct WhatIf {
 }
 
 impl WhatIf {
+    /// The least share of its time a prediction saves for a line to say
+    /// it: what reads as 1 % (less would read "−0 %", no lead). The JSON
+    /// keeps every prediction.
+    pub const SAID_FROM: f64 = 0.005;
+
     /// In words: `w0 Consume 2× faster: window −48 %`.
     pub fn words(&self) -> String {
         format!("{}: window −{:.0} %", self.what(), self.saved_share * 100.0)
@@ -613,7 +618,7 @@ impl WindowReport {
     /// operator is a sliver of it: "−0 %" is no lead).
     pub fn best_what_if(&self) -> Option<&WhatIf> {
         let first = self.what_if.iter().find(|w| w.factor == "2").or(self.what_if.first());
-        first.filter(|w| w.saved_ns > 0 && w.saved_share >= 0.005)
+        first.filter(|w| w.saved_ns > 0 && w.saved_share >= WhatIf::SAID_FROM)
     }
 
     /// The `n` largest waits by (worker, worker waited on): `w1→w0 249 ms,

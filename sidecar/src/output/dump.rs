@@ -108,7 +108,7 @@ fn mark_meaning(id: u64) -> String {
         Some(Mark::UntracedProgress(op)) => format!("scope {op}: its progress not traced"),
         Some(Mark::Detached) => "detached: the program took the engine's log".to_string(),
         // (A tag this format defines, with bits its marks never set.)
-        _ if (1..=4).contains(&(id >> 56)) => format!("tag {}, not a known mark", id >> 56),
+        _ if Mark::decode(id & ringlog::MARK_TAG).is_some() => format!("tag {}, not a known mark", id >> 56),
         _ => format!("tag {}, the engine's own", id >> 56),
     }
 }

@@ -29,7 +29,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::report::{ProbeFigures, RunTotals};
+use crate::analysis::report::{ProbeFigures, RunTotals, WhatIf};
 
 /// Measured on the development machine (2 cores, invariant TSC): about
 /// 12 ns per published record and 10 ns per elided schedule pair
@@ -469,7 +469,7 @@ fn source_words(t: &RunTotals, source: &str, p: Option<&ProbeLine>) -> String {
 }
 
 /// A run-level what-if in words: `w0 Consume 2× faster: job −27 %`.
-pub fn job_words(w: &crate::analysis::report::WhatIf, job: f64) -> String {
+pub fn job_words(w: &WhatIf, job: f64) -> String {
     format!("{}: job −{:.0} %", w.what(), job * 100.0)
 }
 
@@ -662,7 +662,7 @@ impl Summary {
         s += &arrangements_line(&self.arrangements);
         // (Not one that saves under the line's 1 %: "job −0 %" is no lead.
         // The JSON keeps it.)
-        for (_, words, _) in self.what_if.iter().filter(|(_, _, job)| *job >= 0.005) {
+        for (_, words, _) in self.what_if.iter().filter(|(_, _, job)| *job >= WhatIf::SAID_FROM) {
             s += &format!("  what-if: {words}\n");
         }
         if !self.untraced_progress.is_empty() {
@@ -984,7 +984,7 @@ mod tests {
     /// saved 25 %.
     #[test]
     fn the_summary_what_if_says_the_jobs_figure() {
-        use crate::analysis::report::{WhatIf, WindowReport};
+        use crate::analysis::report::WindowReport;
         let mut t = RunTotals::default();
         let w = |saved_ns| WhatIf {
             speedup: "w0:Consume=2".into(),
